@@ -1,0 +1,106 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let package = Package(
+    name: "datong",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "bridge-gateway", targets: ["RunGateway"]),
+        .executable(name: "identity-service", targets: ["RunIdentity"]),
+        .executable(name: "config-service", targets: ["RunConfig"]),
+        .executable(name: "collector", targets: ["RunCollector"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+    ],
+    targets: [
+        // C libraries, through pkg-config.
+        .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+
+        // PostgreSQL over libpq: pool on dedicated threads, statements, transactions, COPY, migrations.
+        .target(
+            name: "DatongPostgres",
+            dependencies: [
+                "CLibPQ",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        // Inter-service contracts: the Codable types both the client and the server side use.
+        .target(name: "DatongContracts"),
+        // What every service shares: settings, logging, metrics, health/ready, request ids, errors.
+        .target(
+            name: "DatongRuntime",
+            dependencies: [
+                "DatongPostgres", "DatongContracts", "CCrypto",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+
+        // The four services, one library each.
+        .target(
+            name: "Gateway",
+            dependencies: [
+                "DatongContracts", "DatongRuntime",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "CompressNIO", package: "compress-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .target(
+            name: "Identity",
+            dependencies: [
+                "DatongContracts", "DatongRuntime", "DatongPostgres",
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ]
+        ),
+        .target(
+            name: "ConfigService",
+            dependencies: [
+                "DatongContracts", "DatongRuntime", "DatongPostgres",
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ]
+        ),
+        .target(
+            name: "Collector",
+            dependencies: [
+                "DatongContracts", "DatongRuntime", "DatongPostgres",
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ]
+        ),
+
+        // Thin executables: read settings, bootstrap logging and metrics, run.
+        .executableTarget(name: "RunGateway", dependencies: ["Gateway", "DatongRuntime"]),
+        .executableTarget(name: "RunIdentity", dependencies: ["Identity", "DatongRuntime"]),
+        .executableTarget(name: "RunConfig", dependencies: ["ConfigService", "DatongRuntime"]),
+        .executableTarget(name: "RunCollector", dependencies: ["Collector", "DatongRuntime"]),
+
+        .testTarget(
+            name: "DatongTests",
+            dependencies: [
+                "Gateway", "Identity", "ConfigService", "Collector",
+                "DatongContracts", "DatongRuntime", "DatongPostgres",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,28 @@
+import DatongContracts
+import DatongRuntime
+import Hummingbird
+
+/// Builds the collector: `POST /v1/batches` writes a batch and answers after commit.
+public func buildCollectorApplication(
+    settings: CollectorSettings, runtime: ServiceRuntime
+) -> some ApplicationProtocol {
+    let database = ServiceDatabase(settings: settings.database, logger: runtime.logger)
+    let store = PostgresEventStore(pool: database.pool)
+    let router = makeServiceRouter(runtime: runtime, readiness: [database.readiness])
+    let limit = settings.maxBatchBytes
+    router.post("/v1/batches") { request, context in
+        let batch = try await decodeJSONBody(CollectBatch.self, from: request, limit: limit)
+        let result = try await store.write(batch)
+        context.logger.debug("batch.committed", metadata: [
+            "batch.stored": "\(result.stored)", "batch.duplicates": "\(result.duplicates)", "batch.rejected": "\(result.rejected)",
+        ])
+        return try jsonResponse(.ok, encoding: result)
+    }
+    var app = Application(
+        router: router,
+        configuration: .init(address: .hostname(settings.server.host, port: settings.server.port), serverName: "collector"),
+        logger: runtime.logger
+    )
+    database.attach(to: &app, schema: CollectorSchema.name, migrations: CollectorSchema.migrations, logger: runtime.logger)
+    return app
+}

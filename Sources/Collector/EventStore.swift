@@ -1,0 +1,130 @@
+import DatongContracts
+import DatongPostgres
+import Synchronization
+
+/// Where the collector writes batches.
+protocol EventStore: Sendable {
+    /// Writes the whole batch in one transaction and returns only after it committed.
+    func write(_ batch: CollectBatch) async throws -> CollectResult
+}
+
+/// Writes batches to PostgreSQL with binary COPY into per-session staging tables, then one
+/// `INSERT … SELECT … ON CONFLICT DO NOTHING` per table: bulk speed, and a retried record (same
+/// dedup key) is counted as a duplicate instead of failing the batch.
+final class PostgresEventStore: EventStore {
+    private let pool: PostgresPool
+    private let knownPartitions = Mutex<Set<MonthPartition>>([])
+
+    init(pool: PostgresPool) {
+        self.pool = pool
+    }
+
+    func write(_ batch: CollectBatch) async throws -> CollectResult {
+        var events = BinaryCopyWriter()
+        var profiles = BinaryCopyWriter()
+        var rejected = BinaryCopyWriter()
+        var eventCount = 0
+        var profileCount = 0
+        var months = Set<MonthPartition>()
+        for record in batch.records {
+            let key = RecordIdentity.key(of: record)
+            if RecordType.isEvent(record.type) {
+                eventCount += 1
+                months.insert(MonthPartition(unixMillis: record.time))
+                Self.appendEvent(record, key: key, receivedAt: batch.receivedAt, to: &events)
+            } else {
+                profileCount += 1
+                Self.appendProfileRecord(record, key: key, receivedAt: batch.receivedAt, to: &profiles)
+            }
+        }
+        for record in batch.rejected {
+            rejected.beginRow(fieldCount: 4)
+            rejected.text(record.project)
+            rejected.timestamp(unixMillis: batch.receivedAt)
+            rejected.text(record.reason)
+            rejected.text(record.raw)
+        }
+        try await ensurePartitions(months)
+
+        let eventData = events.finish(), profileData = profiles.finish(), rejectedData = rejected.finish()
+        let rejectedCount = batch.rejected.count
+        let hasEvents = eventCount > 0, hasProfiles = profileCount > 0
+        let total = eventCount + profileCount
+        let stored: Int = try await pool.transaction { connection in
+            try connection.setUpSession("collector.staging", Self.stagingTables)
+            var stored = 0
+            if hasEvents {
+                _ = try connection.copyIn("COPY pg_temp.incoming_events FROM STDIN (FORMAT binary)", data: eventData)
+                stored += try connection.execute(
+                    "INSERT INTO collector.events SELECT * FROM pg_temp.incoming_events ON CONFLICT DO NOTHING"
+                ).affectedRows
+            }
+            if hasProfiles {
+                _ = try connection.copyIn("COPY pg_temp.incoming_profile_records FROM STDIN (FORMAT binary)", data: profileData)
+                stored += try connection.execute(
+                    "INSERT INTO collector.profile_records SELECT * FROM pg_temp.incoming_profile_records ON CONFLICT DO NOTHING"
+                ).affectedRows
+            }
+            if rejectedCount > 0 {
+                _ = try connection.copyIn(
+                    "COPY collector.rejected (project, received_at, reason, raw) FROM STDIN (FORMAT binary)", data: rejectedData
+                )
+            }
+            return stored
+        }
+        return CollectResult(stored: stored, duplicates: total - stored, rejected: rejectedCount)
+    }
+
+    /// Creates the monthly partitions a batch needs that this process has not seen yet. Replicas
+    /// serialise on an advisory lock, and `IF NOT EXISTS` makes a lost race harmless.
+    private func ensurePartitions(_ months: Set<MonthPartition>) async throws {
+        let missing = knownPartitions.withLock { months.subtracting($0) }
+        guard !missing.isEmpty else { return }
+        try await pool.transaction { connection in
+            try connection.query("SELECT pg_advisory_xact_lock($1)", [String(Self.partitionLockKey)])
+            for month in missing { try connection.execute(month.createStatement) }
+        }
+        knownPartitions.withLock { $0.formUnion(missing) }
+    }
+
+    /// "events" in ASCII: the advisory lock key for partition changes.
+    private static let partitionLockKey = 0x6576_656E_7473
+
+    private static let stagingTables = """
+        CREATE TEMP TABLE incoming_events (LIKE collector.events) ON COMMIT DELETE ROWS;
+        CREATE TEMP TABLE incoming_profile_records (LIKE collector.profile_records) ON COMMIT DELETE ROWS;
+        """
+
+    private static func appendEvent(_ record: CollectRecord, key: [UInt8], receivedAt: Int64, to writer: inout BinaryCopyWriter) {
+        writer.beginRow(fieldCount: 15)
+        writer.text(record.project)
+        writer.timestamp(unixMillis: record.time)
+        writer.uuid(key)
+        writer.text(record.type)
+        writer.text(record.event ?? "")
+        writer.timestamp(unixMillis: receivedAt)
+        writer.text(record.distinctId ?? "")
+        writer.bigint(record.userId)
+        writer.text(record.anonymousId)
+        writer.text(record.loginId)
+        writer.text(record.lib)
+        writer.text(record.libVersion)
+        writer.text(record.appVersion)
+        writer.boolean(record.hybridH5)
+        writer.jsonb(record.properties)
+    }
+
+    private static func appendProfileRecord(_ record: CollectRecord, key: [UInt8], receivedAt: Int64, to writer: inout BinaryCopyWriter) {
+        writer.beginRow(fieldCount: 10)
+        writer.text(record.project)
+        writer.uuid(key)
+        writer.text(record.type)
+        writer.timestamp(unixMillis: record.time)
+        writer.timestamp(unixMillis: receivedAt)
+        writer.text(record.distinctId)
+        writer.bigint(record.userId)
+        writer.text(record.itemType)
+        writer.text(record.itemId)
+        writer.jsonb(record.properties)
+    }
+}

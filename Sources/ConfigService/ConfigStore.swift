@@ -1,0 +1,76 @@
+import DatongContracts
+import DatongPostgres
+
+/// A published document version as served.
+struct StoredDocument: Sendable {
+    let version: Int
+    let etag: String
+    let body: String
+}
+
+/// Projects and document versions in PostgreSQL.
+struct ConfigStore: Sendable {
+    let pool: PostgresPool
+
+    func listProjects() async throws -> [ProjectInfo] {
+        try await pool.withConnection { connection in
+            try connection.query(
+                "SELECT name, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') FROM config.projects ORDER BY name"
+            ).rows.map { ProjectInfo(name: $0[0] ?? "", createdAt: $0[1] ?? "") }
+        }
+    }
+
+    /// Creates the project if it does not exist; true when it was created now.
+    func createProject(_ name: String) async throws -> Bool {
+        try await pool.withConnection { connection in
+            try connection.query(
+                "INSERT INTO config.projects (name) VALUES ($1) ON CONFLICT DO NOTHING", [name]
+            ).affectedRows == 1
+        }
+    }
+
+    func projectExists(_ name: String) async throws -> Bool {
+        try await pool.withConnection { connection in
+            try connection.query("SELECT 1 FROM config.projects WHERE name = $1", [name]).rows.isEmpty == false
+        }
+    }
+
+    /// Publishes `canonical` as the next version of the document; versions are numbered per
+    /// (project, kind, scope) and never reused.
+    func publish(project: String, kind: DocumentKind, scope: DocumentScope, canonical: String, etag: String, note: String?) async throws -> Int {
+        try await pool.transaction { connection in
+            try connection.query(
+                "SELECT pg_advisory_xact_lock(hashtext($1))",
+                ["config.documents/\(project)/\(kind.rawValue)/\(scope.platform)/\(scope.appID)"]
+            )
+            let next = try connection.query(
+                """
+                INSERT INTO config.documents (project, kind, platform, app_id, version, body, etag, note)
+                SELECT $1, $2, $3, $4, coalesce(max(version), 0) + 1, $5::jsonb, $6, $7
+                FROM config.documents WHERE project = $1 AND kind = $2 AND platform = $3 AND app_id = $4
+                RETURNING version
+                """,
+                [project, kind.rawValue, scope.platform, scope.appID, canonical, etag, note]
+            ).scalar.flatMap(Int.init)
+            guard let next else { throw PostgresError.unexpectedResult("no version returned") }
+            return next
+        }
+    }
+
+    /// The newest version for exactly this scope.
+    func latest(project: String, kind: DocumentKind, scope: DocumentScope) async throws -> StoredDocument? {
+        try await pool.withConnection { connection in
+            try connection.query(
+                """
+                SELECT version, etag, body::text FROM config.documents
+                WHERE project = $1 AND kind = $2 AND platform = $3 AND app_id = $4
+                ORDER BY version DESC LIMIT 1
+                """,
+                [project, kind.rawValue, scope.platform, scope.appID]
+            ).rows.first.flatMap { row in
+                guard let version = row[0].flatMap(Int.init), let etag = row[1], let body = row[2] else { return nil }
+                return StoredDocument(version: version, etag: etag, body: body)
+            }
+        }
+    }
+}

@@ -1,0 +1,79 @@
+import DatongContracts
+import DatongRuntime
+import Foundation
+
+/// Which app a document is for: a platform (`ios`, `android`, `web`, or all) and an app id (or all).
+struct DocumentScope: Sendable, Hashable {
+    let platform: String
+    let appID: String
+
+    static let platforms: Set<String> = ["", "ios", "android", "web"]
+
+    init(platform: String?, appID: String?) throws {
+        let platform = (platform ?? "").lowercased()
+        guard Self.platforms.contains(platform) else {
+            throw ServiceError.badRequest("invalid_platform", "platform must be ios, android or web")
+        }
+        let appID = appID ?? ""
+        guard appID.utf8.count <= 128 else {
+            throw ServiceError.badRequest("invalid_app_id", "app_id is longer than 128 characters")
+        }
+        self.platform = platform
+        self.appID = appID
+    }
+}
+
+/// A problem found in a document, at a JSON path.
+struct DocumentProblem: Codable, Sendable, Equatable {
+    let path: String
+    let message: String
+}
+
+/// Every problem of a refused document.
+struct DocumentProblems: Error, Sendable {
+    let list: [DocumentProblem]
+}
+
+/// Parses and checks a document before it is published, and gives its canonical form.
+enum DocumentValidator {
+    /// The canonical JSON text (sorted keys) of a valid document, or every problem found.
+    static func canonicalize(_ data: Data, kind: DocumentKind) -> Result<String, DocumentProblems> {
+        let value: Any
+        do {
+            value = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
+        } catch {
+            return .failure(DocumentProblems(list: [DocumentProblem(path: "", message: "the document is not valid JSON")]))
+        }
+        var problems: [DocumentProblem] = []
+        switch kind {
+        case .serverURLWhitelist, .h5DomainWhitelist:
+            if let list = value as? [Any] {
+                for (index, item) in list.enumerated() {
+                    guard let text = item as? String, !text.isEmpty, text.utf8.count <= 2048 else {
+                        problems.append(DocumentProblem(path: "[\(index)]", message: "must be a non-empty string of at most 2048 bytes"))
+                        continue
+                    }
+                    if kind == .serverURLWhitelist, URLComponents(string: text)?.host == nil {
+                        problems.append(DocumentProblem(path: "[\(index)]", message: "must be a server URL with a host, e.g. https://sa.example.com/sa?project=production"))
+                    }
+                }
+            } else {
+                problems.append(DocumentProblem(path: "", message: "a \(kind.rawValue) is a JSON array of strings"))
+            }
+        case .trackingTable, .remoteConfig, .visualConfig:
+            if !(value is [String: Any]) {
+                problems.append(DocumentProblem(path: "", message: "a \(kind.rawValue) is a JSON object"))
+            }
+        }
+        guard problems.isEmpty else { return .failure(DocumentProblems(list: problems)) }
+        guard let canonical = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .fragmentsAllowed]) else {
+            return .failure(DocumentProblems(list: [DocumentProblem(path: "", message: "the document cannot be serialised")]))
+        }
+        return .success(String(decoding: canonical, as: UTF8.self))
+    }
+
+    /// A strong ETag: the SHA-256 of the canonical text.
+    static func etag(ofCanonical text: String) -> String {
+        "\"\(SHA256Digest.hex(Array(text.utf8)))\""
+    }
+}

@@ -1,0 +1,217 @@
+import CLibPQ
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One libpq connection. Every method blocks the calling thread, so a connection is only ever used
+/// from inside `PostgresPool.withConnection`, which runs it on the pool's own threads and lends it to
+/// one caller at a time: that exclusive loan is what makes the unchecked `Sendable` sound.
+public final class PostgresConnection: @unchecked Sendable {
+    private var handle: OpaquePointer?
+    private var preparedNames: Set<String> = []
+    private var sessionSetUps: Set<String> = []
+
+    init(conninfo: String) throws {
+        guard let handle = PQconnectdb(conninfo) else {
+            throw PostgresError.connectionFailed("libpq could not allocate a connection")
+        }
+        self.handle = handle
+        // Server notices (NOTICE/WARNING) are not errors; libpq would print them to stderr.
+        PQsetNoticeProcessor(handle, { _, _ in }, nil)
+        guard PQstatus(handle) == CONNECTION_OK else {
+            let message = Self.errorText(handle)
+            PQfinish(handle)
+            self.handle = nil
+            throw PostgresError.connectionFailed(message)
+        }
+    }
+
+    deinit { close() }
+
+    func close() {
+        if let handle { PQfinish(handle) }
+        handle = nil
+    }
+
+    /// True while libpq believes the connection is usable.
+    var isHealthy: Bool {
+        guard let handle else { return false }
+        return PQstatus(handle) == CONNECTION_OK
+    }
+
+    /// Re-establishes a broken connection with the original settings (all hosts of a multi-host
+    /// DATABASE_URL are tried again, as libpq does at connect time).
+    func reset() throws {
+        guard let handle else { throw PostgresError.poolClosed }
+        preparedNames.removeAll()
+        sessionSetUps.removeAll()
+        PQreset(handle)
+        guard PQstatus(handle) == CONNECTION_OK else {
+            throw PostgresError.connectionFailed(Self.errorText(handle))
+        }
+    }
+
+    // MARK: Statements
+
+    /// Runs one or more SQL statements without parameters (migrations, DDL, BEGIN/COMMIT).
+    @discardableResult
+    public func execute(_ sql: String) throws -> PostgresResult {
+        let handle = try liveHandle()
+        return try consume(PQexec(handle, sql), handle)
+    }
+
+    /// Runs one statement with parameters sent separately from the SQL text (never interpolated).
+    /// Parameters are in PostgreSQL's text format; `nil` is SQL NULL.
+    @discardableResult
+    public func query(_ sql: String, _ parameters: [String?] = []) throws -> PostgresResult {
+        let handle = try liveHandle()
+        return try withCStrings(parameters) { values in
+            try consume(
+                PQexecParams(handle, sql, Int32(parameters.count), nil, values, nil, nil, 0),
+                handle
+            )
+        }
+    }
+
+    /// Like `query`, but prepares the statement once per connection under `name` and reuses it.
+    @discardableResult
+    public func queryPrepared(_ name: String, _ sql: String, _ parameters: [String?]) throws -> PostgresResult {
+        let handle = try liveHandle()
+        if !preparedNames.contains(name) {
+            _ = try consume(PQprepare(handle, name, sql, Int32(parameters.count), nil), handle)
+            preparedNames.insert(name)
+        }
+        return try withCStrings(parameters) { values in
+            try consume(
+                PQexecPrepared(handle, name, Int32(parameters.count), values, nil, nil, 0),
+                handle
+            )
+        }
+    }
+
+    /// Runs `sql` once per database session (e.g. to create temporary tables); again after a reconnect.
+    public func setUpSession(_ key: String, _ sql: String) throws {
+        guard !sessionSetUps.contains(key) else { return }
+        try execute(sql)
+        sessionSetUps.insert(key)
+    }
+
+    /// Runs `body` inside BEGIN … COMMIT; rolls back when it throws.
+    public func transaction<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
+        try execute("BEGIN")
+        do {
+            let value = try body(self)
+            try execute("COMMIT")
+            return value
+        } catch {
+            if isHealthy { _ = try? execute("ROLLBACK") }
+            throw error
+        }
+    }
+
+    // MARK: COPY
+
+    /// Streams `data` to a `COPY … FROM STDIN` statement and returns the number of rows copied.
+    public func copyIn(_ copyStatement: String, data: [UInt8]) throws -> Int {
+        let handle = try liveHandle()
+        guard let start = PQexec(handle, copyStatement) else {
+            throw lostOrFailed(handle)
+        }
+        let status = PQresultStatus(start)
+        if status != PGRES_COPY_IN {
+            defer { PQclear(start) }
+            throw Self.resultError(start, handle)
+        }
+        PQclear(start)
+        let chunk = 1 << 20
+        var offset = 0
+        var sendFailure: String?
+        data.withUnsafeBufferPointer { buffer in
+            while offset < buffer.count {
+                let length = min(chunk, buffer.count - offset)
+                let sent = buffer.baseAddress!.advanced(by: offset).withMemoryRebound(to: CChar.self, capacity: length) {
+                    PQputCopyData(handle, $0, Int32(length))
+                }
+                if sent != 1 {
+                    sendFailure = Self.errorText(handle)
+                    return
+                }
+                offset += length
+            }
+        }
+        if PQputCopyEnd(handle, sendFailure) != 1 {
+            throw lostOrFailed(handle)
+        }
+        var copied = 0
+        var failure: PostgresError?
+        while let result = PQgetResult(handle) {
+            if PQresultStatus(result) == PGRES_COMMAND_OK {
+                copied = Int(String(cString: PQcmdTuples(result))) ?? 0
+            } else if failure == nil {
+                failure = Self.resultError(result, handle)
+            }
+            PQclear(result)
+        }
+        if let failure { throw failure }
+        if let sendFailure { throw PostgresError.copyFailed(sendFailure) }
+        return copied
+    }
+
+    // MARK: Helpers
+
+    private func liveHandle() throws -> OpaquePointer {
+        guard let handle else { throw PostgresError.poolClosed }
+        return handle
+    }
+
+    private func consume(_ result: OpaquePointer?, _ handle: OpaquePointer) throws -> PostgresResult {
+        guard let result else { throw lostOrFailed(handle) }
+        defer { PQclear(result) }
+        switch PQresultStatus(result) {
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
+            return PostgresResult(result)
+        default:
+            throw Self.resultError(result, handle)
+        }
+    }
+
+    private func lostOrFailed(_ handle: OpaquePointer) -> PostgresError {
+        let message = Self.errorText(handle)
+        return PQstatus(handle) == CONNECTION_OK
+            ? PostgresError.unexpectedResult(message)
+            : PostgresError.connectionLost(message)
+    }
+
+    private static func resultError(_ result: OpaquePointer, _ handle: OpaquePointer) -> PostgresError {
+        if PQstatus(handle) != CONNECTION_OK {
+            return .connectionLost(errorText(handle))
+        }
+        let message = String(cString: PQresultErrorMessage(result)).trimmingWhitespace()
+        let sqlState = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
+        return .server(message, sqlState: sqlState)
+    }
+
+    private static func errorText(_ handle: OpaquePointer) -> String {
+        String(cString: PQerrorMessage(handle)).trimmingWhitespace()
+    }
+}
+
+/// Calls `body` with a C array of NUL-terminated copies of `strings` (NULL for nil), freed afterwards.
+private func withCStrings<T>(_ strings: [String?], _ body: ([UnsafePointer<CChar>?]) throws -> T) rethrows -> T {
+    var pointers: [UnsafeMutablePointer<CChar>?] = []
+    pointers.reserveCapacity(strings.count)
+    for string in strings { pointers.append(string.map { strdup($0) }) }
+    defer { for pointer in pointers { free(pointer) } }
+    return try body(pointers.map { $0.map { UnsafePointer($0) } })
+}
+
+extension String {
+    func trimmingWhitespace() -> String {
+        var scalars = Substring(self)
+        while let last = scalars.last, last.isWhitespace { scalars.removeLast() }
+        while let first = scalars.first, first.isWhitespace { scalars.removeFirst() }
+        return String(scalars)
+    }
+}

@@ -1,0 +1,54 @@
+/// A failure talking to PostgreSQL. `code` is a short label (usable as a metric label); `message`
+/// carries libpq's text, and `sqlState` the server's SQLSTATE when the server answered.
+public struct PostgresError: Error, CustomStringConvertible, Sendable {
+    private enum Code: String, Sendable {
+        case connectionFailed = "connection_failed"
+        case connectionLost = "connection_lost"
+        case server = "server_error"
+        case copyFailed = "copy_failed"
+        case poolClosed = "pool_closed"
+        case unexpectedResult = "unexpected_result"
+    }
+
+    private let code: Code
+    public let message: String
+    public let sqlState: String?
+
+    private init(_ code: Code, _ message: String, sqlState: String? = nil) {
+        self.code = code
+        self.message = message
+        self.sqlState = sqlState
+    }
+
+    static func connectionFailed(_ message: String) -> Self { .init(.connectionFailed, message) }
+    static func connectionLost(_ message: String) -> Self { .init(.connectionLost, message) }
+    static func server(_ message: String, sqlState: String?) -> Self { .init(.server, message, sqlState: sqlState) }
+    static func copyFailed(_ message: String) -> Self { .init(.copyFailed, message) }
+    static let poolClosed = Self(.poolClosed, "the connection pool is shut down")
+    public static func unexpectedResult(_ message: String) -> Self { .init(.unexpectedResult, message) }
+
+    /// A short label without details.
+    public var label: String { code.rawValue }
+
+    /// True when the database could not be reached or the connection broke: the work did not happen
+    /// (or its transaction was rolled back) and can be tried again later. Callers answer 503.
+    public var isUnavailable: Bool {
+        switch code {
+        case .connectionFailed, .connectionLost, .poolClosed: return true
+        case .server:
+            // 57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now, 53300 too_many_connections
+            // 40001 serialization_failure and 40P01 deadlock_detected succeed when tried again.
+            guard let state = sqlState else { return false }
+            return state.hasPrefix("57P") || state == "53300" || state == "40001" || state == "40P01"
+        case .copyFailed, .unexpectedResult: return false
+        }
+    }
+
+    /// True when the connection itself broke, so the pool resets it before its next use.
+    var isConnectionLost: Bool { code == .connectionLost || code == .connectionFailed }
+
+    public var description: String {
+        if let sqlState { return "PostgresError.\(code.rawValue) [\(sqlState)]: \(message)" }
+        return "PostgresError.\(code.rawValue): \(message)"
+    }
+}

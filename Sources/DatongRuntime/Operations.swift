@@ -1,0 +1,87 @@
+import Foundation
+import Hummingbird
+import Logging
+import Prometheus
+
+/// One thing `/ready` checks: the database, migrations, a service this one calls.
+public struct ReadinessCheck: Sendable {
+    public let name: String
+    public let check: @Sendable () async -> Bool
+
+    public init(_ name: String, check: @escaping @Sendable () async -> Bool) {
+        self.name = name
+        self.check = check
+    }
+}
+
+/// The long-lived parts a service process is given: its logger and the registry `/metrics` exports.
+public struct ServiceRuntime: Sendable {
+    public var logger: Logger
+    public var metrics: PrometheusCollectorRegistry
+
+    public init(logger: Logger, metrics: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+        self.logger = logger
+        self.metrics = metrics
+    }
+}
+
+/// A router with the middleware every Datong service runs (request id, metrics, debug request log,
+/// error mapping) and the operational endpoints `/health`, `/ready` and `/metrics`.
+public func makeServiceRouter(runtime: ServiceRuntime, readiness: [ReadinessCheck]) -> Router<DatongRequestContext> {
+    let router = Router(context: DatongRequestContext.self)
+    router.addMiddleware {
+        RequestIDMiddleware()
+        MetricsMiddleware()
+        LogRequestsMiddleware(.debug)
+        ErrorMiddleware()
+    }
+    router.get("/health") { _, _ in
+        jsonResponse(.ok, #"{"status":"ok"}"#)
+    }
+    router.get("/ready") { _, _ in
+        var failed: [String] = []
+        var lines: [String] = []
+        for check in readiness {
+            let ok = await check.check()
+            if !ok { failed.append(check.name) }
+            lines.append("\"\(check.name)\":\"\(ok ? "ok" : "failed")\"")
+        }
+        let body = #"{"status":"\#(failed.isEmpty ? "ready" : "not_ready")","checks":{\#(lines.joined(separator: ","))}}"#
+        return jsonResponse(failed.isEmpty ? .ok : .serviceUnavailable, body)
+    }
+    let registry = runtime.metrics
+    router.get("/metrics") { _, _ in
+        Response(
+            status: .ok,
+            headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(bytes: registry.emitToBuffer()))
+        )
+    }
+    return router
+}
+
+/// A JSON response from already-encoded text.
+public func jsonResponse(_ status: HTTPResponse.Status, _ json: String, headers: HTTPFields = [:]) -> Response {
+    var headers = headers
+    headers[.contentType] = "application/json; charset=utf-8"
+    return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: json)))
+}
+
+/// A JSON response from an `Encodable` value.
+public func jsonResponse(_ status: HTTPResponse.Status, encoding value: some Encodable, headers: HTTPFields = [:]) throws -> Response {
+    var headers = headers
+    headers[.contentType] = "application/json; charset=utf-8"
+    let data = try JSONEncoder().encode(value)
+    return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+}
+
+/// Decodes a JSON request body of at most `limit` bytes; too large is 413, malformed is 400.
+public func decodeJSONBody<T: Decodable>(_ type: T.Type, from request: Request, limit: Int) async throws -> T {
+    let body: ByteBuffer
+    do {
+        body = try await request.body.collect(upTo: limit)
+    } catch let error as HTTPError where error.status == .contentTooLarge {
+        throw ServiceError(.contentTooLarge, "body_too_large", "the request body is larger than \(limit) bytes")
+    }
+    return try JSONDecoder().decode(T.self, from: Data(buffer: body))
+}

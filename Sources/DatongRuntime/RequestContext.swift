@@ -1,0 +1,74 @@
+import DatongContracts
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// The request context of every Datong service: Hummingbird's core context plus the request id that
+/// travels from the gateway to the services it calls.
+public struct DatongRequestContext: RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    /// The `X-Request-Id` this request came with, or one made up on arrival.
+    public var requestID: String = ""
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+    }
+}
+
+/// Takes the caller's `X-Request-Id` (when it is a sane token) or makes one, puts it in the logger's
+/// metadata as `request.id`, and echoes it on the response.
+public struct RequestIDMiddleware: RouterMiddleware {
+    public typealias Context = DatongRequestContext
+
+    public init() {}
+
+    public func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        var context = context
+        let incoming = request.headers[.requestID]
+        let id = incoming.flatMap(Self.accept) ?? Self.makeID()
+        context.requestID = id
+        context.logger[metadataKey: "request.id"] = .string(id)
+        do {
+            var response = try await next(request, context)
+            response.headers[.requestID] = id
+            return response
+        } catch let error as HTTPResponseError {
+            var response = try error.response(from: request, context: context)
+            response.headers[.requestID] = id
+            return response
+        }
+    }
+
+    static func accept(_ value: String) -> String? {
+        guard (1...128).contains(value.utf8.count),
+              value.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ".")
+                  || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
+                  || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0)
+                  || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) })
+        else { return nil }
+        return value
+    }
+
+    static func makeID() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let high = generator.next() as UInt64
+        let low = generator.next() as UInt64
+        return hex(high) + hex(low)
+    }
+
+    private static func hex(_ value: UInt64) -> String {
+        let digits = String(value, radix: 16)
+        return String(repeating: "0", count: 16 - digits.count) + digits
+    }
+}
+
+extension HTTPField.Name {
+    /// `X-Request-Id`, carried from the gateway to every service a request reaches.
+    public static let requestID = HTTPField.Name(DatongHeader.requestID)!
+    /// `X-Datong-Version`, the version number of a served config document.
+    public static let documentVersion = HTTPField.Name(DatongHeader.documentVersion)!
+    /// `Dry-Run`, the SDKs' debug-mode switch: `true` validates without writing.
+    public static let dryRun = HTTPField.Name("Dry-Run")!
+}

@@ -1,0 +1,80 @@
+import DatongContracts
+import DatongPostgres
+import Foundation
+import Hummingbird
+import Logging
+
+/// An expected failure of a request: an HTTP status, a short stable code and a message for the caller,
+/// answered as a `ProblemBody`. 503s carry `Retry-After`, which the SDKs honour by retrying later.
+public struct ServiceError: HTTPResponseError, CustomStringConvertible {
+    public let status: HTTPResponse.Status
+    public let code: String
+    public let message: String
+    public let retryAfterSeconds: Int?
+
+    public init(_ status: HTTPResponse.Status, _ code: String, _ message: String, retryAfterSeconds: Int? = nil) {
+        self.status = status
+        self.code = code
+        self.message = message
+        self.retryAfterSeconds = retryAfterSeconds
+    }
+
+    public static func badRequest(_ code: String, _ message: String) -> Self { .init(.badRequest, code, message) }
+    public static func unavailable(_ code: String, _ message: String) -> Self {
+        .init(.serviceUnavailable, code, message, retryAfterSeconds: 5)
+    }
+
+    public var description: String { "\(status.code) \(code): \(message)" }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
+        if let retryAfterSeconds { headers[.retryAfter] = String(retryAfterSeconds) }
+        let body = (try? JSONEncoder().encode(ProblemBody(error: code, message: message))) ?? Data()
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+}
+
+/// Turns every error a handler throws into an honest answer: typed errors keep their status; an
+/// unreachable database or service becomes 503 with `Retry-After`; a body that does not decode
+/// becomes 400; anything else is logged in full and answered with a generic 500.
+public struct ErrorMiddleware: RouterMiddleware {
+    public typealias Context = DatongRequestContext
+
+    public init() {}
+
+    public func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as HTTPResponseError {
+            throw error
+        } catch let error as PostgresError where error.isUnavailable {
+            context.logger.warning("database.unavailable", metadata: ["error": "\(error)"])
+            throw ServiceError.unavailable("database_unavailable", "the database cannot be reached now; try again later")
+        } catch let error as PostgresError where error.sqlState?.hasPrefix("22") == true {
+            // Class 22 is "data exception": a value PostgreSQL cannot store (a NUL character, a
+            // timestamp out of range, malformed JSON). The input is at fault, not the server.
+            throw ServiceError.badRequest("invalid_value", "a value cannot be stored: \(error.message)")
+        } catch let error as DecodingError {
+            throw ServiceError.badRequest("invalid_body", "the request body does not match the expected JSON: \(Self.describe(error))")
+        } catch {
+            context.logger.error("request.failed", metadata: ["error": "\(String(reflecting: error))"])
+            throw ServiceError(.internalServerError, "internal_error", "the request failed unexpectedly; it is logged with its request id")
+        }
+    }
+
+    static func describe(_ error: DecodingError) -> String {
+        switch error {
+        case .dataCorrupted(let context): return context.debugDescription
+        case .keyNotFound(let key, let context): return "missing \(path(context.codingPath + [key]))"
+        case .typeMismatch(_, let context), .valueNotFound(_, let context):
+            return "wrong type at \(path(context.codingPath)): \(context.debugDescription)"
+        @unknown default: return "\(error)"
+        }
+    }
+
+    private static func path(_ keys: [any CodingKey]) -> String {
+        keys.isEmpty ? "the top level" : keys.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: ".")
+    }
+}

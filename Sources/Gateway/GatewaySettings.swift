@@ -1,0 +1,80 @@
+import DatongRuntime
+
+/// bridge-gateway's settings (see the README's settings table).
+public struct GatewaySettings: Sendable {
+    public var server: ServerSettings
+    /// Base URLs of the services the gateway calls.
+    public var identityURL: String
+    public var collectorURL: String
+    public var configURL: String
+    /// Seconds to wait for another service before answering 503 (`UPSTREAM_TIMEOUT_SECONDS`).
+    public var upstreamTimeoutSeconds: Int
+    public var limits: UploadLimits
+
+    public static let defaultPort = 8106
+
+    public init(
+        server: ServerSettings = ServerSettings(port: Self.defaultPort),
+        identityURL: String = "http://127.0.0.1:8107", collectorURL: String = "http://127.0.0.1:8109",
+        configURL: String = "http://127.0.0.1:8108", upstreamTimeoutSeconds: Int = 10, limits: UploadLimits = UploadLimits()
+    ) {
+        self.server = server
+        self.identityURL = identityURL
+        self.collectorURL = collectorURL
+        self.configURL = configURL
+        self.upstreamTimeoutSeconds = upstreamTimeoutSeconds
+        self.limits = limits
+    }
+
+    public init(_ reader: SettingsReader) throws {
+        let defaults = UploadLimits()
+        self.init(
+            server: try ServerSettings(reader, defaultPort: Self.defaultPort),
+            identityURL: reader.string("IDENTITY_URL", default: "http://127.0.0.1:8107"),
+            collectorURL: reader.string("COLLECTOR_URL", default: "http://127.0.0.1:8109"),
+            configURL: reader.string("CONFIG_URL", default: "http://127.0.0.1:8108"),
+            upstreamTimeoutSeconds: try reader.int("UPSTREAM_TIMEOUT_SECONDS", default: 10, range: 1...300),
+            limits: UploadLimits(
+                maxBodyBytes: try reader.int("MAX_BODY_BYTES", default: defaults.maxBodyBytes, range: 1024...(256 << 20)),
+                maxDecompressedBytes: try reader.int("MAX_DECOMPRESSED_BYTES", default: defaults.maxDecompressedBytes, range: 1024...(1 << 30)),
+                maxRecordsPerRequest: try reader.int("MAX_RECORDS_PER_REQUEST", default: defaults.maxRecordsPerRequest, range: 1...100_000),
+                maxStringLength: try reader.int("MAX_STRING_LENGTH", default: defaults.maxStringLength, range: 16...(1 << 20)),
+                maxPropertiesPerRecord: try reader.int("MAX_PROPERTIES_PER_RECORD", default: defaults.maxPropertiesPerRecord, range: 1...10_000),
+                timeWindowPastDays: try reader.int("TIME_WINDOW_PAST_DAYS", default: defaults.timeWindowPastDays, range: 1...36_500),
+                timeWindowFutureMinutes: try reader.int("TIME_WINDOW_FUTURE_MINUTES", default: defaults.timeWindowFutureMinutes, range: 0...525_600)
+            )
+        )
+    }
+}
+
+/// Limits on what an upload may contain, each enforced before the work it guards.
+public struct UploadLimits: Sendable {
+    /// Request body bytes, checked while the body arrives (`MAX_BODY_BYTES`).
+    public var maxBodyBytes = 5 << 20
+    /// Bytes after base64 and gzip decoding, checked while inflating (`MAX_DECOMPRESSED_BYTES`).
+    public var maxDecompressedBytes = 20 << 20
+    /// Records in one `data_list` (`MAX_RECORDS_PER_REQUEST`).
+    public var maxRecordsPerRequest = 1000
+    /// Characters in one string value or id (`MAX_STRING_LENGTH`).
+    public var maxStringLength = 8191
+    /// Properties of one record (`MAX_PROPERTIES_PER_RECORD`).
+    public var maxPropertiesPerRecord = 1000
+    /// How old a record's time may be (`TIME_WINDOW_PAST_DAYS`).
+    public var timeWindowPastDays = 730
+    /// How far ahead of the server's clock a record's time may be (`TIME_WINDOW_FUTURE_MINUTES`).
+    public var timeWindowFutureMinutes = 1440
+
+    public init(
+        maxBodyBytes: Int = 5 << 20, maxDecompressedBytes: Int = 20 << 20, maxRecordsPerRequest: Int = 1000,
+        maxStringLength: Int = 8191, maxPropertiesPerRecord: Int = 1000, timeWindowPastDays: Int = 730,
+        timeWindowFutureMinutes: Int = 1440
+    ) {
+        self.maxBodyBytes = maxBodyBytes
+        self.maxDecompressedBytes = maxDecompressedBytes
+        self.maxRecordsPerRequest = maxRecordsPerRequest
+        self.maxStringLength = maxStringLength
+        self.maxPropertiesPerRecord = maxPropertiesPerRecord
+        self.timeWindowPastDays = timeWindowPastDays
+        self.timeWindowFutureMinutes = timeWindowFutureMinutes
+    }
+}

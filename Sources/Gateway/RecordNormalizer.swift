@@ -1,0 +1,203 @@
+import DatongContracts
+
+/// A record that passed validation: what the collector stores and what identity-service resolves.
+struct NormalizedRecord: Sendable, Equatable {
+    var collect: CollectRecord
+    /// nil for item records, which belong to no user.
+    var identity: IdentityRecord?
+}
+
+/// Validates one SDK record and normalizes it (PROTOCOL.md section 2). Pure: the same record and
+/// clock give the same answer. A failure is a reason a person can act on.
+struct RecordNormalizer: Sendable {
+    let limits: UploadLimits
+
+    static let types: Set<String> = [
+        "track", "track_signup", "track_id_bind", "track_id_unbind",
+        "profile_set", "profile_set_once", "profile_increment", "profile_append", "profile_unset", "profile_delete",
+        "item_set", "item_delete",
+    ]
+
+    static let reservedNames: Set<String> = [
+        "distinct_id", "original_id", "time", "properties", "id", "first_id", "second_id", "users", "events", "event",
+        "user_id", "date", "datetime", "event_id", "device_id",
+    ]
+
+    static let implicitEventNames = ["track_signup": "$SignUp", "track_id_bind": "$BindID", "track_id_unbind": "$UnbindID"]
+
+    /// - Parameters:
+    ///   - defaultProject: the request's project (`?project=`), used unless the record names its own.
+    ///   - now: the server's clock in milliseconds since the Unix epoch.
+    func normalize(_ value: JSONValue, defaultProject: String, now: Int64) -> Result<NormalizedRecord, RecordRejection> {
+        guard case .object(let record) = value else {
+            return .failure(.init(project: defaultProject, reason: "the record is not a JSON object"))
+        }
+        var project = defaultProject
+        if let override = record["project"] {
+            guard let name = override.stringValue, ProjectName.isValid(name) else {
+                return .failure(.init(project: defaultProject, reason: "the record's project is not a valid project name"))
+            }
+            project = name
+        }
+        func reject(_ reason: String) -> Result<NormalizedRecord, RecordRejection> {
+            .failure(.init(project: project, reason: reason))
+        }
+
+        guard let type = record["type"]?.stringValue else { return reject("the record has no type") }
+        guard Self.types.contains(type) else { return reject("unknown type '\(type.prefix(64))'") }
+        let isItem = type.hasPrefix("item_")
+        let isEvent = type.hasPrefix("track")
+
+        var properties: [String: JSONValue] = [:]
+        if let raw = record["properties"] {
+            guard case .object(let object) = raw else { return reject("properties is not a JSON object") }
+            properties = object
+        }
+        guard properties.count <= limits.maxPropertiesPerRecord else {
+            return reject("\(properties.count) properties; the limit is \(limits.maxPropertiesPerRecord)")
+        }
+
+        // time: milliseconds, or seconds from SDKs that send 10 digits; a `$time` property wins.
+        var timeValue = record["time"]
+        if let override = properties.removeValue(forKey: "$time") { timeValue = override }
+        guard let time = Self.milliseconds(timeValue) else { return reject("the record has no numeric time") }
+        let pastLimit = now - Int64(limits.timeWindowPastDays) * 86_400_000
+        let futureLimit = now + Int64(limits.timeWindowFutureMinutes) * 60_000
+        guard time >= pastLimit else { return reject("time \(time) is more than \(limits.timeWindowPastDays) days in the past") }
+        guard time <= futureLimit else { return reject("time \(time) is more than \(limits.timeWindowFutureMinutes) minutes in the future") }
+
+        var event: String?
+        if isEvent {
+            event = record["event"]?.stringValue ?? Self.implicitEventNames[type]
+            guard let name = event else { return reject("a \(type) record needs an event name") }
+            if let problem = Self.nameProblem(name) { return reject("event name: \(problem)") }
+        }
+
+        for (name, value) in properties {
+            if let problem = Self.nameProblem(name) { return reject("property '\(name.prefix(100))': \(problem)") }
+            if let problem = valueProblem(value, type: type) { return reject("property '\(name)': \(problem)") }
+        }
+
+        var distinctID: String?
+        switch record["distinct_id"] {
+        case .string(let value)?: distinctID = value
+        case .int(let value)?: distinctID = String(value)
+        default: distinctID = nil
+        }
+        if !isItem {
+            guard let id = distinctID, !id.isEmpty else { return reject("the record has no distinct_id") }
+            guard id.count <= 255 else { return reject("distinct_id is longer than 255 characters") }
+            guard !id.unicodeScalars.contains("\0") else { return reject("distinct_id contains a NUL character") }
+        }
+        var itemType: String?
+        var itemID: String?
+        if isItem {
+            guard let kind = record["item_type"]?.stringValue, Self.nameProblem(kind) == nil else {
+                return reject("an item record needs a valid item_type")
+            }
+            guard let id = record["item_id"]?.stringValue, !id.isEmpty, id.count <= 255, !id.unicodeScalars.contains("\0") else {
+                return reject("an item record needs an item_id of 1 to 255 characters")
+            }
+            itemType = kind
+            itemID = id
+        }
+
+        var identities: [String: String]?
+        if let raw = record["identities"] {
+            guard case .object(let object) = raw else { return reject("identities is not a JSON object") }
+            var pairs: [String: String] = [:]
+            for (key, value) in object {
+                guard let text = value.stringValue, text.count <= 255, !text.unicodeScalars.contains("\0") else {
+                    return reject("identity '\(key.prefix(100))' is not a string of at most 255 characters")
+                }
+                pairs[key] = text
+            }
+            identities = pairs
+        }
+        let lib = record["lib"]?.objectValue ?? [:]
+        let libName = lib["$lib"]?.stringValue ?? properties["$lib"]?.stringValue
+        let isLoginID: Bool = {
+            if case .bool(true)? = properties["$is_login_id"] { return true }
+            return false
+        }()
+        let hybrid: Bool = {
+            if case .bool(true)? = record["_hybrid_h5"] { return true }
+            return false
+        }()
+
+        let collect = CollectRecord(
+            project: project, type: type, event: event, time: time, distinctId: distinctID, userId: nil,
+            anonymousId: record["anonymous_id"]?.stringValue ?? identities?["$identity_anonymous_id"],
+            loginId: record["login_id"]?.stringValue ?? identities?["$identity_login_id"] ?? (isLoginID || type == "track_signup" ? distinctID : nil),
+            lib: libName,
+            libVersion: lib["$lib_version"]?.stringValue ?? properties["$lib_version"]?.stringValue,
+            appVersion: lib["$app_version"]?.stringValue ?? properties["$app_version"]?.stringValue,
+            hybridH5: hybrid,
+            properties: JSONValue.object(properties).canonicalText,
+            itemType: itemType, itemId: itemID
+        )
+        let identity = isItem ? nil : IdentityRecord(
+            project: project, type: type, distinctId: distinctID ?? "",
+            originalId: record["original_id"]?.stringValue, identities: identities, isLoginId: isLoginID, lib: libName
+        )
+        return .success(NormalizedRecord(collect: collect, identity: identity))
+    }
+
+    /// Epoch milliseconds from a JSON number; 10-digit values are seconds.
+    static func milliseconds(_ value: JSONValue?) -> Int64? {
+        let raw: Int64
+        switch value {
+        case .int(let int)?: raw = int
+        case .double(let double)? where double.isFinite && abs(double) < 9e15: raw = Int64(double)
+        default: return nil
+        }
+        return raw < 100_000_000_000 ? raw * 1000 : raw
+    }
+
+    /// Why `name` is not a valid event or property name, or nil when it is.
+    static func nameProblem(_ name: String) -> String? {
+        let bytes = Array(name.utf8)
+        func isLetter(_ b: UInt8) -> Bool {
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(b) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(b)
+                || b == UInt8(ascii: "_") || b == UInt8(ascii: "$")
+        }
+        guard let first = bytes.first, bytes.count <= 100, isLetter(first),
+              bytes.allSatisfy({ isLetter($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
+        else { return "names start with a letter, _ or $ and have at most 100 letters, digits, _ or $" }
+        let lower = name.lowercased()
+        if reservedNames.contains(lower) || lower.hasPrefix("user_tag") || lower.hasPrefix("user_group") {
+            return "'\(name)' is a reserved name"
+        }
+        return nil
+    }
+
+    /// Why a property value cannot be stored, or nil. Values are numbers, booleans, strings, lists of
+    /// strings (and null); `profile_unset` sends `true`; nothing nests deeper.
+    func valueProblem(_ value: JSONValue, type: String) -> String? {
+        switch value {
+        case .null, .bool, .int, .double: return nil
+        case .string(let text): return stringProblem(text)
+        case .array(let items):
+            for item in items {
+                guard case .string(let text) = item else { return "lists may only hold strings" }
+                if let problem = stringProblem(text) { return problem }
+            }
+            return nil
+        case .object: return "objects are not allowed as property values"
+        }
+    }
+
+    private func stringProblem(_ text: String) -> String? {
+        if text.unicodeScalars.contains("\0") { return "contains a NUL character" }
+        if text.utf8.count > limits.maxStringLength, text.count > limits.maxStringLength {
+            return "longer than \(limits.maxStringLength) characters"
+        }
+        return nil
+    }
+}
+
+/// Why a record was refused; it is kept in `analytics.rejected` with the record as received.
+struct RecordRejection: Error, Sendable, Equatable {
+    let project: String
+    let reason: String
+}

@@ -1,0 +1,87 @@
+import AsyncHTTPClient
+import DatongContracts
+import DatongRuntime
+import Foundation
+import Logging
+import NIOCore
+import ServiceLifecycle
+
+/// JSON over HTTP to another Datong service. Any failure to get an answer (connection refused,
+/// timeout, 5xx) is a `503` for the caller: the SDK keeps the batch and retries it later.
+struct ServiceClient: Sendable {
+    let name: String
+    let baseURL: String
+    let http: HTTPClient
+    let timeout: TimeAmount
+
+    /// The most a service's answer may hold.
+    static let maxResponseBytes = 64 << 20
+
+    func post<Body: Encodable, Answer: Decodable>(
+        _ path: String, _ body: Body, as: Answer.Type, requestID: String, logger: Logger
+    ) async throws -> Answer {
+        var request = HTTPClientRequest(url: baseURL + path)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.headers.add(name: DatongHeader.requestID, value: requestID)
+        let encoded = try JSONEncoder().encode(body)
+        request.body = .bytes(ByteBuffer(bytes: encoded))
+        let response: HTTPClientResponse
+        let payload: ByteBuffer
+        do {
+            response = try await http.execute(request, timeout: timeout)
+            payload = try await response.body.collect(upTo: Self.maxResponseBytes)
+        } catch {
+            logger.warning("upstream.unreachable", metadata: ["upstream": "\(name)", "error": "\(error)"])
+            throw ServiceError.unavailable("\(name)_unavailable", "\(name) cannot be reached now; try again later")
+        }
+        switch response.status.code {
+        case 200..<300:
+            do {
+                return try JSONDecoder().decode(Answer.self, from: Data(buffer: payload))
+            } catch {
+                logger.error("upstream.bad_answer", metadata: ["upstream": "\(name)", "error": "\(error)"])
+                throw ServiceError.unavailable("\(name)_bad_answer", "\(name) gave an answer the gateway cannot read")
+            }
+        case 400..<500:
+            let problem = try? JSONDecoder().decode(ProblemBody.self, from: Data(buffer: payload))
+            logger.warning("upstream.refused", metadata: ["upstream": "\(name)", "status": "\(response.status.code)"])
+            throw ServiceError.badRequest(problem?.error ?? "refused", "\(name) refused the request: \(problem?.message ?? "status \(response.status.code)")")
+        default:
+            throw ServiceError.unavailable("\(name)_unavailable", "\(name) answered \(response.status.code); try again later")
+        }
+    }
+
+    /// True when the service answers its `/health`.
+    func isHealthy() async -> Bool {
+        var request = HTTPClientRequest(url: baseURL + "/health")
+        request.method = .GET
+        guard let response = try? await http.execute(request, timeout: .seconds(2)) else { return false }
+        _ = try? await response.body.collect(upTo: 4096)
+        return response.status == .ok
+    }
+}
+
+/// Keeps the shared HTTP client alive until the server has drained, then shuts it down.
+struct HTTPClientService: Service {
+    let client: HTTPClient
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        try await client.shutdown()
+    }
+}
+
+extension HTTPClient {
+    /// A client sized for service-to-service traffic (AsyncHTTPClient's default of 8 connections per
+    /// host throttles a busy gateway; NOTES-MACHINE.md measured 64 as clearly better).
+    static func forServices(connectTimeout: TimeAmount) -> HTTPClient {
+        HTTPClient(
+            eventLoopGroupProvider: .singleton,
+            configuration: .init(
+                timeout: .init(connect: connectTimeout),
+                connectionPool: .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 64)
+            )
+        )
+    }
+}

@@ -1,0 +1,150 @@
+import CompressNIO
+import DatongRuntime
+import Foundation
+import NIOCore
+
+/// The parameters of an upload: the query string merged with the body, which is parsed as
+/// `application/x-www-form-urlencoded` whatever the Content-Type says (beacons send text/plain, iOS
+/// sends none). A body parameter wins over a query parameter of the same name.
+struct FormParameters: Sendable {
+    private(set) var values: [String: String] = [:]
+
+    init(query: String?, body: [UInt8]) {
+        if let query { Self.parse(Array(query.utf8), into: &values) }
+        Self.parse(body, into: &values)
+    }
+
+    subscript(name: String) -> String? { values[name] }
+
+    private static func parse(_ bytes: [UInt8], into values: inout [String: String]) {
+        for pair in bytes.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
+            let name = formDecode(parts[0])
+            guard !name.isEmpty else { continue }
+            values[name] = parts.count > 1 ? formDecode(parts[1]) : ""
+        }
+    }
+
+    /// Form decoding: `+` is a space, `%XX` a byte; a malformed escape is kept as it is.
+    static func formDecode(_ bytes: ArraySlice<UInt8>) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var index = bytes.startIndex
+        while index < bytes.endIndex {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "+") {
+                out.append(UInt8(ascii: " "))
+            } else if byte == UInt8(ascii: "%"), index + 2 < bytes.endIndex,
+                      let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2]) {
+                out.append(high << 4 | low)
+                index += 3
+                continue
+            } else {
+                out.append(byte)
+            }
+            index += 1
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+}
+
+/// Turns an upload's `data` / `data_list` parameter into JSON records (PROTOCOL.md section 1):
+/// checks the crc, decodes lenient base64, inflates gzip within the decompressed-size limit.
+enum UploadPayload {
+    static func records(from parameters: FormParameters, limits: UploadLimits) throws -> [JSONValue] {
+        let compressed: Bool
+        switch parameters["gzip"] ?? "0" {
+        case "", "0": compressed = false
+        case "1": compressed = true
+        case "9", "13":
+            throw ServiceError.badRequest("encrypted_payload_unsupported", "encrypted payloads (gzip=9 or gzip=13) are not supported; turn off payload encryption in the SDK")
+        case let other:
+            throw ServiceError.badRequest("invalid_gzip_flag", "gzip must be 0 or 1, got '\(other.prefix(16))'")
+        }
+        let isList = parameters["data_list"] != nil
+        guard let encoded = parameters["data_list"] ?? parameters["data"], !encoded.isEmpty else {
+            throw ServiceError.badRequest("missing_data", "the request has no data or data_list parameter")
+        }
+        // Form decoding turned a '+' sent unescaped into a space; base64 has no spaces.
+        let base64 = encoded.replacingOccurrences(of: " ", with: "+")
+        if let expected = crcParameter(parameters) {
+            let actual = javaHashCode(base64)
+            guard actual == expected else {
+                throw ServiceError.badRequest("crc_mismatch", "the crc \(expected) does not match the data (\(actual)): the request was corrupted")
+            }
+        }
+        guard var bytes = decodeBase64(base64) else {
+            throw ServiceError.badRequest("invalid_base64", "the \(isList ? "data_list" : "data") parameter is not valid base64")
+        }
+        if compressed {
+            bytes = try inflate(bytes, limit: limits.maxDecompressedBytes)
+        } else if bytes.count > limits.maxDecompressedBytes {
+            throw tooLarge(limits.maxDecompressedBytes)
+        }
+        let value: JSONValue
+        do {
+            value = try JSONDecoder().decode(JSONValue.self, from: Data(bytes))
+        } catch {
+            throw ServiceError.badRequest("invalid_json", "the decoded payload is not valid JSON")
+        }
+        let records: [JSONValue]
+        if case .array(let list) = value { records = list } else { records = [value] }
+        guard records.count <= limits.maxRecordsPerRequest else {
+            throw ServiceError(.contentTooLarge, "too_many_records", "\(records.count) records in one request; the limit is \(limits.maxRecordsPerRequest)")
+        }
+        guard !records.isEmpty else {
+            throw ServiceError.badRequest("no_records", "data_list is an empty array")
+        }
+        return records
+    }
+
+    /// `crc=N` (iOS, Android) or `ext=crc=N` (JS).
+    static func crcParameter(_ parameters: FormParameters) -> Int32? {
+        if let crc = parameters["crc"], let value = Int32(crc) { return value }
+        guard let ext = parameters["ext"] else { return nil }
+        for part in ext.split(whereSeparator: { $0 == "&" || $0 == "," }) where part.hasPrefix("crc=") {
+            return Int32(part.dropFirst(4))
+        }
+        return nil
+    }
+
+    /// Java's `String.hashCode()`: 31·h + c over UTF-16 code units, wrapping at 32 bits.
+    static func javaHashCode(_ text: String) -> Int32 {
+        var hash: Int32 = 0
+        for unit in text.utf16 { hash = hash &* 31 &+ Int32(unit) }
+        return hash
+    }
+
+    /// Standard base64, leniently: line breaks dropped, missing padding added.
+    static func decodeBase64(_ text: String) -> [UInt8]? {
+        var cleaned = text.filter { $0 != "\r" && $0 != "\n" }
+        let remainder = cleaned.utf8.count % 4
+        if remainder == 2 { cleaned += "==" } else if remainder == 3 { cleaned += "=" }
+        return Data(base64Encoded: cleaned).map { [UInt8]($0) }
+    }
+
+    static func inflate(_ bytes: [UInt8], limit: Int) throws -> [UInt8] {
+        var buffer = ByteBuffer(bytes: bytes)
+        do {
+            let inflated = try buffer.decompress(with: .gzip(), maxSize: limit)
+            return Array(inflated.readableBytesView)
+        } catch let error as CompressNIOError where error == .bufferOverflow {
+            throw tooLarge(limit)
+        } catch {
+            throw ServiceError.badRequest("invalid_gzip", "gzip=1 but the data is not valid gzip")
+        }
+    }
+
+    private static func tooLarge(_ limit: Int) -> ServiceError {
+        ServiceError(.contentTooLarge, "payload_too_large", "the decoded payload is larger than \(limit) bytes")
+    }
+}

@@ -1,0 +1,133 @@
+import DatongContracts
+import DatongRuntime
+import Foundation
+import Hummingbird
+import Logging
+
+/// Handles SDK uploads (PROTOCOL.md section 1): decode once, validate each record, resolve every
+/// record's user in one identity-service call, store the batch through the collector, and answer
+/// only after the collector says it is committed.
+struct UploadHandler: Sendable {
+    let limits: UploadLimits
+    let identity: ServiceClient
+    let collector: ServiceClient
+
+    /// A 1×1 transparent GIF, the answer to image beacons.
+    static let pixel: [UInt8] = [
+        0x47, 0x49, 0x46, 0x38, 0x39, 0x61, 0x01, 0x00, 0x01, 0x00, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0xFF, 0xFF, 0xFF, 0x21, 0xF9, 0x04, 0x01, 0x00, 0x00, 0x00, 0x00, 0x2C, 0x00, 0x00, 0x00, 0x00,
+        0x01, 0x00, 0x01, 0x00, 0x00, 0x02, 0x02, 0x44, 0x01, 0x00, 0x3B,
+    ]
+
+    enum Mode: Sendable {
+        case upload
+        case beacon
+        case debug
+    }
+
+    func handle(_ request: Request, context: DatongRequestContext, mode: Mode) async throws -> Response {
+        let body: ByteBuffer
+        do {
+            body = try await request.body.collect(upTo: limits.maxBodyBytes)
+        } catch let error as HTTPError where error.status == .contentTooLarge {
+            throw ServiceError(.contentTooLarge, "body_too_large", "the request body is larger than \(limits.maxBodyBytes) bytes")
+        }
+        let parameters = FormParameters(query: request.uri.query, body: Array(body.readableBytesView))
+        let project = parameters["project"].flatMap { $0.isEmpty ? nil : $0 } ?? "default"
+        guard ProjectName.isValid(project) else {
+            throw ServiceError.badRequest("invalid_project", "project names are a letter followed by letters, digits or underscores (at most \(ProjectName.maxLength))")
+        }
+        let values = try UploadPayload.records(from: parameters, limits: limits)
+
+        let receivedAt = Int64(Date().timeIntervalSince1970 * 1000)
+        let normalizer = RecordNormalizer(limits: limits)
+        var accepted: [NormalizedRecord] = []
+        var rejected: [RejectedRecord] = []
+        var problems: [RecordProblem] = []
+        accepted.reserveCapacity(values.count)
+        for (index, value) in values.enumerated() {
+            switch normalizer.normalize(value, defaultProject: project, now: receivedAt) {
+            case .success(let record):
+                accepted.append(record)
+            case .failure(let rejection):
+                rejected.append(RejectedRecord(project: rejection.project, reason: rejection.reason, raw: value.canonicalText))
+                problems.append(RecordProblem(index: index, reason: rejection.reason))
+            }
+        }
+
+        if mode == .debug, request.headers[.dryRun]?.lowercased() == "true" {
+            return try debugAnswer(problems)
+        }
+
+        let result = try await store(accepted, rejected: rejected, receivedAt: receivedAt, context: context)
+        context.logger.debug("upload.stored", metadata: [
+            "upload.project": "\(project)", "upload.stored": "\(result.stored)",
+            "upload.duplicates": "\(result.duplicates)", "upload.rejected": "\(result.rejected)",
+        ])
+        switch mode {
+        case .debug:
+            return try debugAnswer(problems)
+        case .beacon:
+            return Response(
+                status: .ok,
+                headers: [.contentType: "image/gif", .cacheControl: "no-store"],
+                body: .init(byteBuffer: ByteBuffer(bytes: Self.pixel))
+            )
+        case .upload:
+            return try jsonResponse(.ok, encoding: UploadAnswer(
+                stored: result.stored, duplicates: result.duplicates, rejected: result.rejected, problems: problems
+            ))
+        }
+    }
+
+    private func store(
+        _ accepted: [NormalizedRecord], rejected: [RejectedRecord], receivedAt: Int64, context: DatongRequestContext
+    ) async throws -> CollectResult {
+        var records = accepted.map(\.collect)
+        let withIdentity = accepted.indices.filter { accepted[$0].identity != nil }
+        if !withIdentity.isEmpty {
+            let resolved = try await identity.post(
+                "/v1/resolve", ResolveRequest(records: withIdentity.map { accepted[$0].identity! }),
+                as: ResolveResponse.self, requestID: context.requestID, logger: context.logger
+            )
+            guard resolved.users.count == withIdentity.count else {
+                throw ServiceError.unavailable("identity_bad_answer", "identity-service answered for \(resolved.users.count) of \(withIdentity.count) records")
+            }
+            for (index, user) in zip(withIdentity, resolved.users) { records[index].userId = user.userId }
+        }
+        return try await collector.post(
+            "/v1/batches", CollectBatch(receivedAt: receivedAt, records: records, rejected: rejected),
+            as: CollectResult.self, requestID: context.requestID, logger: context.logger
+        )
+    }
+
+    /// Debug mode answers `{}` when every record is valid, otherwise 400 naming each problem.
+    private func debugAnswer(_ problems: [RecordProblem]) throws -> Response {
+        guard !problems.isEmpty else { return jsonResponse(.ok, "{}") }
+        return try jsonResponse(.badRequest, encoding: DebugProblems(
+            error: "invalid_records",
+            message: problems.map { "record \($0.index): \($0.reason)" }.joined(separator: "; "),
+            problems: problems
+        ))
+    }
+}
+
+/// One refused record of an upload: its position in `data_list` and why.
+struct RecordProblem: Codable, Sendable, Equatable {
+    let index: Int
+    let reason: String
+}
+
+/// The answer to an upload: every record is accounted for.
+struct UploadAnswer: Codable, Sendable, Equatable {
+    let stored: Int
+    let duplicates: Int
+    let rejected: Int
+    let problems: [RecordProblem]
+}
+
+private struct DebugProblems: Encodable {
+    let error: String
+    let message: String
+    let problems: [RecordProblem]
+}
