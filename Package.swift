@@ -45,6 +45,7 @@ let package = Package(
                 "DatongPostgres", "DatongContracts", "CCrypto",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -98,7 +99,9 @@ let package = Package(
                 "Gateway", "Identity", "ConfigService", "Collector",
                 "DatongContracts", "DatongRuntime", "DatongPostgres",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "CompressNIO", package: "compress-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
     ],

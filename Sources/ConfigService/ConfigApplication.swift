@@ -35,12 +35,7 @@ public func buildConfigApplication(
         guard try await store.projectExists(project) else {
             throw ServiceError(.notFound, "unknown_project", "project '\(project)' does not exist; create it with PUT /v1/projects/\(project)")
         }
-        let body: ByteBuffer
-        do {
-            body = try await request.body.collect(upTo: documentLimit)
-        } catch let error as HTTPError where error.status == .contentTooLarge {
-            throw ServiceError(.contentTooLarge, "document_too_large", "the document is larger than \(documentLimit) bytes")
-        }
+        let body = try await collectBody(request, limit: documentLimit, code: "document_too_large")
         switch DocumentValidator.canonicalize(Data(buffer: body), kind: kind) {
         case .failure(let problems):
             let payload = try JSONEncoder().encode(InvalidDocument(

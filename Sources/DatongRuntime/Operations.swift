@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Logging
+import NIOCore
 import Prometheus
 
 /// One thing `/ready` checks: the database, migrations, a service this one calls.
@@ -75,13 +76,18 @@ public func jsonResponse(_ status: HTTPResponse.Status, encoding value: some Enc
     return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
 }
 
+/// Reads a request body of at most `limit` bytes, stopping as soon as more arrives: 413 with the
+/// error `code` when it is larger.
+public func collectBody(_ request: Request, limit: Int, code: String = "body_too_large") async throws -> ByteBuffer {
+    do {
+        return try await request.body.collect(upTo: limit)
+    } catch is NIOTooManyBytesError {
+        throw ServiceError(.contentTooLarge, code, "the request body is larger than \(limit) bytes")
+    }
+}
+
 /// Decodes a JSON request body of at most `limit` bytes; too large is 413, malformed is 400.
 public func decodeJSONBody<T: Decodable>(_ type: T.Type, from request: Request, limit: Int) async throws -> T {
-    let body: ByteBuffer
-    do {
-        body = try await request.body.collect(upTo: limit)
-    } catch let error as HTTPError where error.status == .contentTooLarge {
-        throw ServiceError(.contentTooLarge, "body_too_large", "the request body is larger than \(limit) bytes")
-    }
+    let body = try await collectBody(request, limit: limit)
     return try JSONDecoder().decode(T.self, from: Data(buffer: body))
 }

@@ -126,7 +126,7 @@ enum UploadPayload {
 
     /// Standard base64, leniently: line breaks dropped, missing padding added.
     static func decodeBase64(_ text: String) -> [UInt8]? {
-        var cleaned = text.filter { $0 != "\r" && $0 != "\n" }
+        var cleaned = text.filter { !$0.isNewline }
         let remainder = cleaned.utf8.count % 4
         if remainder == 2 { cleaned += "==" } else if remainder == 3 { cleaned += "=" }
         return Data(base64Encoded: cleaned).map { [UInt8]($0) }

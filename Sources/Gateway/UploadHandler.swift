@@ -26,12 +26,7 @@ struct UploadHandler: Sendable {
     }
 
     func handle(_ request: Request, context: DatongRequestContext, mode: Mode) async throws -> Response {
-        let body: ByteBuffer
-        do {
-            body = try await request.body.collect(upTo: limits.maxBodyBytes)
-        } catch let error as HTTPError where error.status == .contentTooLarge {
-            throw ServiceError(.contentTooLarge, "body_too_large", "the request body is larger than \(limits.maxBodyBytes) bytes")
-        }
+        let body = try await collectBody(request, limit: limits.maxBodyBytes)
         let parameters = FormParameters(query: request.uri.query, body: Array(body.readableBytesView))
         let project = parameters["project"].flatMap { $0.isEmpty ? nil : $0 } ?? "default"
         guard ProjectName.isValid(project) else {

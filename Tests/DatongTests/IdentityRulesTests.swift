@@ -1,0 +1,51 @@
+import DatongContracts
+@testable import Identity
+import Testing
+
+@Suite("Identity rules (PROTOCOL.md section 4)")
+struct IdentityRulesTests {
+    @Test("a signup links the previous anonymous id to the login id")
+    func signup() {
+        let record = IdentityRecord(project: "p", type: "track_signup", distinctId: "user-123", originalId: "anon-device-abc", lib: "python")
+        #expect(IdentityRules.identities(of: record) == [
+            IdentityKey(key: "$identity_login_id", value: "user-123"),
+            IdentityKey(key: "$identity_anonymous_id", value: "anon-device-abc"),
+        ])
+    }
+
+    @Test("old SDKs' distinct ids are device ids of the lib's kind", arguments: [
+        ("js", "$identity_cookie_id"), ("iOS", "$identity_idfv"), ("Android", "$identity_android_id"), ("python", "$identity_anonymous_id"),
+    ])
+    func deviceKinds(lib: String, key: String) {
+        let record = IdentityRecord(project: "p", type: "track", distinctId: "d1", lib: lib)
+        #expect(IdentityRules.identities(of: record) == [IdentityKey(key: key, value: "d1")])
+    }
+
+    @Test("$is_login_id makes distinct_id a login id")
+    func loginFlag() {
+        let record = IdentityRecord(project: "p", type: "profile_set", distinctId: "user-123", isLoginId: true, lib: "python")
+        #expect(IdentityRules.identities(of: record) == [IdentityKey(key: "$identity_login_id", value: "user-123")])
+    }
+
+    @Test("identities from new SDKs come strongest first")
+    func identitiesObject() {
+        let record = IdentityRecord(
+            project: "p", type: "track", distinctId: "user-123",
+            identities: ["$identity_cookie_id": "c1", "$identity_anonymous_id": "c1", "$identity_login_id": "user-123"]
+        )
+        #expect(IdentityRules.identities(of: record).map(\.key) == ["$identity_login_id", "$identity_cookie_id", "$identity_anonymous_id"])
+    }
+
+    @Test("loginWithKey ids are split into their pair")
+    func keyedDistinctID() {
+        let record = IdentityRecord(project: "p", type: "track", distinctId: "$identity_mobile+13800000000")
+        #expect(IdentityRules.identities(of: record) == [IdentityKey(key: "$identity_mobile", value: "13800000000")])
+    }
+
+    @Test("illegal values never become identities", arguments: ["", "null", "undefined", "0", "-1", "anonymous", "[object Object]", "NaN", "None", "\"null\"", "'undefined'"])
+    func illegal(value: String) {
+        let record = IdentityRecord(project: "p", type: "track", distinctId: value, lib: "js")
+        #expect(IdentityRules.identities(of: record).isEmpty)
+        #expect(!IdentityRules.isLegal(value))
+    }
+}

@@ -1,0 +1,125 @@
+import DatongPostgres
+import Foundation
+import Logging
+import Testing
+
+@Suite("PostgreSQL layer against a real server")
+struct PostgresTests {
+    @Test("parameters are sent apart from the SQL, never interpolated")
+    func parameters() async throws {
+        let url = try await TestDatabase.create()
+        let hostile = "x'); DROP TABLE t; --"
+        let rows = try await TestDatabase.withPool(url) { pool in
+            try await pool.withConnection { connection in
+                try connection.execute("CREATE TABLE t (v text)")
+                try connection.query("INSERT INTO t VALUES ($1), ($2)", [hostile, nil])
+                return try connection.query("SELECT v FROM t ORDER BY v NULLS LAST").rows
+            }
+        }
+        #expect(rows == [[hostile], [nil]])
+    }
+
+    @Test("a transaction that throws is rolled back")
+    func rollback() async throws {
+        let url = try await TestDatabase.create()
+        struct Planned: Error {}
+        let count = try await TestDatabase.withPool(url) { pool in
+            try await pool.withConnection { try $0.execute("CREATE TABLE t (v int)") }
+            await #expect(throws: Planned.self) {
+                try await pool.transaction { connection in
+                    try connection.query("INSERT INTO t VALUES ($1)", ["1"])
+                    throw Planned()
+                }
+            }
+            return try await pool.withConnection { try $0.query("SELECT count(*) FROM t").scalar }
+        }
+        #expect(count == "0")
+    }
+
+    @Test("binary COPY stores every column type exactly")
+    func binaryCopy() async throws {
+        let url = try await TestDatabase.create()
+        var writer = BinaryCopyWriter()
+        writer.beginRow(fieldCount: 6)
+        writer.text("héllo 你好")
+        writer.bigint(-42)
+        writer.boolean(true)
+        writer.timestamp(unixMillis: 1_795_273_119_736)
+        writer.jsonb(#"{"a": [1, "b"]}"#)
+        writer.uuid(Array(0..<16))
+        writer.beginRow(fieldCount: 6)
+        for _ in 0..<6 { writer.null() }
+        let data = writer.finish()
+        let rows = try await TestDatabase.withPool(url) { pool in
+            try await pool.withConnection { connection in
+                try connection.execute("SET TIME ZONE 'UTC'; CREATE TABLE t (s text, n bigint, b boolean, at timestamptz, j jsonb, u uuid)")
+                let copied = try connection.copyIn("COPY t FROM STDIN (FORMAT binary)", data: data)
+                #expect(copied == 2)
+                return try connection.query("SELECT s, n::text, b::text, at::text, j::text, u::text FROM t ORDER BY s NULLS LAST").rows
+            }
+        }
+        #expect(rows[0] == ["héllo 你好", "-42", "true", "2026-11-21 14:58:39.736+00", #"{"a": [1, "b"]}"#, "00010203-0405-0607-0809-0a0b0c0d0e0f"])
+        #expect(rows[1] == [nil, nil, nil, nil, nil, nil])
+    }
+
+    @Test("a connection the server dropped is re-established on its next use")
+    func reconnect() async throws {
+        let url = try await TestDatabase.create()
+        try await TestDatabase.withPool(url) { pool in
+            let first = try await pool.withConnection { try $0.query("SELECT pg_backend_pid()").scalar }
+            let killer = PostgresPool(url: url, maxConnections: 1, logger: TestDatabase.logger)
+            try await killer.withConnection { try $0.query("SELECT pg_terminate_backend($1::int)", [first]) }
+            await killer.close()
+            let second = try await pool.withConnection { try $0.query("SELECT pg_backend_pid()").scalar }
+            #expect(second != nil)
+            #expect(second != first)
+        }
+    }
+
+    @Test("an unreachable database is reported as unavailable, not as a bug")
+    func unreachable() async throws {
+        let port = try #require(URLComponents(string: try TestDatabase.adminURL())?.port)
+        let pool = PostgresPool(url: "postgresql://postgres@127.0.0.1:\(port == 1 ? 2 : 1)/x?connect_timeout=2", maxConnections: 1, logger: TestDatabase.logger)
+        await #expect { try await pool.withConnection { try $0.execute("SELECT 1") } } throws: {
+            ($0 as? PostgresError)?.isUnavailable == true
+        }
+        await pool.close()
+    }
+
+    @Test("replicas starting at once apply each migration exactly once")
+    func concurrentMigrations() async throws {
+        let url = try await TestDatabase.create()
+        let migrations = [
+            Migration(version: 1, name: "table", sql: "CREATE TABLE demo.runs (n int)"),
+            Migration(version: 2, name: "row", sql: "INSERT INTO demo.runs VALUES (1)"),
+        ]
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<4 {
+                group.addTask {
+                    try await TestDatabase.withPool(url) { pool in
+                        try await Migrator.migrate(schema: "demo", migrations: migrations, pool: pool, logger: TestDatabase.logger)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let rows = try await TestDatabase.rows(url, "SELECT (SELECT count(*) FROM demo.runs), (SELECT count(*) FROM demo.schema_migrations)")
+        #expect(rows == [["1", "2"]])
+    }
+
+    @Test("many concurrent borrowers share a small pool without deadlock")
+    func poolContention() async throws {
+        let url = try await TestDatabase.create()
+        let total = try await TestDatabase.withPool(url) { pool in
+            try await withThrowingTaskGroup(of: Int.self) { group in
+                for index in 0..<64 {
+                    group.addTask {
+                        try await pool.withConnection { try Int($0.query("SELECT $1::int", [String(index)]).scalar ?? "0") ?? 0 }
+                    }
+                }
+                return try await group.reduce(0, +)
+            }
+        }
+        #expect(total == (0..<64).reduce(0, +))
+    }
+}

@@ -1,0 +1,127 @@
+import DatongContracts
+import Foundation
+@testable import Gateway
+import Testing
+
+@Suite("Record validation and normalization (PROTOCOL.md section 2)")
+struct RecordNormalizerTests {
+    let normalizer = RecordNormalizer(limits: UploadLimits(timeWindowPastDays: 36_500))
+    let now: Int64 = 1_795_273_200_000
+
+    private func record(_ json: String) throws -> JSONValue {
+        try JSONDecoder().decode(JSONValue.self, from: Data(json.utf8))
+    }
+
+    private func normalize(_ json: String, project: String = "default") throws -> Result<NormalizedRecord, RecordRejection> {
+        normalizer.normalize(try record(json), defaultProject: project, now: now)
+    }
+
+    private func reason(_ json: String) throws -> String? {
+        if case .failure(let rejection) = try normalize(json) { return rejection.reason }
+        return nil
+    }
+
+    @Test("the Python SDK's track record keeps its meaning")
+    func pythonTrack() throws {
+        let requests = try Fixtures.python()
+        let parameters = FormParameters(query: requests[0].query, body: Array(requests[0].body!.utf8))
+        let value = try UploadPayload.records(from: parameters, limits: UploadLimits())[0]
+        let normalized = try normalizer.normalize(value, defaultProject: "default", now: now).get()
+        #expect(normalized.collect.event == "ViewProduct")
+        #expect(normalized.collect.time == 1_795_273_119_736)
+        #expect(normalized.collect.distinctId == "user-123")
+        #expect(normalized.collect.loginId == "user-123")
+        #expect(normalized.collect.lib == "python")
+        #expect(normalized.collect.appVersion == "1.2.3")
+        #expect(normalized.identity?.isLoginId == true)
+        let properties = try #require(try JSONSerialization.jsonObject(with: Data(normalized.collect.properties.utf8)) as? [String: Any])
+        #expect(properties["price"] as? Double == 9.9)
+        #expect(properties["tags"] as? [String] == ["a", "b"])
+        #expect(properties["when"] as? String == "2024-01-02 03:04:05.678")
+    }
+
+    @Test("the record's project overrides the request's")
+    func projectOverride() throws {
+        let result = try normalize(#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","project":"proj_x"}"#)
+        #expect(try result.get().collect.project == "proj_x")
+    }
+
+    @Test("times in seconds become milliseconds, and $time wins and is removed")
+    func times() throws {
+        let seconds = try normalize(#"{"type":"track","event":"E","time":1795273119,"distinct_id":"d"}"#).get()
+        #expect(seconds.collect.time == 1_795_273_119_000)
+        let override = try normalize(#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"$time":1795273000000}}"#).get()
+        #expect(override.collect.time == 1_795_273_000_000)
+        #expect(override.collect.properties == "{}")
+    }
+
+    @Test("equal properties give equal text whatever their order")
+    func canonicalProperties() throws {
+        let a = try normalize(#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"b":1,"a":"x\"y"}}"#).get()
+        let b = try normalize(#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"a":"x\"y","b":1}}"#).get()
+        #expect(a.collect.properties == b.collect.properties)
+        #expect(a.collect.properties == #"{"a":"x\"y","b":1}"#)
+    }
+
+    @Test("implicit event names for signup, bind and unbind")
+    func implicitEvents() throws {
+        let signup = try normalize(#"{"type":"track_signup","time":1795273119736,"distinct_id":"u","original_id":"a"}"#).get()
+        #expect(signup.collect.event == "$SignUp")
+        #expect(signup.identity?.originalId == "a")
+    }
+
+    @Test("item records have no user", arguments: [#"{"type":"item_set","time":1795273119736,"item_type":"book","item_id":"42","properties":{"name":"x"}}"#])
+    func itemRecords(json: String) throws {
+        let item = try normalize(json).get()
+        #expect(item.identity == nil)
+        #expect(item.collect.itemId == "42")
+    }
+
+    @Test("invalid records are refused with a reason", arguments: [
+        (#"[1]"#, "not a JSON object"),
+        (#"{"event":"E","time":1795273119736,"distinct_id":"d"}"#, "no type"),
+        (#"{"type":"nope","event":"E","time":1795273119736,"distinct_id":"d"}"#, "unknown type"),
+        (#"{"type":"track","time":1795273119736,"distinct_id":"d"}"#, "needs an event name"),
+        (#"{"type":"track","event":"E","distinct_id":"d"}"#, "no numeric time"),
+        (#"{"type":"track","event":"E","time":1795273119736}"#, "no distinct_id"),
+        (#"{"type":"track","event":"1E","time":1795273119736,"distinct_id":"d"}"#, "event name"),
+        (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"user_id":1}}"#, "reserved"),
+        (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"User_Tag_x":1}}"#, "reserved"),
+        (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"a-b":1}}"#, "names start"),
+        (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"o":{"x":1}}}"#, "objects are not allowed"),
+        (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"l":[1]}}"#, "lists may only hold strings"),
+        (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"s":"a\u0000b"}}"#, "NUL"),
+        (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","project":"no-dash"}"#, "project"),
+        (#"{"type":"track","event":"E","time":4102444800000,"distinct_id":"d"}"#, "in the future"),
+        (#"{"type":"item_set","time":1795273119736,"item_type":"book"}"#, "item_id"),
+    ])
+    func refused(json: String, expected: String) throws {
+        let reason = try #require(try reason(json))
+        #expect(reason.contains(expected), "\(reason)")
+    }
+
+    @Test("records older than the time window are refused")
+    func pastWindow() {
+        let strict = RecordNormalizer(limits: UploadLimits(timeWindowPastDays: 1))
+        let old = JSONValue.object(["type": .string("track"), "event": .string("E"), "time": .int(now - 2 * 86_400_000), "distinct_id": .string("d")])
+        guard case .failure(let rejection) = strict.normalize(old, defaultProject: "default", now: now) else {
+            Issue.record("an old record was accepted")
+            return
+        }
+        #expect(rejection.reason.contains("days in the past"))
+    }
+
+    @Test("strings longer than the limit are refused")
+    func longStrings() {
+        let small = RecordNormalizer(limits: UploadLimits(maxStringLength: 16, timeWindowPastDays: 36_500))
+        let record = JSONValue.object([
+            "type": .string("track"), "event": .string("E"), "time": .int(now), "distinct_id": .string("d"),
+            "properties": .object(["s": .string(String(repeating: "x", count: 17))]),
+        ])
+        guard case .failure(let rejection) = small.normalize(record, defaultProject: "default", now: now) else {
+            Issue.record("a long string was accepted")
+            return
+        }
+        #expect(rejection.reason.contains("longer than 16"))
+    }
+}

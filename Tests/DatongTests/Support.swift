@@ -1,0 +1,181 @@
+import ConfigService
+import Collector
+import DatongPostgres
+import DatongRuntime
+import Foundation
+import Gateway
+import Hummingbird
+import HummingbirdTesting
+import Identity
+import Logging
+import Testing
+
+/// The SDK captures in ../shared/fixtures/sensors.
+enum Fixtures {
+    static let directory = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("shared/fixtures/sensors")
+
+    /// One HTTP request the Python SDK sent.
+    struct CapturedRequest: Decodable {
+        let method: String
+        let path: String
+        let query: String
+        let headers: [String: String]
+        let body: String?
+    }
+
+    /// One emission of the JS SDK.
+    struct JSEmission: Decodable {
+        let scenario: String
+        let kind: String
+        let payload: Payload
+
+        enum Payload: Decodable {
+            case text(String)
+            case request([String: String])
+
+            init(from decoder: any Decoder) throws {
+                let container = try decoder.singleValueContainer()
+                if let text = try? container.decode(String.self) {
+                    self = .text(text)
+                } else {
+                    var fields: [String: String] = [:]
+                    let object = try container.decode([String: JSONAny].self)
+                    for (key, value) in object { fields[key] = value.text }
+                    self = .request(fields)
+                }
+            }
+        }
+    }
+
+    /// Any JSON value, kept as text for strings and re-encoded otherwise.
+    struct JSONAny: Decodable {
+        let text: String
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if let string = try? container.decode(String.self) {
+                text = string
+            } else if let object = try? container.decode([String: String].self) {
+                text = String(decoding: try JSONEncoder().encode(object), as: UTF8.self)
+            } else {
+                text = ""
+            }
+        }
+    }
+
+    static func python() throws -> [CapturedRequest] {
+        try lines("python-sdk-1.11.0.jsonl").map { try JSONDecoder().decode(CapturedRequest.self, from: Data($0.utf8)) }
+    }
+
+    static func javascript() throws -> [JSEmission] {
+        try lines("js-sdk-1.27.10.jsonl").map { try JSONDecoder().decode(JSEmission.self, from: Data($0.utf8)) }
+    }
+
+    private static func lines(_ name: String) throws -> [String] {
+        let text = try String(contentsOf: directory.appendingPathComponent(name), encoding: .utf8)
+        return text.split(separator: "\n").map(String.init).filter { !$0.isEmpty }
+    }
+}
+
+/// A fresh database per test on the throwaway cluster `scripts/test` starts.
+enum TestDatabase {
+    /// Quiet: the tests assert what happened; shutdown chatter of live test servers is noise.
+    static let logger: Logger = {
+        var logger = Logger(label: "datong.tests")
+        logger.logLevel = .critical
+        return logger
+    }()
+
+    /// The admin URL from `scripts/test`. Integration tests need a real PostgreSQL: run them through
+    /// `scripts/test`, which starts one and sets DATONG_TEST_DATABASE_URL.
+    static func adminURL() throws -> String {
+        try #require(
+            ProcessInfo.processInfo.environment["DATONG_TEST_DATABASE_URL"],
+            "DATONG_TEST_DATABASE_URL is not set: run the tests with scripts/test"
+        )
+    }
+
+    /// Creates an empty database and returns its URL.
+    static func create() async throws -> String {
+        let admin = try adminURL()
+        let name = "datong_test_\(UInt64.random(in: 0...UInt64.max))"
+        let pool = PostgresPool(url: admin, maxConnections: 1, logger: logger)
+        try await pool.withConnection { try $0.execute("CREATE DATABASE \(name)") }
+        await pool.close()
+        var components = try #require(URLComponents(string: admin))
+        components.path = "/\(name)"
+        return try #require(components.string)
+    }
+
+    /// Runs `body` with a pool on `url`, closed afterwards.
+    static func withPool<T: Sendable>(_ url: String, _ body: (PostgresPool) async throws -> T) async throws -> T {
+        let pool = PostgresPool(url: url, maxConnections: 2, logger: logger)
+        do {
+            let value = try await body(pool)
+            await pool.close()
+            return value
+        } catch {
+            await pool.close()
+            throw error
+        }
+    }
+
+    static func rows(_ url: String, _ sql: String, _ parameters: [String?] = []) async throws -> [[String?]] {
+        try await withPool(url) { pool in
+            try await pool.withConnection { try $0.query(sql, parameters).rows }
+        }
+    }
+}
+
+/// The four services running together on live HTTP ports against one fresh database.
+struct RunningServices: Sendable {
+    let gateway: any TestClientProtocol
+    let config: any TestClientProtocol
+    let databaseURL: String
+    static let adminToken = "test-admin-token"
+
+    static func run(
+        limits: UploadLimits = UploadLimits(timeWindowPastDays: 36_500),
+        collectorURL: String? = nil,
+        _ body: @escaping @Sendable (RunningServices) async throws -> Void
+    ) async throws {
+        let url = try await TestDatabase.create()
+        let runtime = ServiceRuntime(logger: TestDatabase.logger)
+        let database = DatabaseSettings(url: url, poolSize: 2, startupTimeout: 10)
+        let server = ServerSettings(port: 0)
+        let identity = buildIdentityApplication(settings: IdentitySettings(server: server, database: database), runtime: runtime)
+        let collector = buildCollectorApplication(settings: CollectorSettings(server: server, database: database), runtime: runtime)
+        let config = buildConfigApplication(
+            settings: ConfigSettings(server: server, database: database, adminToken: adminToken), runtime: runtime
+        )
+        try await identity.test(.live) { identityClient in
+            try await collector.test(.live) { collectorClient in
+                try await config.test(.live) { configClient in
+                    let gateway = buildGatewayApplication(
+                        settings: GatewaySettings(
+                            server: server,
+                            identityURL: "http://127.0.0.1:\(identityClient.port!)",
+                            collectorURL: collectorURL ?? "http://127.0.0.1:\(collectorClient.port!)",
+                            configURL: "http://127.0.0.1:\(configClient.port!)",
+                            upstreamTimeoutSeconds: 5,
+                            limits: limits
+                        ),
+                        runtime: runtime
+                    )
+                    try await gateway.test(.live) { gatewayClient in
+                        try await body(RunningServices(gateway: gatewayClient, config: configClient, databaseURL: url))
+                    }
+                }
+            }
+        }
+    }
+}
+
+extension TestResponse {
+    var text: String { String(buffer: body) }
+
+    func json() throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any])
+    }
+}

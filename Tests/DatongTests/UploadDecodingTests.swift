@@ -1,0 +1,126 @@
+import DatongRuntime
+import Foundation
+@testable import Gateway
+import NIOCore
+import CompressNIO
+import Testing
+
+@Suite("Upload decoding (PROTOCOL.md section 1)")
+struct UploadDecodingTests {
+    let limits = UploadLimits()
+
+    private func parameters(_ request: Fixtures.CapturedRequest) -> FormParameters {
+        FormParameters(query: request.query, body: Array((request.body ?? "").utf8))
+    }
+
+    private func code(of error: any Error) -> String? { (error as? ServiceError)?.code }
+
+    @Test("Java String.hashCode matches known values")
+    func javaHashCode() {
+        #expect(UploadPayload.javaHashCode("") == 0)
+        #expect(UploadPayload.javaHashCode("hello") == 99_162_322)
+        #expect(UploadPayload.javaHashCode("The quick brown fox jumps over the lazy dog") == -609_428_141)
+    }
+
+    @Test("every Python SDK request decodes to its records")
+    func pythonRequests() throws {
+        let requests = try Fixtures.python()
+        #expect(requests.count == 8)
+        let counts = try requests.map { try UploadPayload.records(from: parameters($0), limits: limits).count }
+        #expect(counts == [1, 1, 1, 3, 1, 1, 1, 1])
+        let first = try UploadPayload.records(from: parameters(requests[0]), limits: limits)[0]
+        #expect(first.objectValue?["event"] == .string("ViewProduct"))
+        #expect(first.objectValue?["time"] == .int(1_795_273_119_736))
+    }
+
+    @Test("JS SDK beacons, ajax and batches decode and pass their crc")
+    func javascriptRequests() throws {
+        var decoded = 0
+        for emission in try Fixtures.javascript() {
+            let parameters: FormParameters
+            switch (emission.kind, emission.payload) {
+            case ("img.src", .text(let url)):
+                parameters = FormParameters(query: URLComponents(string: url)?.percentEncodedQuery, body: [])
+            case ("xhr", .request(let request)), ("sendBeacon", .request(let request)):
+                let query = URLComponents(string: request["url"] ?? "")?.percentEncodedQuery
+                parameters = FormParameters(query: query, body: Array((request["body"] ?? "").utf8))
+            default:
+                continue
+            }
+            let records = try UploadPayload.records(from: parameters, limits: limits)
+            #expect(!records.isEmpty)
+            #expect(records.allSatisfy { $0.objectValue?["type"] != nil })
+            decoded += 1
+        }
+        #expect(decoded >= 10)
+    }
+
+    @Test("a crc that does not match the data is refused")
+    func crcMismatch() throws {
+        let data = Data(#"{"type":"track"}"#.utf8).base64EncodedString()
+        let good = UploadPayload.javaHashCode(data)
+        let ok = FormParameters(query: "crc=\(good)", body: Array("data=\(data)".utf8))
+        #expect(try UploadPayload.records(from: ok, limits: limits).count == 1)
+        let bad = FormParameters(query: "ext=crc%3D\(good &+ 1)", body: Array("data=\(data)".utf8))
+        #expect { try UploadPayload.records(from: bad, limits: limits) } throws: { code(of: $0) == "crc_mismatch" }
+    }
+
+    @Test("base64 is read leniently: line breaks, spaces for '+', missing padding")
+    func lenientBase64() throws {
+        let json = #"{"type":"track","properties":{"k":"?>?>?>"}}"#
+        let strict = Data(json.utf8).base64EncodedString()
+        #expect(strict.contains("+"))
+        var mangled = strict.replacingOccurrences(of: "+", with: " ")
+        mangled.insert(contentsOf: "\r\n", at: mangled.index(mangled.startIndex, offsetBy: 8))
+        while mangled.hasSuffix("=") { mangled.removeLast() }
+        let encoded = mangled.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let records = try UploadPayload.records(from: FormParameters(query: nil, body: Array("data=\(encoded)".utf8)), limits: limits)
+        #expect(records[0].objectValue?["properties"]?.objectValue?["k"] == .string("?>?>?>"))
+    }
+
+    @Test("refused formats name the problem", arguments: [
+        ("data=abc", "gzip=9", "encrypted_payload_unsupported"),
+        ("data=abc", "gzip=13", "encrypted_payload_unsupported"),
+        ("data=abc", "gzip=2", "invalid_gzip_flag"),
+        ("", "project=p", "missing_data"),
+        ("data=%%%%", "", "invalid_base64"),
+        ("data=bm90IGpzb24", "", "invalid_json"),
+        ("data=bm90IGd6aXA", "gzip=1", "invalid_gzip"),
+    ])
+    func refusedFormats(body: String, query: String, expected: String) {
+        let parameters = FormParameters(query: query, body: Array(body.utf8))
+        #expect { try UploadPayload.records(from: parameters, limits: limits) } throws: { code(of: $0) == expected }
+    }
+
+    @Test("a gzip bomb is stopped at the decompressed-size limit")
+    func gzipBomb() throws {
+        var zeros = ByteBuffer(repeating: 0x20, count: 32 << 20)
+        let compressed = try zeros.compress(with: .gzip())
+        #expect(compressed.readableBytes < 100_000)
+        let data = Data(compressed.readableBytesView).base64EncodedString()
+            .addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let parameters = FormParameters(query: "gzip=1", body: Array("data=\(data)".utf8))
+        let small = UploadLimits(maxDecompressedBytes: 1 << 20)
+        #expect { try UploadPayload.records(from: parameters, limits: small) } throws: {
+            ($0 as? ServiceError)?.status == .contentTooLarge && code(of: $0) == "payload_too_large"
+        }
+    }
+
+    @Test("more records than the limit is 413")
+    func tooManyRecords() {
+        let list = "[" + Array(repeating: #"{"type":"track"}"#, count: 11).joined(separator: ",") + "]"
+        let data = Data(list.utf8).base64EncodedString().addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let parameters = FormParameters(query: nil, body: Array("data_list=\(data)".utf8))
+        #expect { try UploadPayload.records(from: parameters, limits: UploadLimits(maxRecordsPerRequest: 10)) } throws: {
+            code(of: $0) == "too_many_records"
+        }
+    }
+
+    @Test("query and body parameters merge; the body wins")
+    func parameterMerge() {
+        let parameters = FormParameters(query: "project=a&gzip=0", body: Array("project=b&x=%41+%42".utf8))
+        #expect(parameters["project"] == "b")
+        #expect(parameters["gzip"] == "0")
+        #expect(parameters["x"] == "A B")
+    }
+}
