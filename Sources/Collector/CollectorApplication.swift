@@ -18,11 +18,7 @@ public func buildCollectorApplication(
         ])
         return try jsonResponse(.ok, encoding: result)
     }
-    var app = Application(
-        router: router,
-        configuration: .init(address: .hostname(settings.server.host, port: settings.server.port), serverName: "collector"),
-        logger: runtime.logger
-    )
+    var app = makeServiceApplication(name: "collector", router: router, server: settings.server, runtime: runtime)
     database.attach(to: &app, schema: CollectorSchema.name, migrations: CollectorSchema.migrations, logger: runtime.logger)
     return app
 }

@@ -64,17 +64,14 @@ public func buildConfigApplication(
         }
         var headers: HTTPFields = [.eTag: document.etag, .cacheControl: "no-cache"]
         headers[.documentVersion] = String(document.version)
-        if let match = request.headers[.ifNoneMatch], match.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == document.etag || $0 == "*" }) {
+        let candidates = (request.headers[.ifNoneMatch] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        if candidates.contains(where: { $0 == document.etag || $0 == "*" }) {
             return Response(status: .notModified, headers: headers)
         }
         return jsonResponse(.ok, document.body, headers: headers)
     }
 
-    var app = Application(
-        router: router,
-        configuration: .init(address: .hostname(settings.server.host, port: settings.server.port), serverName: "config-service"),
-        logger: runtime.logger
-    )
+    var app = makeServiceApplication(name: "config-service", router: router, server: settings.server, runtime: runtime)
     database.attach(to: &app, schema: ConfigSchema.name, migrations: ConfigSchema.migrations, logger: runtime.logger)
     return app
 }

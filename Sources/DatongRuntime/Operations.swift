@@ -3,6 +3,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import Prometheus
+import ServiceLifecycle
 
 /// One thing `/ready` checks: the database, migrations, a service this one calls.
 public struct ReadinessCheck: Sendable {
@@ -90,4 +91,18 @@ public func collectBody(_ request: Request, limit: Int, code: String = "body_too
 public func decodeJSONBody<T: Decodable>(_ type: T.Type, from request: Request, limit: Int) async throws -> T {
     let body = try await collectBody(request, limit: limit)
     return try JSONDecoder().decode(T.self, from: Data(buffer: body))
+}
+
+/// The Hummingbird application of a service: its router, listening where `server` says, with the
+/// service's long-lived parts (`services`) started before and stopped after the server.
+public func makeServiceApplication(
+    name: String, router: Router<DatongRequestContext>, server: ServerSettings, runtime: ServiceRuntime,
+    services: [any Service] = []
+) -> Application<RouterResponder<DatongRequestContext>> {
+    Application(
+        router: router,
+        configuration: .init(address: .hostname(server.host, port: server.port), serverName: name),
+        services: services,
+        logger: runtime.logger
+    )
 }

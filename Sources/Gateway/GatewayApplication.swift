@@ -25,10 +25,8 @@ public func buildGatewayApplication(
     router.post("/debug") { request, context in try await uploads.handle(request, context: context, mode: .debug) }
     router.get("/debug") { request, context in try await uploads.handle(request, context: context, mode: .debug) }
 
-    return Application(
-        router: router,
-        configuration: .init(address: .hostname(settings.server.host, port: settings.server.port), serverName: "bridge-gateway"),
-        services: [HTTPClientService(client: http)],
-        logger: runtime.logger
+    return makeServiceApplication(
+        name: "bridge-gateway", router: router, server: settings.server, runtime: runtime,
+        services: [HTTPClientService(client: http)]
     )
 }

@@ -15,11 +15,7 @@ public func buildIdentityApplication(
         let users = try await store.resolve(resolve.records)
         return try jsonResponse(.ok, encoding: ResolveResponse(users: users))
     }
-    var app = Application(
-        router: router,
-        configuration: .init(address: .hostname(settings.server.host, port: settings.server.port), serverName: "identity-service"),
-        logger: runtime.logger
-    )
+    var app = makeServiceApplication(name: "identity-service", router: router, server: settings.server, runtime: runtime)
     database.attach(to: &app, schema: IdentitySchema.name, migrations: IdentitySchema.migrations, logger: runtime.logger)
     return app
 }
