@@ -48,6 +48,7 @@ public final class PostgresPool: Service, Sendable {
     }
 
     /// Borrows a connection for `body`, which runs on one of the pool's threads.
+    @discardableResult
     public func withConnection<T: Sendable>(
         _ body: @escaping @Sendable (PostgresConnection) throws -> T
     ) async throws -> T {
@@ -65,6 +66,7 @@ public final class PostgresPool: Service, Sendable {
     }
 
     /// Runs `body` in one transaction on a borrowed connection.
+    @discardableResult
     public func transaction<T: Sendable>(
         _ body: @escaping @Sendable (PostgresConnection) throws -> T
     ) async throws -> T {
