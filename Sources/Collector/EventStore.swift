@@ -28,7 +28,7 @@ final class PostgresEventStore: EventStore {
         var months = Set<MonthPartition>()
         for record in batch.records {
             let key = RecordIdentity.key(of: record)
-            if RecordType.isEvent(record.type) {
+            if RecordTypes.isEvent(record.type) {
                 eventCount += 1
                 months.insert(MonthPartition(unixMillis: record.time))
                 Self.appendEvent(record, key: key, receivedAt: batch.receivedAt, to: &events)

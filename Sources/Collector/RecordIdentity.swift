@@ -37,10 +37,3 @@ enum RecordIdentity {
         return digest
     }
 }
-
-/// Record types and where they are stored.
-enum RecordType {
-    static let eventTypes: Set<String> = ["track", "track_signup", "track_id_bind", "track_id_unbind"]
-
-    static func isEvent(_ type: String) -> Bool { eventTypes.contains(type) }
-}

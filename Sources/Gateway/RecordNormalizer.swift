@@ -12,12 +12,6 @@ struct NormalizedRecord: Sendable, Equatable {
 struct RecordNormalizer: Sendable {
     let limits: UploadLimits
 
-    static let types: Set<String> = [
-        "track", "track_signup", "track_id_bind", "track_id_unbind",
-        "profile_set", "profile_set_once", "profile_increment", "profile_append", "profile_unset", "profile_delete",
-        "item_set", "item_delete",
-    ]
-
     static let reservedNames: Set<String> = [
         "distinct_id", "original_id", "time", "properties", "id", "first_id", "second_id", "users", "events", "event",
         "user_id", "date", "datetime", "event_id", "device_id",
@@ -44,9 +38,9 @@ struct RecordNormalizer: Sendable {
         }
 
         guard let type = record["type"]?.stringValue else { return reject("the record has no type") }
-        guard Self.types.contains(type) else { return reject("unknown type '\(type.prefix(64))'") }
-        let isItem = type.hasPrefix("item_")
-        let isEvent = type.hasPrefix("track")
+        guard RecordTypes.all.contains(type) else { return reject("unknown type '\(type.prefix(64))'") }
+        let isItem = RecordTypes.isItem(type)
+        let isEvent = RecordTypes.isEvent(type)
 
         var properties: [String: JSONValue] = [:]
         if let raw = record["properties"] {
@@ -86,8 +80,6 @@ struct RecordNormalizer: Sendable {
         }
         if !isItem {
             guard let id = distinctID, !id.isEmpty else { return reject("the record has no distinct_id") }
-            guard id.count <= 255 else { return reject("distinct_id is longer than 255 characters") }
-            guard !id.unicodeScalars.contains("\0") else { return reject("distinct_id contains a NUL character") }
         }
         var itemType: String?
         var itemID: String?
@@ -95,8 +87,8 @@ struct RecordNormalizer: Sendable {
             guard let kind = record["item_type"]?.stringValue, Self.nameProblem(kind) == nil else {
                 return reject("an item record needs a valid item_type")
             }
-            guard let id = record["item_id"]?.stringValue, !id.isEmpty, id.count <= 255, !id.unicodeScalars.contains("\0") else {
-                return reject("an item record needs an item_id of 1 to 255 characters")
+            guard let id = record["item_id"]?.stringValue, !id.isEmpty else {
+                return reject("an item record needs an item_id")
             }
             itemType = kind
             itemID = id
@@ -107,9 +99,8 @@ struct RecordNormalizer: Sendable {
             guard case .object(let object) = raw else { return reject("identities is not a JSON object") }
             var pairs: [String: String] = [:]
             for (key, value) in object {
-                guard let text = value.stringValue, text.count <= 255, !text.unicodeScalars.contains("\0") else {
-                    return reject("identity '\(key.prefix(100))' is not a string of at most 255 characters")
-                }
+                if let problem = Self.nameProblem(key) { return reject("identity key '\(key.prefix(100))': \(problem)") }
+                guard let text = value.stringValue else { return reject("identity '\(key)' is not a string") }
                 pairs[key] = text
             }
             identities = pairs
@@ -125,20 +116,30 @@ struct RecordNormalizer: Sendable {
             return false
         }()
 
+        let anonymousID = record["anonymous_id"]?.stringValue ?? identities?["$identity_anonymous_id"]
+        let loginID = record["login_id"]?.stringValue ?? identities?["$identity_login_id"] ?? (isLoginID || type == "track_signup" ? distinctID : nil)
+        let libVersion = lib["$lib_version"]?.stringValue ?? properties["$lib_version"]?.stringValue
+        let appVersion = lib["$app_version"]?.stringValue ?? properties["$app_version"]?.stringValue
+        let originalID = record["original_id"]?.stringValue
+        var storedTexts: [(String, String?)] = [
+            ("distinct_id", distinctID), ("anonymous_id", anonymousID), ("login_id", loginID), ("original_id", originalID),
+            ("item_id", itemID), ("lib.$lib", libName), ("lib.$lib_version", libVersion), ("lib.$app_version", appVersion),
+        ]
+        for (key, value) in identities ?? [:] { storedTexts.append(("identity '\(key)'", value)) }
+        for (field, value) in storedTexts {
+            if let problem = Self.idProblem(value) { return reject("\(field) \(problem)") }
+        }
+
         let collect = CollectRecord(
             project: project, type: type, event: event, time: time, distinctId: distinctID, userId: nil,
-            anonymousId: record["anonymous_id"]?.stringValue ?? identities?["$identity_anonymous_id"],
-            loginId: record["login_id"]?.stringValue ?? identities?["$identity_login_id"] ?? (isLoginID || type == "track_signup" ? distinctID : nil),
-            lib: libName,
-            libVersion: lib["$lib_version"]?.stringValue ?? properties["$lib_version"]?.stringValue,
-            appVersion: lib["$app_version"]?.stringValue ?? properties["$app_version"]?.stringValue,
+            anonymousId: anonymousID, loginId: loginID, lib: libName, libVersion: libVersion, appVersion: appVersion,
             hybridH5: hybrid,
             properties: JSONValue.object(properties).canonicalText,
             itemType: itemType, itemId: itemID
         )
         let identity = isItem ? nil : IdentityRecord(
             project: project, type: type, distinctId: distinctID ?? "",
-            originalId: record["original_id"]?.stringValue, identities: identities, isLoginId: isLoginID, lib: libName
+            originalId: originalID, identities: identities, isLoginId: isLoginID, lib: libName
         )
         return .success(NormalizedRecord(collect: collect, identity: identity))
     }
@@ -168,6 +169,15 @@ struct RecordNormalizer: Sendable {
         if reservedNames.contains(lower) || lower.hasPrefix("user_tag") || lower.hasPrefix("user_group") {
             return "'\(name)' is a reserved name"
         }
+        return nil
+    }
+
+    /// Why an id or other short text the record stores in its own column cannot be stored, or nil:
+    /// PostgreSQL refuses NUL characters, and ids are at most 255 characters (as the SDKs enforce).
+    static func idProblem(_ value: String?) -> String? {
+        guard let value else { return nil }
+        if value.unicodeScalars.contains("\0") { return "contains a NUL character" }
+        if value.count > 255 { return "is longer than 255 characters" }
         return nil
     }
 

@@ -94,6 +94,13 @@ struct RecordNormalizerTests {
         (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","project":"no-dash"}"#, "project"),
         (#"{"type":"track","event":"E","time":4102444800000,"distinct_id":"d"}"#, "in the future"),
         (#"{"type":"item_set","time":1795273119736,"item_type":"book"}"#, "item_id"),
+        // Every text stored in its own column is checked, not only properties: PostgreSQL refuses NUL.
+        (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","lib":{"$lib":"js\u0000"}}"#, "lib.$lib contains a NUL"),
+        (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","anonymous_id":"a\u0000"}"#, "anonymous_id contains a NUL"),
+        (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","identities":{"$identity_cookie_id":"c\u0000"}}"#, "identity '$identity_cookie_id' contains a NUL"),
+        (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","identities":{"bad key":"c"}}"#, "identity key"),
+        (#"{"type":"track_signup","time":1795273119736,"distinct_id":"u","original_id":"\#(String(repeating: "x", count: 256))"}"#, "original_id is longer than 255"),
+        (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"\#(String(repeating: "x", count: 256))"}"#, "distinct_id is longer than 255"),
     ])
     func refused(json: String, expected: String) throws {
         let reason = try #require(try reason(json))
