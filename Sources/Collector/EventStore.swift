@@ -26,8 +26,11 @@ final class PostgresEventStore: EventStore {
         var eventCount = 0
         var profileCount = 0
         var months = Set<MonthPartition>()
+        var keys: [[UInt8]] = []
+        keys.reserveCapacity(batch.records.count)
         for record in batch.records {
             let key = RecordIdentity.key(of: record)
+            keys.append(key)
             if RecordTypes.isEvent(record.type) {
                 eventCount += 1
                 months.insert(MonthPartition(unixMillis: record.time))
@@ -50,29 +53,41 @@ final class PostgresEventStore: EventStore {
         let rejectedCount = batch.rejected.count
         let hasEvents = eventCount > 0, hasProfiles = profileCount > 0
         let total = eventCount + profileCount
-        let stored: Int = try await pool.transaction { connection in
+        let inserted: Set<String> = try await pool.transaction { connection in
             try connection.setUpSession("collector.staging", Self.stagingTables)
-            var stored = 0
+            var inserted = Set<String>()
             if hasEvents {
                 _ = try connection.copyIn("COPY pg_temp.incoming_events FROM STDIN (FORMAT binary)", data: eventData)
-                stored += try connection.execute(
-                    "INSERT INTO collector.events SELECT * FROM pg_temp.incoming_events ON CONFLICT DO NOTHING"
-                ).affectedRows
+                let rows = try connection.execute(
+                    "INSERT INTO collector.events SELECT * FROM pg_temp.incoming_events ON CONFLICT DO NOTHING RETURNING event_id::text"
+                ).rows
+                for row in rows { if let id = row[0] { inserted.insert(id) } }
             }
             if hasProfiles {
                 _ = try connection.copyIn("COPY pg_temp.incoming_profile_records FROM STDIN (FORMAT binary)", data: profileData)
-                stored += try connection.execute(
-                    "INSERT INTO collector.profile_records SELECT * FROM pg_temp.incoming_profile_records ON CONFLICT DO NOTHING"
-                ).affectedRows
+                let rows = try connection.execute(
+                    "INSERT INTO collector.profile_records SELECT * FROM pg_temp.incoming_profile_records ON CONFLICT DO NOTHING RETURNING record_id::text"
+                ).rows
+                for row in rows { if let id = row[0] { inserted.insert(id) } }
             }
             if rejectedCount > 0 {
                 _ = try connection.copyIn(
                     "COPY collector.rejected (project, received_at, reason, raw) FROM STDIN (FORMAT binary)", data: rejectedData
                 )
             }
-            return stored
+            return inserted
         }
-        return CollectResult(stored: stored, duplicates: total - stored, rejected: rejectedCount)
+        // A record is stored when its key came back from the insert, the first time it appears in
+        // the batch; every other record was already there (or repeated in the batch).
+        var unclaimed = inserted
+        var duplicateIndexes: [Int] = []
+        for (index, key) in keys.enumerated() {
+            if unclaimed.remove(RecordIdentity.uuidText(key)) == nil { duplicateIndexes.append(index) }
+        }
+        return CollectResult(
+            stored: total - duplicateIndexes.count, duplicates: duplicateIndexes.count, rejected: rejectedCount,
+            duplicateIndexes: duplicateIndexes
+        )
     }
 
     /// Creates the monthly partitions a batch needs that this process has not seen yet. Replicas

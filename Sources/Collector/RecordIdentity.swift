@@ -36,4 +36,17 @@ enum RecordIdentity {
         digest[8] = (digest[8] & 0x3F) | 0x80
         return digest
     }
+
+    /// The key as PostgreSQL prints a uuid: `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+    static func uuidText(_ key: [UInt8]) -> String {
+        let digits: [UInt8] = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(36)
+        for (index, byte) in key.enumerated() {
+            if index == 4 || index == 6 || index == 8 || index == 10 { out.append(UInt8(ascii: "-")) }
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
 }

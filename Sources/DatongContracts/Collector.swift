@@ -79,10 +79,14 @@ public struct CollectResult: Codable, Sendable, Equatable {
     public var stored: Int
     public var duplicates: Int
     public var rejected: Int
+    /// Positions in `CollectBatch.records` of the records that were already stored (or repeated
+    /// earlier in the same batch), ascending.
+    public var duplicateIndexes: [Int]
 
-    public init(stored: Int, duplicates: Int, rejected: Int) {
+    public init(stored: Int, duplicates: Int, rejected: Int, duplicateIndexes: [Int] = []) {
         self.stored = stored
         self.duplicates = duplicates
         self.rejected = rejected
+        self.duplicateIndexes = duplicateIndexes
     }
 }
