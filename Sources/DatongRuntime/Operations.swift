@@ -95,10 +95,10 @@ public func decodeJSONBody<T: Decodable>(_ type: T.Type, from request: Request, 
 
 /// The Hummingbird application of a service: its router, listening where `server` says, with the
 /// service's long-lived parts (`services`) started before and stopped after the server.
-public func makeServiceApplication(
-    name: String, router: Router<DatongRequestContext>, server: ServerSettings, runtime: ServiceRuntime,
+public func makeServiceApplication<Builder: HTTPResponderBuilder>(
+    name: String, router: Builder, server: ServerSettings, runtime: ServiceRuntime,
     services: [any Service] = []
-) -> Application<RouterResponder<DatongRequestContext>> {
+) -> Application<Builder.Responder> where Builder.Responder.Context == DatongRequestContext {
     Application(
         router: router,
         configuration: .init(address: .hostname(server.host, port: server.port), serverName: name),

@@ -1,9 +1,11 @@
 import AsyncHTTPClient
+import DatongContracts
 import DatongRuntime
 import Hummingbird
 import NIOCore
 
-/// Builds bridge-gateway: the SDK upload endpoints, answered after the collector commits.
+/// Builds bridge-gateway: the SDK upload endpoints under any path prefix, the bridge relay endpoint,
+/// CORS for browser transports; every upload is answered after the collector commits.
 public func buildGatewayApplication(
     settings: GatewaySettings, runtime: ServiceRuntime
 ) -> some ApplicationProtocol {
@@ -12,21 +14,38 @@ public func buildGatewayApplication(
     let identity = ServiceClient(name: "identity-service", baseURL: settings.identityURL, http: http, timeout: timeout)
     let collector = ServiceClient(name: "collector", baseURL: settings.collectorURL, http: http, timeout: timeout)
     let config = ServiceClient(name: "config-service", baseURL: settings.configURL, http: http, timeout: timeout)
-    let uploads = UploadHandler(limits: settings.limits, identity: identity, collector: collector)
+    let ingest = Ingest(identity: identity, collector: collector)
+    let whitelists = WhitelistCache(
+        config: config, refreshInterval: .seconds(settings.whitelistRefreshSeconds), logger: runtime.logger
+    )
+    let uploads = UploadHandler(limits: settings.limits, ingest: ingest)
+    let bridge = BridgeHandler(limits: settings.limits, whitelists: whitelists, ingest: ingest)
 
     let router = makeServiceRouter(runtime: runtime, readiness: [
         ReadinessCheck("identity-service") { await identity.isHealthy() },
         ReadinessCheck("collector") { await collector.isHealthy() },
         ReadinessCheck("config-service") { await config.isHealthy() },
     ])
+    // Browser transports (ajax with credentials, sendBeacon) need CORS answers, preflight included.
+    router.addMiddleware {
+        CORSMiddleware(
+            allowOrigin: .originBased,
+            allowHeaders: [.accept, .contentType, .contentEncoding, .origin, .requestID, .dryRun],
+            allowMethods: [.get, .post, .head, .options],
+            allowCredentials: true,
+            exposedHeaders: [DatongHeader.requestID],
+            maxAge: .seconds(86_400)
+        )
+    }
     router.post("/sa") { request, context in try await uploads.handle(request, context: context, mode: .upload) }
     router.post("/sa.gif") { request, context in try await uploads.handle(request, context: context, mode: .upload) }
     router.get("/sa.gif") { request, context in try await uploads.handle(request, context: context, mode: .beacon) }
     router.post("/debug") { request, context in try await uploads.handle(request, context: context, mode: .debug) }
     router.get("/debug") { request, context in try await uploads.handle(request, context: context, mode: .debug) }
+    router.post("/v1/bridge") { request, context in try await bridge.handle(request, context: context) }
 
     return makeServiceApplication(
-        name: "bridge-gateway", router: router, server: settings.server, runtime: runtime,
-        services: [HTTPClientService(client: http)]
+        name: "bridge-gateway", router: SDKPathRouter(inner: router), server: settings.server, runtime: runtime,
+        services: [whitelists, HTTPClientService(client: http)]
     )
 }

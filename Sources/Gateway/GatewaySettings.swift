@@ -9,6 +9,9 @@ public struct GatewaySettings: Sendable {
     public var configURL: String
     /// Seconds to wait for another service before answering 503 (`UPSTREAM_TIMEOUT_SECONDS`).
     public var upstreamTimeoutSeconds: Int
+    /// Seconds between revalidations of the bridge whitelists: a published change applies within
+    /// this time (`WHITELIST_REFRESH_SECONDS`).
+    public var whitelistRefreshSeconds: Int
     public var limits: UploadLimits
 
     public static let defaultPort = 8106
@@ -16,13 +19,15 @@ public struct GatewaySettings: Sendable {
     public init(
         server: ServerSettings = ServerSettings(port: Self.defaultPort),
         identityURL: String = "http://127.0.0.1:8107", collectorURL: String = "http://127.0.0.1:8109",
-        configURL: String = "http://127.0.0.1:8108", upstreamTimeoutSeconds: Int = 10, limits: UploadLimits = UploadLimits()
+        configURL: String = "http://127.0.0.1:8108", upstreamTimeoutSeconds: Int = 10, whitelistRefreshSeconds: Int = 2,
+        limits: UploadLimits = UploadLimits()
     ) {
         self.server = server
         self.identityURL = identityURL
         self.collectorURL = collectorURL
         self.configURL = configURL
         self.upstreamTimeoutSeconds = upstreamTimeoutSeconds
+        self.whitelistRefreshSeconds = whitelistRefreshSeconds
         self.limits = limits
     }
 
@@ -34,12 +39,15 @@ public struct GatewaySettings: Sendable {
             collectorURL: reader.string("COLLECTOR_URL", default: "http://127.0.0.1:8109"),
             configURL: reader.string("CONFIG_URL", default: "http://127.0.0.1:8108"),
             upstreamTimeoutSeconds: try reader.int("UPSTREAM_TIMEOUT_SECONDS", default: 10, range: 1...300),
+            whitelistRefreshSeconds: try reader.int("WHITELIST_REFRESH_SECONDS", default: 2, range: 1...60),
             limits: UploadLimits(
                 maxBodyBytes: try reader.int("MAX_BODY_BYTES", default: defaults.maxBodyBytes, range: 1024...(256 << 20)),
                 maxDecompressedBytes: try reader.int("MAX_DECOMPRESSED_BYTES", default: defaults.maxDecompressedBytes, range: 1024...(1 << 30)),
                 maxRecordsPerRequest: try reader.int("MAX_RECORDS_PER_REQUEST", default: defaults.maxRecordsPerRequest, range: 1...100_000),
                 maxStringLength: try reader.int("MAX_STRING_LENGTH", default: defaults.maxStringLength, range: 16...(1 << 20)),
                 maxPropertiesPerRecord: try reader.int("MAX_PROPERTIES_PER_RECORD", default: defaults.maxPropertiesPerRecord, range: 1...10_000),
+                maxJSONDepth: try reader.int("MAX_JSON_DEPTH", default: defaults.maxJSONDepth, range: 4...512),
+                maxBridgeMessages: try reader.int("MAX_BRIDGE_MESSAGES", default: defaults.maxBridgeMessages, range: 1...100_000),
                 timeWindowPastDays: try reader.int("TIME_WINDOW_PAST_DAYS", default: defaults.timeWindowPastDays, range: 1...36_500),
                 timeWindowFutureMinutes: try reader.int("TIME_WINDOW_FUTURE_MINUTES", default: defaults.timeWindowFutureMinutes, range: 0...525_600)
             )
@@ -59,6 +67,10 @@ public struct UploadLimits: Sendable {
     public var maxStringLength = 8191
     /// Properties of one record (`MAX_PROPERTIES_PER_RECORD`).
     public var maxPropertiesPerRecord = 1000
+    /// Nesting levels of JSON objects and arrays in a payload or bridge message (`MAX_JSON_DEPTH`).
+    public var maxJSONDepth = 16
+    /// Messages in one bridge relay (`MAX_BRIDGE_MESSAGES`).
+    public var maxBridgeMessages = 500
     /// How old a record's time may be (`TIME_WINDOW_PAST_DAYS`).
     public var timeWindowPastDays = 730
     /// How far ahead of the server's clock a record's time may be (`TIME_WINDOW_FUTURE_MINUTES`).
@@ -66,14 +78,16 @@ public struct UploadLimits: Sendable {
 
     public init(
         maxBodyBytes: Int = 5 << 20, maxDecompressedBytes: Int = 20 << 20, maxRecordsPerRequest: Int = 1000,
-        maxStringLength: Int = 8191, maxPropertiesPerRecord: Int = 1000, timeWindowPastDays: Int = 730,
-        timeWindowFutureMinutes: Int = 1440
+        maxStringLength: Int = 8191, maxPropertiesPerRecord: Int = 1000, maxJSONDepth: Int = 16,
+        maxBridgeMessages: Int = 500, timeWindowPastDays: Int = 730, timeWindowFutureMinutes: Int = 1440
     ) {
         self.maxBodyBytes = maxBodyBytes
         self.maxDecompressedBytes = maxDecompressedBytes
         self.maxRecordsPerRequest = maxRecordsPerRequest
         self.maxStringLength = maxStringLength
         self.maxPropertiesPerRecord = maxPropertiesPerRecord
+        self.maxJSONDepth = maxJSONDepth
+        self.maxBridgeMessages = maxBridgeMessages
         self.timeWindowPastDays = timeWindowPastDays
         self.timeWindowFutureMinutes = timeWindowFutureMinutes
     }

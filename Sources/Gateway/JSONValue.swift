@@ -13,6 +13,13 @@ enum JSONValue: Sendable, Equatable {
         return nil
     }
 
+    var isNumber: Bool {
+        switch self {
+        case .int, .double: return true
+        default: return false
+        }
+    }
+
     var objectValue: [String: JSONValue]? {
         if case .object(let value) = self { return value }
         return nil
@@ -67,26 +74,5 @@ enum JSONValue: Sendable, Equatable {
             }
         }
         out += "\""
-    }
-}
-
-extension JSONValue: Decodable {
-    init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if container.decodeNil() {
-            self = .null
-        } else if let value = try? container.decode(Bool.self) {
-            self = .bool(value)
-        } else if let value = try? container.decode(Int64.self) {
-            self = .int(value)
-        } else if let value = try? container.decode(Double.self) {
-            self = .double(value)
-        } else if let value = try? container.decode(String.self) {
-            self = .string(value)
-        } else if let value = try? container.decode([JSONValue].self) {
-            self = .array(value)
-        } else {
-            self = .object(try container.decode([String: JSONValue].self))
-        }
     }
 }

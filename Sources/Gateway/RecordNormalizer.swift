@@ -70,6 +70,9 @@ struct RecordNormalizer: Sendable {
         for (name, value) in properties {
             if let problem = Self.nameProblem(name) { return reject("property '\(name.prefix(100))': \(problem)") }
             if let problem = valueProblem(value, type: type) { return reject("property '\(name)': \(problem)") }
+            if case .string(let text) = value, let normalized = Self.normalizedDateTime(text) {
+                properties[name] = .string(normalized)
+            }
         }
 
         var distinctID: String?
@@ -153,6 +156,27 @@ struct RecordNormalizer: Sendable {
         default: return nil
         }
         return raw < 100_000_000_000 ? raw * 1000 : raw
+    }
+
+    /// A date-time value `yyyy-MM-dd HH:mm:ss.S` or `.SS` written with three millisecond digits, or
+    /// nil when `text` needs no change. The JS SDK pads milliseconds to two digits only, so `.06`
+    /// means 6 ms and becomes `.006` (PROTOCOL.md section 2).
+    static func normalizedDateTime(_ text: String) -> String? {
+        let bytes = Array(text.utf8)
+        guard bytes.count == 21 || bytes.count == 22 else { return nil }
+        let pattern = Array("dddd-dd-dd dd:dd:dd.".utf8)
+        for (index, expected) in pattern.enumerated() {
+            let byte = bytes[index]
+            if expected == UInt8(ascii: "d") {
+                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+            } else if byte != expected {
+                return nil
+            }
+        }
+        let fraction = bytes[20...]
+        guard fraction.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else { return nil }
+        let padding = String(repeating: "0", count: 3 - fraction.count)
+        return String(decoding: bytes[..<20], as: UTF8.self) + padding + String(decoding: fraction, as: UTF8.self)
     }
 
     /// Why `name` is not a valid event or property name, or nil when it is.

@@ -52,6 +52,41 @@ struct ServiceClient: Sendable {
         }
     }
 
+    /// What a conditional GET of a config-service document found.
+    enum DocumentFetch: Sendable, Equatable {
+        /// The document, with its ETag.
+        case document(etag: String?, body: [UInt8])
+        /// `If-None-Match` matched: the copy the caller holds is current.
+        case notModified
+        /// Nothing is published (404).
+        case absent
+    }
+
+    /// GETs a document, revalidating with `etag` when the caller holds a copy. Any failure to get an
+    /// answer throws `ServiceError.unavailable`, like `post`.
+    func fetchDocument(_ path: String, etag: String?, maxBytes: Int, logger: Logger) async throws -> DocumentFetch {
+        var request = HTTPClientRequest(url: baseURL + path)
+        request.method = .GET
+        if let etag { request.headers.add(name: "If-None-Match", value: etag) }
+        let response: HTTPClientResponse
+        let payload: ByteBuffer
+        do {
+            response = try await http.execute(request, timeout: timeout)
+            payload = try await response.body.collect(upTo: maxBytes)
+        } catch {
+            logger.warning("upstream.unreachable", metadata: ["upstream": "\(name)", "error": "\(error)"])
+            throw ServiceError.unavailable("\(name)_unavailable", "\(name) cannot be reached now; try again later")
+        }
+        switch response.status.code {
+        case 200: return .document(etag: response.headers.first(name: "ETag"), body: Array(payload.readableBytesView))
+        case 304: return .notModified
+        case 404: return .absent
+        default:
+            logger.warning("upstream.refused", metadata: ["upstream": "\(name)", "status": "\(response.status.code)"])
+            throw ServiceError.unavailable("\(name)_unavailable", "\(name) answered \(response.status.code); try again later")
+        }
+    }
+
     /// True when the service answers its `/health`.
     func isHealthy() async -> Bool {
         var request = HTTPClientRequest(url: baseURL + "/health")

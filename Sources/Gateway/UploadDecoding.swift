@@ -90,12 +90,7 @@ enum UploadPayload {
         } else if bytes.count > limits.maxDecompressedBytes {
             throw tooLarge(limits.maxDecompressedBytes)
         }
-        let value: JSONValue
-        do {
-            value = try JSONDecoder().decode(JSONValue.self, from: Data(bytes))
-        } catch {
-            throw ServiceError.badRequest("invalid_json", "the decoded payload is not valid JSON")
-        }
+        let value = try parseJSON(bytes, limits: limits, what: "the decoded payload")
         let records: [JSONValue]
         if case .array(let list) = value { records = list } else { records = [value] }
         guard records.count <= limits.maxRecordsPerRequest else {
@@ -105,6 +100,22 @@ enum UploadPayload {
             throw ServiceError.badRequest("no_records", "data_list is an empty array")
         }
         return records
+    }
+
+    /// Parses JSON the gateway received: malformed, invalid UTF-8 or too deep is a 400 naming the problem.
+    static func parseJSON(_ bytes: [UInt8], limits: UploadLimits, what: String) throws -> JSONValue {
+        do {
+            return try JSONParser.parse(bytes, maxDepth: limits.maxJSONDepth)
+        } catch let failure as JSONParser.Failure {
+            switch failure.kind {
+            case .tooDeep:
+                throw ServiceError.badRequest("json_too_deep", "\(what) is nested deeper than \(limits.maxJSONDepth) levels")
+            case .invalidUTF8:
+                throw ServiceError.badRequest("invalid_utf8", "\(what) is \(failure.message)")
+            case .syntax:
+                throw ServiceError.badRequest("invalid_json", "\(what) is \(failure.message)")
+            }
+        }
     }
 
     /// `crc=N` (iOS, Android) or `ext=crc=N` (JS).

@@ -9,8 +9,7 @@ import Logging
 /// only after the collector says it is committed.
 struct UploadHandler: Sendable {
     let limits: UploadLimits
-    let identity: ServiceClient
-    let collector: ServiceClient
+    let ingest: Ingest
 
     /// A 1×1 transparent GIF, the answer to image beacons.
     static let pixel: [UInt8] = [
@@ -26,15 +25,15 @@ struct UploadHandler: Sendable {
     }
 
     func handle(_ request: Request, context: DatongRequestContext, mode: Mode) async throws -> Response {
-        let body = try await collectBody(request, limit: limits.maxBodyBytes)
-        let parameters = FormParameters(query: request.uri.query, body: Array(body.readableBytesView))
+        let body = try await readRequestBody(request, limits: limits)
+        let parameters = FormParameters(query: request.uri.query, body: body)
         let project = parameters["project"].flatMap { $0.isEmpty ? nil : $0 } ?? "default"
         guard ProjectName.isValid(project) else {
             throw ServiceError.badRequest("invalid_project", "project names are a letter followed by letters, digits or underscores (at most \(ProjectName.maxLength))")
         }
         let values = try UploadPayload.records(from: parameters, limits: limits)
 
-        let receivedAt = Int64(Date().timeIntervalSince1970 * 1000)
+        let receivedAt = Ingest.now()
         let normalizer = RecordNormalizer(limits: limits)
         var accepted: [NormalizedRecord] = []
         var rejected: [RejectedRecord] = []
@@ -54,7 +53,7 @@ struct UploadHandler: Sendable {
             return try debugAnswer(problems)
         }
 
-        let result = try await store(accepted, rejected: rejected, receivedAt: receivedAt, context: context)
+        let result = try await ingest.store(accepted, rejected: rejected, receivedAt: receivedAt, context: context)
         context.logger.debug("upload.stored", metadata: [
             "upload.project": "\(project)", "upload.stored": "\(result.stored)",
             "upload.duplicates": "\(result.duplicates)", "upload.rejected": "\(result.rejected)",
@@ -73,27 +72,6 @@ struct UploadHandler: Sendable {
                 stored: result.stored, duplicates: result.duplicates, rejected: result.rejected, problems: problems
             ))
         }
-    }
-
-    private func store(
-        _ accepted: [NormalizedRecord], rejected: [RejectedRecord], receivedAt: Int64, context: DatongRequestContext
-    ) async throws -> CollectResult {
-        var records = accepted.map(\.collect)
-        let withIdentity = accepted.indices.filter { accepted[$0].identity != nil }
-        if !withIdentity.isEmpty {
-            let resolved = try await identity.post(
-                "/v1/resolve", ResolveRequest(records: withIdentity.map { accepted[$0].identity! }),
-                as: ResolveResponse.self, requestID: context.requestID, logger: context.logger
-            )
-            guard resolved.users.count == withIdentity.count else {
-                throw ServiceError.unavailable("identity_bad_answer", "identity-service answered for \(resolved.users.count) of \(withIdentity.count) records")
-            }
-            for (index, user) in zip(withIdentity, resolved.users) { records[index].userId = user.userId }
-        }
-        return try await collector.post(
-            "/v1/batches", CollectBatch(receivedAt: receivedAt, records: records, rejected: rejected),
-            as: CollectResult.self, requestID: context.requestID, logger: context.logger
-        )
     }
 
     /// Debug mode answers `{}` when every record is valid, otherwise 400 naming each problem.

@@ -9,7 +9,7 @@ struct RecordNormalizerTests {
     let now: Int64 = 1_795_273_200_000
 
     private func record(_ json: String) throws -> JSONValue {
-        try JSONDecoder().decode(JSONValue.self, from: Data(json.utf8))
+        try JSONParser.parse(Array(json.utf8), maxDepth: 16)
     }
 
     private func normalize(_ json: String, project: String = "default") throws -> Result<NormalizedRecord, RecordRejection> {
@@ -130,5 +130,30 @@ struct RecordNormalizerTests {
             return
         }
         #expect(rejection.reason.contains("longer than 16"))
+    }
+
+    @Test("more properties than the limit are refused")
+    func tooManyProperties() throws {
+        let small = RecordNormalizer(limits: UploadLimits(maxPropertiesPerRecord: 2, timeWindowPastDays: 36_500))
+        let record = try record(#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"a":1,"b":2,"c":3}}"#)
+        guard case .failure(let rejection) = small.normalize(record, defaultProject: "default", now: now) else {
+            Issue.record("a record over the property limit was accepted")
+            return
+        }
+        #expect(rejection.reason == "3 properties; the limit is 2")
+    }
+
+    @Test("date-times keep their meaning: the JS SDK's 1 or 2 millisecond digits become 3", arguments: [
+        ("2024-01-02 03:04:05.06", "2024-01-02 03:04:05.006"),
+        ("2024-01-02 03:04:05.6", "2024-01-02 03:04:05.006"),
+        ("2024-01-02 03:04:05.60", "2024-01-02 03:04:05.060"),
+        ("2024-01-02 03:04:05.600", "2024-01-02 03:04:05.600"),
+        ("2024-01-02", "2024-01-02"),
+        ("2024-01-02 03:04:05.x6", "2024-01-02 03:04:05.x6"),
+    ])
+    func dateTimes(sent: String, stored: String) throws {
+        let json = #"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"at":"\#(sent)"}}"#
+        let normalized = try normalize(json).get()
+        #expect(normalized.collect.properties == #"{"at":"\#(stored)"}"#)
     }
 }

@@ -138,6 +138,7 @@ struct RunningServices: Sendable {
     static func run(
         limits: UploadLimits = UploadLimits(timeWindowPastDays: 36_500),
         collectorURL: String? = nil,
+        configURL: String? = nil,
         _ body: @escaping @Sendable (RunningServices) async throws -> Void
     ) async throws {
         let url = try await TestDatabase.create()
@@ -157,7 +158,7 @@ struct RunningServices: Sendable {
                             server: server,
                             identityURL: "http://127.0.0.1:\(identityClient.port!)",
                             collectorURL: collectorURL ?? "http://127.0.0.1:\(collectorClient.port!)",
-                            configURL: "http://127.0.0.1:\(configClient.port!)",
+                            configURL: configURL ?? "http://127.0.0.1:\(configClient.port!)",
                             upstreamTimeoutSeconds: 5,
                             limits: limits
                         ),

@@ -1,0 +1,167 @@
+import DatongContracts
+import Foundation
+
+/// The relaying app's side of a bridge relay: who is using the app, where the app uploads, and the
+/// device and app presets it adds to every H5 event (the `app` object of `POST /v1/bridge`).
+struct AppContext: Sendable, Equatable {
+    /// Where the app's own SDK uploads (`server_url`), by hostname and project.
+    var server: ServerTarget
+    var anonymousID: String
+    /// Only when the app is logged in; an H5 `$SignUp` in the relay logs it in for later messages.
+    var loginID: String?
+    /// The app's `$identity_*` pairs.
+    var identities: [String: String]
+    /// The app's device and app presets (`$os`, `$model`, `$app_version`, …).
+    var properties: [String: JSONValue]
+    var appVersion: String?
+    /// The URL the WebView shows, for records that carry no `$url` of their own.
+    var pageURL: String?
+
+    /// Reads and checks the `app` object; a problem is a 400 for the whole relay.
+    init(_ value: JSONValue?) throws(BridgeMessageProblem) {
+        guard case .object(let app)? = value else { throw .init("the body needs an 'app' object") }
+        guard let url = app["server_url"]?.stringValue, let server = ServerTarget(url: url) else {
+            throw .init("app.server_url must be the URL the app uploads to, e.g. https://sa.example.com/sa?project=production")
+        }
+        guard let anonymousID = app["anonymous_id"]?.stringValue, !anonymousID.isEmpty, anonymousID.count <= 255 else {
+            throw .init("app.anonymous_id must be the app's anonymous id (1 to 255 characters)")
+        }
+        var loginID: String?
+        switch app["login_id"] {
+        case nil, .null?: loginID = nil
+        case .string(let value)? where value.isEmpty: loginID = nil
+        case .string(let value)? where value.count <= 255: loginID = value
+        default: throw .init("app.login_id must be a string of at most 255 characters (omit it when logged out)")
+        }
+        var identities: [String: String] = [:]
+        switch app["identities"] {
+        case nil, .null?: break
+        case .object(let pairs)?:
+            for (key, value) in pairs {
+                guard let text = value.stringValue else { throw .init("app.identities.\(key.prefix(100)) is not a string") }
+                identities[key] = text
+            }
+        default: throw .init("app.identities must be an object of $identity_* keys and string values")
+        }
+        var properties: [String: JSONValue] = [:]
+        switch app["properties"] {
+        case nil, .null?: break
+        case .object(let object)?: properties = object
+        default: throw .init("app.properties must be an object")
+        }
+        var appVersion: String?
+        switch app["app_version"] {
+        case nil, .null?: appVersion = properties["$app_version"]?.stringValue
+        case .string(let value)?: appVersion = value
+        default: throw .init("app.app_version must be a string")
+        }
+        var pageURL: String?
+        switch app["page_url"] {
+        case nil, .null?: pageURL = nil
+        case .string(let value)?: pageURL = value
+        default: throw .init("app.page_url must be a string")
+        }
+        self.init(server: server, anonymousID: anonymousID, loginID: loginID, identities: identities,
+                  properties: properties, appVersion: appVersion, pageURL: pageURL)
+    }
+
+    init(
+        server: ServerTarget, anonymousID: String, loginID: String? = nil, identities: [String: String] = [:],
+        properties: [String: JSONValue] = [:], appVersion: String? = nil, pageURL: String? = nil
+    ) {
+        self.server = server
+        self.anonymousID = anonymousID
+        self.loginID = loginID
+        self.identities = identities
+        self.properties = properties
+        self.appVersion = appVersion
+        self.pageURL = pageURL
+    }
+}
+
+/// Verifies a record an H5 page handed to its app and rewrites it exactly as the app's SDK would
+/// before uploading it (PROTOCOL.md section 3). Pure apart from the fresh `_track_id`.
+enum BridgeRewriter {
+    /// Identity keys that name the app's device: the app's own values replace the page's.
+    static let appDeviceKeys: Set<String> = [
+        "$identity_idfv", "$identity_ios_uuid", "$identity_android_id", "$identity_android_uuid", "$identity_anonymous_id",
+    ]
+
+    /// Device and app presets the app's values overwrite on bridged events.
+    static let appDeviceProperties: [String] = [
+        "$os", "$os_version", "$model", "$manufacturer", "$app_id", "$app_name", "$app_version", "$screen_width",
+        "$screen_height", "$timezone_offset", "$is_first_day", "$network_type", "$wifi", "$device_id",
+    ]
+
+    /// Top-level keys an app SDK removes from a relayed record.
+    static let removedKeys = ["server_url", "_nocache", "project", "token"]
+    /// Property keys an app SDK removes (`$time` after applying it).
+    static let removedProperties = ["project", "token", "$time"]
+
+    /// Checks where the record was meant to go and which page sent it, then rewrites it for `project`.
+    /// An H5 `$SignUp` logs `app` in, so later messages of the same relay carry the login id.
+    static func rewrite(
+        _ record: [String: JSONValue], app: inout AppContext, project: String, whitelists: ProjectWhitelists
+    ) -> Result<[String: JSONValue], BridgeMessageProblem> {
+        guard let url = record["server_url"]?.stringValue else {
+            return .failure(.init("the record has no server_url, so where the page meant to send it cannot be checked"))
+        }
+        guard let target = ServerTarget(url: url) else {
+            return .failure(.init("the record's server_url '\(url.prefix(200))' is not a URL with a host"))
+        }
+        let matchesApp = target == app.server && target.project == project
+        guard matchesApp || whitelists.allowsServer(target) else {
+            return .failure(.init(
+                "server_url \(target) matches neither the app's server \(app.server) for project \(project) "
+                    + "nor project \(project)'s server-URL whitelist"
+            ))
+        }
+        var properties = record["properties"]?.objectValue ?? [:]
+        if whitelists.restrictsPages {
+            let pageURL = properties["$url"]?.stringValue ?? app.pageURL
+            guard let page = pageURL, let host = URLComponents(string: page)?.host, !host.isEmpty else {
+                return .failure(.init("the record has no $url (and the app sent no page_url), so its page cannot be checked against project \(project)'s H5 domain whitelist"))
+            }
+            guard whitelists.allowsPage(host: host) else {
+                return .failure(.init("the page's host \(host.prefix(255)) is not on project \(project)'s H5 domain whitelist"))
+            }
+        }
+
+        var out = record
+        for key in removedKeys { out[key] = nil }
+        if let time = properties["$time"], time.isNumber { out["time"] = time }
+        for key in removedProperties { properties[key] = nil }
+
+        let type = record["type"]?.stringValue ?? ""
+        if !RecordTypes.isItem(type) {
+            if type == "track_signup" {
+                // The page logged in: so does the app, and the signup names the app's anonymous id.
+                if let login = record["distinct_id"]?.stringValue, !login.isEmpty { app.loginID = login }
+                out["original_id"] = .string(app.anonymousID)
+            }
+            out["distinct_id"] = .string(app.loginID ?? app.anonymousID)
+            out["anonymous_id"] = .string(app.anonymousID)
+            out["login_id"] = app.loginID.map(JSONValue.string)
+
+            var identities = record["identities"]?.objectValue ?? [:]
+            for key in appDeviceKeys { identities[key] = nil }
+            for (key, value) in app.identities { identities[key] = .string(value) }
+            identities["$identity_anonymous_id"] = .string(app.anonymousID)
+            if let login = app.loginID { identities["$identity_login_id"] = .string(login) }
+            out["identities"] = .object(identities)
+        }
+        if RecordTypes.isEvent(type) {
+            for key in appDeviceProperties {
+                if let value = app.properties[key] { properties[key] = value }
+            }
+        }
+        if record["properties"] != nil || !properties.isEmpty { out["properties"] = .object(properties) }
+
+        var lib = record["lib"]?.objectValue ?? [:]
+        if let version = app.appVersion { lib["$app_version"] = .string(version) }
+        out["lib"] = .object(lib)
+        out["_hybrid_h5"] = .bool(true)
+        out["_track_id"] = .int(Int64(Int32.random(in: Int32.min...Int32.max)))
+        return .success(out)
+    }
+}

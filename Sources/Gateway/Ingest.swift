@@ -1,0 +1,60 @@
+import CompressNIO
+import DatongContracts
+import DatongRuntime
+import Foundation
+import Hummingbird
+import NIOCore
+
+/// The path every accepted record takes, whether it came in an upload or a bridge relay: one
+/// identity-service call resolves the users of the whole batch, one collector call stores it, and
+/// the answer comes only after the collector committed.
+struct Ingest: Sendable {
+    let identity: ServiceClient
+    let collector: ServiceClient
+
+    func store(
+        _ accepted: [NormalizedRecord], rejected: [RejectedRecord], receivedAt: Int64, context: DatongRequestContext
+    ) async throws -> CollectResult {
+        var records = accepted.map(\.collect)
+        let withIdentity = accepted.indices.filter { accepted[$0].identity != nil }
+        if !withIdentity.isEmpty {
+            let resolved = try await identity.post(
+                "/v1/resolve", ResolveRequest(records: withIdentity.map { accepted[$0].identity! }),
+                as: ResolveResponse.self, requestID: context.requestID, logger: context.logger
+            )
+            guard resolved.users.count == withIdentity.count else {
+                throw ServiceError.unavailable("identity_bad_answer", "identity-service answered for \(resolved.users.count) of \(withIdentity.count) records")
+            }
+            for (index, user) in zip(withIdentity, resolved.users) { records[index].userId = user.userId }
+        }
+        return try await collector.post(
+            "/v1/batches", CollectBatch(receivedAt: receivedAt, records: records, rejected: rejected),
+            as: CollectResult.self, requestID: context.requestID, logger: context.logger
+        )
+    }
+
+    /// The server's clock in milliseconds since the Unix epoch.
+    static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+}
+
+/// Reads a request body within `maxBodyBytes`, inflating `Content-Encoding: gzip` within
+/// `maxDecompressedBytes` (a gzip bomb stops at the limit, memory stays flat).
+func readRequestBody(_ request: Request, limits: UploadLimits) async throws -> [UInt8] {
+    let body = try await collectBody(request, limit: limits.maxBodyBytes)
+    let encoding = (request.headers[.contentEncoding] ?? "").trimmingCharacters(in: .whitespaces).lowercased()
+    switch encoding {
+    case "", "identity":
+        return Array(body.readableBytesView)
+    case "gzip", "x-gzip":
+        var buffer = body
+        do {
+            return Array(try buffer.decompress(with: .gzip(), maxSize: limits.maxDecompressedBytes).readableBytesView)
+        } catch let error as CompressNIOError where error == .bufferOverflow {
+            throw ServiceError(.contentTooLarge, "body_too_large", "the request body inflates to more than \(limits.maxDecompressedBytes) bytes")
+        } catch {
+            throw ServiceError.badRequest("invalid_gzip", "Content-Encoding is gzip but the body is not valid gzip")
+        }
+    default:
+        throw ServiceError(.unsupportedMediaType, "unsupported_content_encoding", "Content-Encoding '\(encoding.prefix(32))' is not supported; send gzip or nothing")
+    }
+}

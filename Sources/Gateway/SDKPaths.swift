@@ -1,0 +1,42 @@
+import DatongRuntime
+import Hummingbird
+
+/// SDKs replace only the last path segment of the server URL they are given (PROTOCOL.md section 1),
+/// so `https://host/any/prefix/sa` uploads to `/any/prefix/sa.gif` or `/any/prefix/debug`. This
+/// router routes those paths as if they had no prefix, before the route lookup.
+struct SDKPathRouter<Inner: HTTPResponderBuilder>: HTTPResponderBuilder where Inner.Responder.Context == DatongRequestContext {
+    let inner: Inner
+
+    func buildResponder() -> SDKPathResponder<Inner.Responder> {
+        SDKPathResponder(inner: inner.buildResponder())
+    }
+}
+
+struct SDKPathResponder<Inner: HTTPResponder>: HTTPResponder where Inner.Context == DatongRequestContext {
+    let inner: Inner
+
+    func respond(to request: Request, context: DatongRequestContext) async throws -> Response {
+        guard let path = request.head.path, let rewritten = SDKPaths.unprefixed(path) else {
+            return try await inner.respond(to: request, context: context)
+        }
+        var head = request.head
+        head.path = rewritten
+        return try await inner.respond(to: Request(head: head, body: request.body), context: context)
+    }
+}
+
+/// The upload paths SDKs build from a server URL.
+enum SDKPaths {
+    /// The last segments the SDKs use.
+    static let endpoints: Set<Substring> = ["sa", "sa.gif", "debug"]
+
+    /// `/prefix/sa.gif?q` → `/sa.gif?q`; nil when the path needs no change.
+    static func unprefixed(_ path: String) -> String? {
+        let end = path.firstIndex(of: "?") ?? path.endIndex
+        let route = path[..<end]
+        guard let slash = route.lastIndex(of: "/"), slash != route.startIndex else { return nil }
+        let last = route[route.index(after: slash)...]
+        guard endpoints.contains(last) else { return nil }
+        return String(path[slash...])
+    }
+}

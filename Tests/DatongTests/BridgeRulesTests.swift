@@ -1,0 +1,193 @@
+import Foundation
+@testable import Gateway
+import Testing
+
+/// The bridge rules of PROTOCOL.md section 3 as pure functions, on the JS SDK's real bridge messages.
+@Suite("Bridge messages: reading, verification and rewriting")
+struct BridgeRulesTests {
+    static let appServer = "https://sa.example.com/sa?project=production"
+
+    static func app(loginID: String? = nil) -> AppContext {
+        AppContext(
+            server: ServerTarget(url: appServer)!, anonymousID: "app-anon-1", loginID: loginID,
+            identities: ["$identity_idfv": "IDFV-1", "$identity_anonymous_id": "app-anon-1"],
+            properties: ["$os": .string("iOS"), "$model": .string("iPhone15,2"), "$app_version": .string("2.3.0"),
+                         "$screen_width": .int(393), "$is_first_day": .bool(false), "$url": .string("https://app.example.com/x")],
+            appVersion: "2.3.0"
+        )
+    }
+
+    /// The bridge messages of one scenario of the JS fixture (`ios`, `ios_old`, `android`).
+    static func messages(_ scenario: String) throws -> [String] {
+        try Fixtures.javascript().filter { $0.scenario == scenario }.compactMap {
+            if case .text(let text) = $0.payload { return text }
+            return nil
+        }
+    }
+
+    private func record(_ message: String) throws -> [String: JSONValue] {
+        guard case .success(.record(let record)) = BridgeMessage.read(message, limits: UploadLimits()) else {
+            throw BridgeMessageProblem("not a record: \(message.prefix(80))")
+        }
+        return record
+    }
+
+    @Test("all three message forms carry the same record", arguments: ["ios", "ios_old", "android"])
+    func forms(scenario: String) throws {
+        let records = try Self.messages(scenario).map(record)
+        #expect(records.map { $0["type"]?.stringValue } == ["track", "track_signup", "profile_set"])
+        #expect(records.allSatisfy { $0["server_url"]?.stringValue == "https://sa.example.com:8106/sa.gif?project=production" })
+        #expect(records[0]["properties"]?.objectValue?["price"] == .double(9.9))
+    }
+
+    @Test("messages that are not events are acknowledged and ignored", arguments: [
+        "sensorsanalytics://getAppInfo",
+        #"{"callType":"visualized_track","data":{"a":1}}"#,
+        #"{"callType":"page_info","data":{}}"#,
+    ])
+    func ignored(message: String) {
+        guard case .success(.ignored) = BridgeMessage.read(message, limits: UploadLimits()) else {
+            Issue.record("\(message) was not ignored")
+            return
+        }
+    }
+
+    @Test("unreadable messages fail with a reason", arguments: [
+        ("{not json", "not valid JSON"),
+        ("[1,2]", "not a JSON object"),
+        (#"{"callType":"app_h5_track"}"#, "no data object"),
+        ("sensorsanalytics://trackEvent?event=%7Bx", "event parameter is not valid JSON"),
+        ("sensorsanalytics://trackEvent", "has no query"),
+    ])
+    func unreadable(message: String, expected: String) {
+        guard case .failure(let problem) = BridgeMessage.read(message, limits: UploadLimits()) else {
+            Issue.record("\(message) was read")
+            return
+        }
+        #expect(problem.reason.contains(expected), "\(problem.reason)")
+    }
+
+    @Test("a relayed event takes the app's ids and presets, keeps the page's cookie id and loses what an app removes")
+    func rewriteEvent() throws {
+        var raw = try record(try Self.messages("ios")[0])
+        raw["_nocache"] = .string("1")
+        raw["project"] = .string("elsewhere")
+        var properties = raw["properties"]!.objectValue!
+        properties["token"] = .string("t")
+        properties["$time"] = .int(1_795_273_000_000)
+        raw["properties"] = .object(properties)
+        var app = Self.app()
+        let out = try BridgeRewriter.rewrite(raw, app: &app, project: "production", whitelists: ProjectWhitelists()).get()
+
+        #expect(out["distinct_id"] == .string("app-anon-1"))
+        #expect(out["anonymous_id"] == .string("app-anon-1"))
+        #expect(out["login_id"] == nil)
+        #expect(out["identities"] == .object([
+            "$identity_cookie_id": .string("1a1fe9d7865396-0bb641511e8d2b-774c1751-329160-1a1fe9d7866695"),
+            "$identity_idfv": .string("IDFV-1"),
+            "$identity_anonymous_id": .string("app-anon-1"),
+        ]))
+        for key in ["server_url", "_nocache", "project"] { #expect(out[key] == nil, "\(key)") }
+        #expect(out["time"] == .int(1_795_273_000_000))
+        let props = try #require(out["properties"]?.objectValue)
+        for key in ["token", "$time", "project"] { #expect(props[key] == nil, "\(key)") }
+        // The app's device presets win; page properties the app does not own stay.
+        #expect(props["$screen_width"] == .int(393))
+        #expect(props["$os"] == .string("iOS"))
+        #expect(props["$is_first_day"] == .bool(false))
+        #expect(props["$url"] == .string("https://h5.example.com/shop/item?id=42"))
+        #expect(props["$viewport_width"] == .int(390))
+        #expect(out["_hybrid_h5"] == .bool(true))
+        #expect(out["lib"]?.objectValue?["$lib"] == .string("js"))
+        #expect(out["lib"]?.objectValue?["$app_version"] == .string("2.3.0"))
+        guard case .int? = out["_track_id"] else { Issue.record("no fresh _track_id"); return }
+    }
+
+    @Test("an H5 $SignUp logs the app in: original_id is the app's anonymous id, and later messages carry the login id")
+    func signUp() throws {
+        let messages = try Self.messages("android").map(record)
+        var app = Self.app()
+        let signup = try BridgeRewriter.rewrite(messages[1], app: &app, project: "production", whitelists: ProjectWhitelists()).get()
+        #expect(signup["distinct_id"] == .string("user-123"))
+        #expect(signup["login_id"] == .string("user-123"))
+        #expect(signup["original_id"] == .string("app-anon-1"))
+        #expect(signup["identities"]?.objectValue?["$identity_login_id"] == .string("user-123"))
+        #expect(app.loginID == "user-123")
+        let profile = try BridgeRewriter.rewrite(messages[2], app: &app, project: "production", whitelists: ProjectWhitelists()).get()
+        #expect(profile["distinct_id"] == .string("user-123"))
+        // Profile records get no device presets.
+        #expect(profile["properties"] == .object(["name": .string("Alice")]))
+    }
+
+    @Test("a page meant for another server or project is rejected unless whitelisted")
+    func serverURL() throws {
+        var raw = try record(try Self.messages("ios")[0])
+        var app = Self.app()
+        let none = ProjectWhitelists()
+        #expect(try BridgeRewriter.rewrite(raw, app: &app, project: "production", whitelists: none).get()["_hybrid_h5"] == .bool(true))
+
+        // The app's server names production, the relay is for staging: only a whitelist lets it in.
+        guard case .failure(let otherProject) = BridgeRewriter.rewrite(raw, app: &app, project: "staging", whitelists: none) else {
+            Issue.record("a record for production entered staging")
+            return
+        }
+        #expect(otherProject.reason.contains("server-URL whitelist"))
+
+        raw["server_url"] = .string("https://evil.example.net/sa?project=production")
+        guard case .failure(let forged) = BridgeRewriter.rewrite(raw, app: &app, project: "production", whitelists: none) else {
+            Issue.record("a forged server_url was accepted")
+            return
+        }
+        #expect(forged.reason.contains("evil.example.net"))
+        let listed = ProjectWhitelists(serverURLs: ["http://EVIL.example.net:9000/other/sa?project=production"])
+        #expect((try? BridgeRewriter.rewrite(raw, app: &app, project: "production", whitelists: listed).get()) != nil)
+
+        raw["server_url"] = nil
+        guard case .failure(let missing) = BridgeRewriter.rewrite(raw, app: &app, project: "production", whitelists: none) else {
+            Issue.record("a record without server_url was accepted")
+            return
+        }
+        #expect(missing.reason.contains("no server_url"))
+    }
+
+    @Test("the H5 domain whitelist admits exact hosts and *.suffix", arguments: [
+        (["h5.example.com"], true), (["*.example.com"], true), (["https://h5.example.com/path"], true),
+        (["*.h5.example.com"], false), (["example.com"], false), (["shop.other.com"], false), ([String](), true),
+    ])
+    func domains(list: [String], allowed: Bool) throws {
+        let raw = try record(try Self.messages("ios")[0])
+        var app = Self.app()
+        let result = BridgeRewriter.rewrite(raw, app: &app, project: "production", whitelists: ProjectWhitelists(h5Domains: list))
+        switch result {
+        case .success: #expect(allowed)
+        case .failure(let problem):
+            #expect(!allowed)
+            #expect(problem.reason.contains("H5 domain whitelist"))
+        }
+    }
+
+    @Test("a record without $url is checked against the page the app reports")
+    func pageURL() throws {
+        let profile = try record(try Self.messages("ios")[2])
+        let whitelists = ProjectWhitelists(h5Domains: ["*.example.com"])
+        var app = Self.app()
+        guard case .failure = BridgeRewriter.rewrite(profile, app: &app, project: "production", whitelists: whitelists) else {
+            Issue.record("a record with no page was accepted under a domain whitelist")
+            return
+        }
+        app.pageURL = "https://h5.example.com/shop"
+        #expect((try? BridgeRewriter.rewrite(profile, app: &app, project: "production", whitelists: whitelists).get()) != nil)
+    }
+
+    @Test("uploads under any path prefix are routed as the SDKs mean them", arguments: [
+        ("/api/v2/sa.gif?project=p&data=x", "/sa.gif?project=p&data=x"), ("/collect/sa", "/sa"), ("/a/debug", "/debug"),
+    ])
+    func prefixes(path: String, routed: String) {
+        #expect(SDKPaths.unprefixed(path) == routed)
+    }
+
+    @Test("other paths are left alone", arguments: ["/sa", "/sa.gif?x=/y/sa", "/v1/bridge", "/health", "/a/sa/b", "/"])
+    func unchangedPaths(path: String) {
+        #expect(SDKPaths.unprefixed(path) == nil)
+    }
+}

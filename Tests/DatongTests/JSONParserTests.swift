@@ -1,0 +1,75 @@
+import Foundation
+@testable import Gateway
+import Testing
+
+@Suite("The gateway's JSON parser")
+struct JSONParserTests {
+    private func parse(_ text: String, maxDepth: Int = 16) throws -> JSONValue {
+        try JSONParser.parse(Array(text.utf8), maxDepth: maxDepth)
+    }
+
+    private func failure(_ bytes: [UInt8], maxDepth: Int = 16) -> JSONParser.Failure.Kind? {
+        do {
+            _ = try JSONParser.parse(bytes, maxDepth: maxDepth)
+            return nil
+        } catch {
+            return (error as? JSONParser.Failure)?.kind
+        }
+    }
+
+    @Test("values keep their type; integers stay exact beyond 2^53")
+    func values() throws {
+        let value = try parse(#" {"a": [true, false, null, -0, 9007199254740993, 9.9, 1e3, "x"], "b": {}} "#)
+        #expect(value == .object([
+            "a": .array([.bool(true), .bool(false), .null, .int(0), .int(9_007_199_254_740_993), .double(9.9), .double(1000), .string("x")]),
+            "b": .object([:]),
+        ]))
+        #expect(try parse("-9223372036854775808") == .int(Int64.min))
+        #expect(try parse("9223372036854775808") == .double(9_223_372_036_854_775_808))
+    }
+
+    @Test("escapes, surrogate pairs and raw UTF-8 decode to the same text")
+    func strings() throws {
+        #expect(try parse(#""a\"b\\c\/d\b\f\n\r\t""#) == .string("a\"b\\c/d\u{8}\u{C}\n\r\t"))
+        #expect(try parse(#""\u5f15\u8350 \ud83d\ude00 引荐""#) == .string("引荐 😀 引荐"))
+        // A lone surrogate cannot be stored by PostgreSQL; browsers can produce one.
+        #expect(try parse(#""x\ud800y""#) == .string("x\u{FFFD}y"))
+    }
+
+    @Test("malformed documents are refused", arguments: [
+        "", "{", "[1,]", "{\"a\" 1}", "{\"a\":1,}", "01", "1.", "-", "tru", "\"a", "[1] x", "{'a':1}", "\"a\u{1}b\"", "1e999", "\"\\x\"",
+    ])
+    func malformed(text: String) {
+        #expect(failure(Array(text.utf8)) == .syntax)
+    }
+
+    @Test("invalid UTF-8 is refused, not replaced")
+    func invalidUTF8() {
+        #expect(failure([0x22, 0xC3, 0x28, 0x22]) == .invalidUTF8)
+        #expect(failure([0x22, 0x5C, 0x6E, 0xFF, 0x22]) == .invalidUTF8)
+    }
+
+    @Test("nesting deeper than the limit is refused before it is built")
+    func depth() throws {
+        let deep = String(repeating: "[", count: 5) + String(repeating: "]", count: 5)
+        #expect(try parse(deep, maxDepth: 5) != .null)
+        #expect(failure(Array(deep.utf8), maxDepth: 4) == .tooDeep)
+        let bomb = String(repeating: "[", count: 100_000)
+        #expect(failure(Array(bomb.utf8), maxDepth: 16) == .tooDeep)
+    }
+
+    @Test("every record the JS SDK sent reads the same as with JSONSerialization")
+    func agreesWithFoundation() throws {
+        var compared = 0
+        for emission in try Fixtures.javascript() {
+            guard case .text(let message) = emission.payload, emission.kind == "android.sensorsdata_track" else { continue }
+            let ours = try parse(message)
+            let foundation = try JSONSerialization.jsonObject(with: Data(message.utf8))
+            let sorted = try JSONSerialization.data(withJSONObject: foundation, options: [.sortedKeys])
+            let reparsed = try JSONParser.parse(Array(sorted), maxDepth: 16)
+            #expect(ours == reparsed)
+            compared += 1
+        }
+        #expect(compared == 3)
+    }
+}
