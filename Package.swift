@@ -9,6 +9,7 @@ let package = Package(
         .executable(name: "identity-service", targets: ["RunIdentity"]),
         .executable(name: "config-service", targets: ["RunConfig"]),
         .executable(name: "collector", targets: ["RunCollector"]),
+        .executable(name: "gateway-bench", targets: ["GatewayBench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -92,6 +93,16 @@ let package = Package(
         .executableTarget(name: "RunIdentity", dependencies: ["Identity", "DatongRuntime"]),
         .executableTarget(name: "RunConfig", dependencies: ["ConfigService", "DatongRuntime"]),
         .executableTarget(name: "RunCollector", dependencies: ["Collector", "DatongRuntime"]),
+
+        // Benchmarks: print figures measured on this machine (README, Benchmarks).
+        .executableTarget(
+            name: "GatewayBench",
+            dependencies: [
+                "Gateway",
+                .product(name: "CompressNIO", package: "compress-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
 
         .testTarget(
             name: "DatongTests",

@@ -17,10 +17,40 @@ struct BridgeHandler: Sendable {
             throw ServiceError.badRequest("invalid_project", "project names are a letter followed by letters, digits or underscores (at most \(ProjectName.maxLength))")
         }
         let body = try await readRequestBody(request, limits: limits)
+        let (app, messages) = try Self.parseRelay(body, limits: limits)
+        let receivedAt = Ingest.now()
+        let readings = messages.map { BridgeMessage.read($0, limits: limits) }
+        // Whitelists are needed once a message is a record: a 503 if config-service was never reached.
+        let needsWhitelists = readings.contains { if case .success(.record) = $0 { true } else { false } }
+        let projectWhitelists = needsWhitelists ? try await whitelists.whitelists(for: project) : ProjectWhitelists()
+        let relay = PreparedRelay(
+            messages: messages, readings: readings, app: app, project: project, whitelists: projectWhitelists,
+            limits: limits, now: receivedAt
+        )
+        var results = relay.results
+        let stored = try await ingest.store(relay.accepted, rejected: relay.rejected, receivedAt: receivedAt, context: context)
+        let duplicates = Set(stored.duplicateIndexes)
+        for (position, index) in relay.acceptedMessages.enumerated() {
+            results[index] = MessageResult(index: index, status: duplicates.contains(position) ? .duplicate : .stored)
+        }
+        let ignored = results.count(where: { $0.status == .ignored })
+        context.logger.debug("bridge.stored", metadata: [
+            "bridge.project": "\(project)", "bridge.stored": "\(stored.stored)", "bridge.duplicates": "\(stored.duplicates)",
+            "bridge.rejected": "\(stored.rejected)", "bridge.ignored": "\(ignored)",
+        ])
+        return try jsonResponse(.ok, encoding: BridgeAnswer(
+            stored: stored.stored, duplicates: stored.duplicates, rejected: stored.rejected, ignored: ignored, results: results
+        ))
+    }
+}
+
+extension BridgeHandler {
+    /// Reads the relay body `{"app": {...}, "messages": ["...", ...]}`; a malformed one is a 400.
+    static func parseRelay(_ body: [UInt8], limits: UploadLimits) throws -> (AppContext, [String]) {
         guard case .object(let root) = try UploadPayload.parseJSON(body, limits: limits, what: "the body") else {
             throw ServiceError.badRequest("invalid_body", #"the body is a JSON object {"app": {...}, "messages": ["...", ...]}"#)
         }
-        var app: AppContext
+        let app: AppContext
         do {
             app = try AppContext(root["app"])
         } catch {
@@ -40,60 +70,49 @@ struct BridgeHandler: Sendable {
             }
             messages.append(text)
         }
+        return (app, messages)
+    }
+}
 
-        let receivedAt = Ingest.now()
+/// A relay read, verified, rewritten and validated, before anything is stored. Messages are taken in
+/// order, so a `$SignUp` logs the app in for the messages after it.
+struct PreparedRelay: Sendable {
+    var results: [MessageResult]
+    var accepted: [NormalizedRecord] = []
+    /// `acceptedMessages[i]` is the message `accepted[i]` came from.
+    var acceptedMessages: [Int] = []
+    var rejected: [RejectedRecord] = []
+
+    init(
+        messages: [String], readings: [Result<BridgeMessage, BridgeMessageProblem>], app: AppContext, project: String,
+        whitelists: ProjectWhitelists, limits: UploadLimits, now: Int64
+    ) {
+        var app = app
+        results = messages.indices.map { MessageResult(index: $0, status: .ignored) }
         let normalizer = RecordNormalizer(limits: limits)
-        var results: [MessageResult] = Array(repeating: MessageResult(index: 0, status: .ignored), count: messages.count)
-        var accepted: [NormalizedRecord] = []
-        var acceptedMessages: [Int] = []
-        var rejected: [RejectedRecord] = []
-        var projectWhitelists: ProjectWhitelists?
-        func reject(_ index: Int, _ reason: String) {
-            results[index] = MessageResult(index: index, status: .rejected, reason: reason)
-            rejected.append(RejectedRecord(project: project, reason: "bridge: \(reason)", raw: messages[index]))
-        }
-
-        for (index, message) in messages.enumerated() {
-            let record: [String: JSONValue]
-            switch BridgeMessage.read(message, limits: limits) {
+        for (index, reading) in readings.enumerated() {
+            let outcome: Result<NormalizedRecord, BridgeMessageProblem>
+            switch reading {
             case .failure(let problem):
-                reject(index, problem.reason)
-                continue
+                outcome = .failure(problem)
             case .success(.ignored(let reason)):
-                results[index] = MessageResult(index: index, status: .ignored, reason: reason)
+                results[index].reason = reason
                 continue
-            case .success(.record(let found)):
-                record = found
-            }
-            // Fetched once, when the first record needs them: a 503 if config-service was never reached.
-            if projectWhitelists == nil { projectWhitelists = try await whitelists.whitelists(for: project) }
-            switch BridgeRewriter.rewrite(record, app: &app, project: project, whitelists: projectWhitelists!) {
-            case .failure(let problem):
-                reject(index, problem.reason)
-            case .success(let rewritten):
-                switch normalizer.normalize(.object(rewritten), defaultProject: project, now: receivedAt) {
-                case .success(let normalized):
-                    accepted.append(normalized)
-                    acceptedMessages.append(index)
-                case .failure(let rejection):
-                    reject(index, rejection.reason)
+            case .success(.record(let record)):
+                outcome = BridgeRewriter.rewrite(record, app: &app, project: project, whitelists: whitelists).flatMap { rewritten in
+                    normalizer.normalize(.object(rewritten), defaultProject: project, now: now)
+                        .mapError { BridgeMessageProblem($0.reason) }
                 }
             }
+            switch outcome {
+            case .success(let normalized):
+                accepted.append(normalized)
+                acceptedMessages.append(index)
+            case .failure(let problem):
+                results[index] = MessageResult(index: index, status: .rejected, reason: problem.reason)
+                rejected.append(RejectedRecord(project: project, reason: "bridge: \(problem.reason)", raw: messages[index]))
+            }
         }
-
-        let stored = try await ingest.store(accepted, rejected: rejected, receivedAt: receivedAt, context: context)
-        let duplicates = Set(stored.duplicateIndexes)
-        for (position, index) in acceptedMessages.enumerated() {
-            results[index] = MessageResult(index: index, status: duplicates.contains(position) ? .duplicate : .stored)
-        }
-        let ignored = results.count(where: { $0.status == .ignored })
-        context.logger.debug("bridge.stored", metadata: [
-            "bridge.project": "\(project)", "bridge.stored": "\(stored.stored)", "bridge.duplicates": "\(stored.duplicates)",
-            "bridge.rejected": "\(stored.rejected)", "bridge.ignored": "\(ignored)",
-        ])
-        return try jsonResponse(.ok, encoding: BridgeAnswer(
-            stored: stored.stored, duplicates: stored.duplicates, rejected: stored.rejected, ignored: ignored, results: results
-        ))
     }
 }
 

@@ -15,6 +15,7 @@ struct Ingest: Sendable {
     func store(
         _ accepted: [NormalizedRecord], rejected: [RejectedRecord], receivedAt: Int64, context: DatongRequestContext
     ) async throws -> CollectResult {
+        guard !accepted.isEmpty || !rejected.isEmpty else { return CollectResult(stored: 0, duplicates: 0, rejected: 0) }
         var records = accepted.map(\.collect)
         let withIdentity = accepted.indices.filter { accepted[$0].identity != nil }
         if !withIdentity.isEmpty {

@@ -39,6 +39,9 @@ struct JSONParser {
     private let bytes: UnsafeBufferPointer<UInt8>
     private let maxDepth: Int
     private var index = 0
+    /// Members of the objects being parsed, innermost last: each object is built once, at its exact
+    /// size, instead of growing (and rehashing) a dictionary member by member.
+    private var members: [(String, JSONValue)] = []
 
     private init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
         self.bytes = bytes
@@ -80,12 +83,12 @@ struct JSONParser {
     private mutating func parseObject(depth: Int) throws(Failure) -> JSONValue {
         guard depth <= maxDepth else { throw failure(.tooDeep) }
         index += 1
-        var members: [String: JSONValue] = [:]
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
-            return .object(members)
+            return .object([:])
         }
+        let base = members.count
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw failure(.syntax) }
@@ -94,13 +97,22 @@ struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw failure(.syntax) }
             index += 1
             skipWhitespace()
-            members[key] = try parseValue(depth: depth)
+            let value = try parseValue(depth: depth)
+            members.append((key, value))
             skipWhitespace()
             guard index < bytes.count else { throw failure(.syntax) }
             switch bytes[index] {
-            case UInt8(ascii: ","): index += 1
-            case UInt8(ascii: "}"): index += 1; return .object(members)
-            default: throw failure(.syntax)
+            case UInt8(ascii: ","):
+                index += 1
+            case UInt8(ascii: "}"):
+                index += 1
+                // A repeated key keeps its last value, as JavaScript does.
+                var object = [String: JSONValue](minimumCapacity: members.count - base)
+                for position in base..<members.count { object[members[position].0] = members[position].1 }
+                members.removeSubrange(base...)
+                return .object(object)
+            default:
+                throw failure(.syntax)
             }
         }
     }
@@ -145,6 +157,13 @@ struct JSONParser {
         guard index < bytes.count else { throw failure(.syntax) }
         var scalars = Array(UnsafeBufferPointer(rebasing: bytes[start..<index]))
         while index < bytes.count {
+            // Copy the run up to the next quote, backslash or control byte in one go.
+            let runStart = index
+            while index < bytes.count, bytes[index] >= 0x20, bytes[index] != UInt8(ascii: "\""), bytes[index] != UInt8(ascii: "\\") {
+                index += 1
+            }
+            if index > runStart { scalars.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index])) }
+            guard index < bytes.count else { break }
             let byte = bytes[index]
             switch byte {
             case UInt8(ascii: "\""):

@@ -162,8 +162,9 @@ struct RecordNormalizer: Sendable {
     /// nil when `text` needs no change. The JS SDK pads milliseconds to two digits only, so `.06`
     /// means 6 ms and becomes `.006` (PROTOCOL.md section 2).
     static func normalizedDateTime(_ text: String) -> String? {
+        let length = text.utf8.count
+        guard length == 21 || length == 22 else { return nil }
         let bytes = Array(text.utf8)
-        guard bytes.count == 21 || bytes.count == 22 else { return nil }
         let pattern = Array("dddd-dd-dd dd:dd:dd.".utf8)
         for (index, expected) in pattern.enumerated() {
             let byte = bytes[index]
@@ -181,14 +182,19 @@ struct RecordNormalizer: Sendable {
 
     /// Why `name` is not a valid event or property name, or nil when it is.
     static func nameProblem(_ name: String) -> String? {
-        let bytes = Array(name.utf8)
-        func isLetter(_ b: UInt8) -> Bool {
-            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(b) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(b)
-                || b == UInt8(ascii: "_") || b == UInt8(ascii: "$")
+        var count = 0
+        var first: UInt8 = 0
+        for byte in name.utf8 {
+            let isLetter = (byte | 0x20) >= UInt8(ascii: "a") && (byte | 0x20) <= UInt8(ascii: "z")
+                || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "$")
+            let isDigit = byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")
+            if count == 0 { first = byte }
+            guard isLetter || (isDigit && count > 0) else { return nameRule }
+            count += 1
         }
-        guard let first = bytes.first, bytes.count <= 100, isLetter(first),
-              bytes.allSatisfy({ isLetter($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
-        else { return "names start with a letter, _ or $ and have at most 100 letters, digits, _ or $" }
+        guard count > 0, count <= 100 else { return nameRule }
+        // Presets (`$os`, `$url`, …) are never reserved; only look further for other names.
+        if first == UInt8(ascii: "$") { return nil }
         let lower = name.lowercased()
         if reservedNames.contains(lower) || lower.hasPrefix("user_tag") || lower.hasPrefix("user_group") {
             return "'\(name)' is a reserved name"
@@ -196,12 +202,14 @@ struct RecordNormalizer: Sendable {
         return nil
     }
 
+    private static let nameRule = "names start with a letter, _ or $ and have at most 100 letters, digits, _ or $"
+
     /// Why an id or other short text the record stores in its own column cannot be stored, or nil:
     /// PostgreSQL refuses NUL characters, and ids are at most 255 characters (as the SDKs enforce).
     static func idProblem(_ value: String?) -> String? {
         guard let value else { return nil }
-        if value.unicodeScalars.contains("\0") { return "contains a NUL character" }
-        if value.count > 255 { return "is longer than 255 characters" }
+        if value.utf8.contains(0) { return "contains a NUL character" }
+        if value.utf8.count > 255, value.count > 255 { return "is longer than 255 characters" }
         return nil
     }
 
@@ -222,7 +230,7 @@ struct RecordNormalizer: Sendable {
     }
 
     private func stringProblem(_ text: String) -> String? {
-        if text.unicodeScalars.contains("\0") { return "contains a NUL character" }
+        if text.utf8.contains(0) { return "contains a NUL character" }
         if text.utf8.count > limits.maxStringLength, text.count > limits.maxStringLength {
             return "longer than \(limits.maxStringLength) characters"
         }

@@ -74,10 +74,11 @@ enum UploadPayload {
         guard let encoded = parameters["data_list"] ?? parameters["data"], !encoded.isEmpty else {
             throw ServiceError.badRequest("missing_data", "the request has no data or data_list parameter")
         }
-        // Form decoding turned a '+' sent unescaped into a space; base64 has no spaces.
-        let base64 = encoded.replacingOccurrences(of: " ", with: "+")
+        // Form decoding turned a '+' sent unescaped into a space; base64 has no spaces, so both the
+        // crc and the decoder read a space as '+'.
+        let base64 = encoded
         if let expected = crcParameter(parameters) {
-            let actual = javaHashCode(base64)
+            let actual = javaHashCode(base64, spaceAs: 0x2B)
             guard actual == expected else {
                 throw ServiceError.badRequest("crc_mismatch", "the crc \(expected) does not match the data (\(actual)): the request was corrupted")
             }
@@ -128,19 +129,69 @@ enum UploadPayload {
         return nil
     }
 
-    /// Java's `String.hashCode()`: 31·h + c over UTF-16 code units, wrapping at 32 bits.
-    static func javaHashCode(_ text: String) -> Int32 {
+    /// Java's `String.hashCode()`: 31·h + c over UTF-16 code units, wrapping at 32 bits; with
+    /// `spaceAs`, a space counts as that unit.
+    static func javaHashCode(_ text: String, spaceAs space: UInt16 = 0x20) -> Int32 {
         var hash: Int32 = 0
-        for unit in text.utf16 { hash = hash &* 31 &+ Int32(unit) }
+        for unit in text.utf16 { hash = hash &* 31 &+ Int32(unit == 0x20 ? space : unit) }
         return hash
     }
 
-    /// Standard base64, leniently: line breaks dropped, missing padding added.
+    /// What each byte means to the lenient base64 decoder: a 6-bit value, or one of the markers.
+    private static let base64Table: [UInt8] = {
+        var table = [UInt8](repeating: invalid, count: 256)
+        for (index, byte) in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8.enumerated() {
+            table[Int(byte)] = UInt8(index)
+        }
+        table[Int(UInt8(ascii: " "))] = 62
+        table[Int(UInt8(ascii: "\r"))] = skip
+        table[Int(UInt8(ascii: "\n"))] = skip
+        table[Int(UInt8(ascii: "="))] = pad
+        return table
+    }()
+    private static let invalid: UInt8 = 0xFF
+    private static let skip: UInt8 = 0xFE
+    private static let pad: UInt8 = 0xFD
+
+    /// Standard base64, leniently and in one pass over the bytes: a space is a '+' that form decoding
+    /// turned into a space, line breaks are skipped, padding may be missing. nil for anything else.
     static func decodeBase64(_ text: String) -> [UInt8]? {
-        var cleaned = text.filter { !$0.isNewline }
-        let remainder = cleaned.utf8.count % 4
-        if remainder == 2 { cleaned += "==" } else if remainder == 3 { cleaned += "=" }
-        return Data(base64Encoded: cleaned).map { [UInt8]($0) }
+        var out: [UInt8] = []
+        out.reserveCapacity(text.utf8.count / 4 * 3 + 3)
+        var accumulator: UInt32 = 0
+        var sextets = 0
+        var padding = 0
+        let table = base64Table
+        for byte in text.utf8 {
+            let value = table[Int(byte)]
+            if value < 64 {
+                guard padding == 0 else { return nil }
+                accumulator = accumulator << 6 | UInt32(value)
+                sextets += 1
+                if sextets & 3 == 0 {
+                    out.append(UInt8(truncatingIfNeeded: accumulator >> 16))
+                    out.append(UInt8(truncatingIfNeeded: accumulator >> 8))
+                    out.append(UInt8(truncatingIfNeeded: accumulator))
+                    accumulator = 0
+                }
+            } else if value == skip {
+                continue
+            } else if value == pad {
+                padding += 1
+                guard padding <= 2 else { return nil }
+            } else {
+                return nil
+            }
+        }
+        switch sextets & 3 {
+        case 0: break
+        case 2: out.append(UInt8(truncatingIfNeeded: accumulator >> 4))
+        case 3:
+            out.append(UInt8(truncatingIfNeeded: accumulator >> 10))
+            out.append(UInt8(truncatingIfNeeded: accumulator >> 2))
+        default: return nil
+        }
+        return out
     }
 
     static func inflate(_ bytes: [UInt8], limit: Int) throws -> [UInt8] {

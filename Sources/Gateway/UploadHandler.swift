@@ -26,36 +26,17 @@ struct UploadHandler: Sendable {
 
     func handle(_ request: Request, context: DatongRequestContext, mode: Mode) async throws -> Response {
         let body = try await readRequestBody(request, limits: limits)
-        let parameters = FormParameters(query: request.uri.query, body: body)
-        let project = parameters["project"].flatMap { $0.isEmpty ? nil : $0 } ?? "default"
-        guard ProjectName.isValid(project) else {
-            throw ServiceError.badRequest("invalid_project", "project names are a letter followed by letters, digits or underscores (at most \(ProjectName.maxLength))")
-        }
-        let values = try UploadPayload.records(from: parameters, limits: limits)
-
         let receivedAt = Ingest.now()
-        let normalizer = RecordNormalizer(limits: limits)
-        var accepted: [NormalizedRecord] = []
-        var rejected: [RejectedRecord] = []
-        var problems: [RecordProblem] = []
-        accepted.reserveCapacity(values.count)
-        for (index, value) in values.enumerated() {
-            switch normalizer.normalize(value, defaultProject: project, now: receivedAt) {
-            case .success(let record):
-                accepted.append(record)
-            case .failure(let rejection):
-                rejected.append(RejectedRecord(project: rejection.project, reason: rejection.reason, raw: value.canonicalText))
-                problems.append(RecordProblem(index: index, reason: rejection.reason))
-            }
-        }
+        let upload = try PreparedUpload(query: request.uri.query, body: body, limits: limits, now: receivedAt)
+        let problems = upload.problems
 
         if mode == .debug, request.headers[.dryRun]?.lowercased() == "true" {
             return try debugAnswer(problems)
         }
 
-        let result = try await ingest.store(accepted, rejected: rejected, receivedAt: receivedAt, context: context)
+        let result = try await ingest.store(upload.accepted, rejected: upload.rejected, receivedAt: receivedAt, context: context)
         context.logger.debug("upload.stored", metadata: [
-            "upload.project": "\(project)", "upload.stored": "\(result.stored)",
+            "upload.project": "\(upload.project)", "upload.stored": "\(result.stored)",
             "upload.duplicates": "\(result.duplicates)", "upload.rejected": "\(result.rejected)",
         ])
         switch mode {
@@ -103,4 +84,34 @@ private struct DebugProblems: Encodable {
     let error: String
     let message: String
     let problems: [RecordProblem]
+}
+
+/// An upload decoded and validated, before anything is stored: the gateway's hot path, parsed once.
+struct PreparedUpload: Sendable {
+    let project: String
+    var accepted: [NormalizedRecord] = []
+    var rejected: [RejectedRecord] = []
+    var problems: [RecordProblem] = []
+
+    /// Decodes the form parameters and payload and validates each record; a request that can never
+    /// succeed throws a `ServiceError`, a bad record is kept as rejected with its reason.
+    init(query: String?, body: [UInt8], limits: UploadLimits, now: Int64) throws {
+        let parameters = FormParameters(query: query, body: body)
+        project = parameters["project"].flatMap { $0.isEmpty ? nil : $0 } ?? "default"
+        guard ProjectName.isValid(project) else {
+            throw ServiceError.badRequest("invalid_project", "project names are a letter followed by letters, digits or underscores (at most \(ProjectName.maxLength))")
+        }
+        let values = try UploadPayload.records(from: parameters, limits: limits)
+        let normalizer = RecordNormalizer(limits: limits)
+        accepted.reserveCapacity(values.count)
+        for (index, value) in values.enumerated() {
+            switch normalizer.normalize(value, defaultProject: project, now: now) {
+            case .success(let record):
+                accepted.append(record)
+            case .failure(let rejection):
+                rejected.append(RejectedRecord(project: rejection.project, reason: rejection.reason, raw: value.canonicalText))
+                problems.append(RecordProblem(index: index, reason: rejection.reason))
+            }
+        }
+    }
 }

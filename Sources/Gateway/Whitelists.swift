@@ -7,12 +7,50 @@ struct ServerTarget: Sendable, Hashable, CustomStringConvertible {
     let project: String
 
     /// Reads `https://sa.example.com:8106/sa?project=production`; no `project` means `default`.
+    /// A hand-written reader over the bytes: every bridged record carries a `server_url`, and
+    /// Foundation's URL parsing would cost more than all the record's other checks.
     init?(url: String) {
-        guard let components = URLComponents(string: url.trimmingCharacters(in: .whitespaces)),
-              let host = components.host, !host.isEmpty
+        let bytes = Array(url.utf8)
+        var start = 0
+        var end = bytes.count
+        while start < end, bytes[start] == 0x20 { start += 1 }
+        while end > start, bytes[end - 1] == 0x20 { end -= 1 }
+        // scheme "://"
+        var cursor = start
+        while cursor + 2 < end, !(bytes[cursor] == UInt8(ascii: ":") && bytes[cursor + 1] == UInt8(ascii: "/") && bytes[cursor + 2] == UInt8(ascii: "/")) {
+            guard bytes[cursor] != UInt8(ascii: "/"), bytes[cursor] != UInt8(ascii: "?") else { return nil }
+            cursor += 1
+        }
+        guard cursor > start, cursor + 2 < end else { return nil }
+        let authorityStart = cursor + 3
+        var authorityEnd = authorityStart
+        while authorityEnd < end, bytes[authorityEnd] != UInt8(ascii: "/"), bytes[authorityEnd] != UInt8(ascii: "?"),
+              bytes[authorityEnd] != UInt8(ascii: "#") {
+            authorityEnd += 1
+        }
+        var hostStart = authorityStart
+        for position in authorityStart..<authorityEnd where bytes[position] == UInt8(ascii: "@") { hostStart = position + 1 }
+        var hostEnd = hostStart
+        if hostStart < authorityEnd, bytes[hostStart] == UInt8(ascii: "[") {
+            while hostEnd < authorityEnd, bytes[hostEnd] != UInt8(ascii: "]") { hostEnd += 1 }
+            guard hostEnd < authorityEnd else { return nil }
+            hostEnd += 1
+        } else {
+            while hostEnd < authorityEnd, bytes[hostEnd] != UInt8(ascii: ":") { hostEnd += 1 }
+        }
+        guard hostEnd > hostStart,
+              !bytes[hostStart..<hostEnd].contains(where: { $0 <= 0x20 || $0 == UInt8(ascii: "%") || $0 >= 0x80 })
         else { return nil }
-        self.host = host.lowercased()
-        let project = components.queryItems?.first { $0.name == "project" }?.value ?? ""
+        var project = ""
+        if let queryStart = bytes[authorityEnd..<end].firstIndex(of: UInt8(ascii: "?")) {
+            let queryEnd = bytes[queryStart..<end].firstIndex(of: UInt8(ascii: "#")) ?? end
+            for pair in bytes[(queryStart + 1)..<queryEnd].split(separator: UInt8(ascii: "&"))
+            where pair.starts(with: "project=".utf8) {
+                project = FormParameters.formDecode(pair.dropFirst(8))
+                break
+            }
+        }
+        self.host = String(decoding: bytes[hostStart..<hostEnd], as: UTF8.self).lowercased()
         self.project = project.isEmpty ? "default" : project
     }
 

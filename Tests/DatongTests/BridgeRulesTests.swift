@@ -179,6 +179,23 @@ struct BridgeRulesTests {
         #expect((try? BridgeRewriter.rewrite(profile, app: &app, project: "production", whitelists: whitelists).get()) != nil)
     }
 
+    @Test("server URLs compare by hostname and project only", arguments: [
+        ("https://SA.example.com:8106/sa.gif?project=production", "sa.example.com", "production"),
+        ("http://sa.example.com/a/b/sa", "sa.example.com", "default"),
+        ("https://user:pw@sa.example.com/sa?x=1&project=p%5F1#frag", "sa.example.com", "p_1"),
+        ("https://[::1]:8106/sa?project=", "[::1]", "default"),
+        ("  https://sa.example.com?project=shop  ", "sa.example.com", "shop"),
+    ])
+    func serverTargets(url: String, host: String, project: String) throws {
+        let target = try #require(ServerTarget(url: url))
+        #expect(target == ServerTarget(host: host, project: project))
+    }
+
+    @Test("what is not a server URL is refused", arguments: ["", "sa.example.com/sa", "https:///sa", "https://a b/sa", "/sa?project=x"])
+    func notServerURLs(url: String) {
+        #expect(ServerTarget(url: url) == nil)
+    }
+
     @Test("uploads under any path prefix are routed as the SDKs mean them", arguments: [
         ("/api/v2/sa.gif?project=p&data=x", "/sa.gif?project=p&data=x"), ("/collect/sa", "/sa"), ("/a/debug", "/debug"),
     ])

@@ -260,6 +260,24 @@ struct GatewayTests {
         }
     }
 
+    @Test("a debug dry run names each bad record and writes nothing")
+    func debugDryRun() async throws {
+        try await RunningServices.run { services in
+            let (_, body) = EndToEndTests.form(#"[{"type":"track","event":"Ok","time":1795273119736,"distinct_id":"d"},{"type":"track","event":"Bad","time":1795273119736,"distinct_id":"d","properties":{"event":1}}]"#)
+            let response = try await services.gateway.execute(
+                uri: "/prefix/debug?project=default", method: .post, headers: [HTTPField.Name("Dry-Run")!: "true"], body: body
+            )
+            #expect(response.status == .badRequest)
+            let problems = try #require(try response.json()["problems"] as? [[String: Any]])
+            #expect(problems.count == 1)
+            #expect(problems.first?["index"] as? Int == 1)
+            #expect((problems.first?["reason"] as? String)?.contains("reserved") == true)
+            let written = try await TestDatabase.rows(services.databaseURL,
+                "SELECT (SELECT count(*) FROM analytics.events) + (SELECT count(*) FROM analytics.rejected)")
+            #expect(written == [["0"]])
+        }
+    }
+
     @Test("browsers get CORS answers, preflight included, with credentials for their origin")
     func cors() async throws {
         try await RunningServices.run { services in

@@ -55,6 +55,18 @@ struct UploadDecodingTests {
         #expect(decoded >= 10)
     }
 
+    @Test("the base64 decoder agrees with Foundation, with or without padding, and refuses what is not base64")
+    func base64() {
+        for length in 0..<70 {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255) }
+            let encoded = Data(bytes).base64EncodedString()
+            #expect(UploadPayload.decodeBase64(encoded) == bytes)
+            #expect(UploadPayload.decodeBase64(encoded.replacingOccurrences(of: "=", with: "")) == bytes)
+            #expect(UploadPayload.decodeBase64(encoded.replacingOccurrences(of: "+", with: " ")) == bytes)
+        }
+        for invalid in ["A", "AB*D", "AB=C", "ABC===", "éABC"] { #expect(UploadPayload.decodeBase64(invalid) == nil, "\(invalid)") }
+    }
+
     @Test("a crc that does not match the data is refused")
     func crcMismatch() throws {
         let data = Data(#"{"type":"track"}"#.utf8).base64EncodedString()
