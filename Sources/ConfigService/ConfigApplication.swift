@@ -85,7 +85,7 @@ private struct InvalidDocument: Encodable {
 private func projectParameter(_ context: DatongRequestContext) throws -> String {
     let project = context.parameters.get("project") ?? ""
     guard ProjectName.isValid(project) else {
-        throw ServiceError.badRequest("invalid_project", "project names are a letter followed by letters, digits or underscores (at most \(ProjectName.maxLength))")
+        throw ServiceError.invalidProject
     }
     return project
 }

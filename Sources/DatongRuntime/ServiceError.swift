@@ -24,6 +24,11 @@ public struct ServiceError: HTTPResponseError, CustomStringConvertible {
         .init(.serviceUnavailable, code, message, retryAfterSeconds: 5)
     }
 
+    /// A project name that breaks `ProjectName`'s rule (400).
+    public static let invalidProject = badRequest(
+        "invalid_project", "project names are a letter followed by letters, digits or underscores (at most \(ProjectName.maxLength))"
+    )
+
     public var description: String { "\(status.code) \(code): \(message)" }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {

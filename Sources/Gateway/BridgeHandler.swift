@@ -14,7 +14,7 @@ struct BridgeHandler: Sendable {
     func handle(_ request: Request, context: DatongRequestContext) async throws -> Response {
         let project = request.uri.queryParameters["project"].map(String.init).flatMap { $0.isEmpty ? nil : $0 } ?? "default"
         guard ProjectName.isValid(project) else {
-            throw ServiceError.badRequest("invalid_project", "project names are a letter followed by letters, digits or underscores (at most \(ProjectName.maxLength))")
+            throw ServiceError.invalidProject
         }
         let body = try await readRequestBody(request, limits: limits)
         let (app, messages) = try Self.parseRelay(body, limits: limits)

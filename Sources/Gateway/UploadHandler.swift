@@ -99,7 +99,7 @@ struct PreparedUpload: Sendable {
         let parameters = FormParameters(query: query, body: body)
         project = parameters["project"].flatMap { $0.isEmpty ? nil : $0 } ?? "default"
         guard ProjectName.isValid(project) else {
-            throw ServiceError.badRequest("invalid_project", "project names are a letter followed by letters, digits or underscores (at most \(ProjectName.maxLength))")
+            throw ServiceError.invalidProject
         }
         let values = try UploadPayload.records(from: parameters, limits: limits)
         let normalizer = RecordNormalizer(limits: limits)

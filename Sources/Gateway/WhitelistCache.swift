@@ -13,8 +13,11 @@ import Synchronization
 /// seen yet cannot be checked, so its records get a 503 and the app retries.
 final class WhitelistCache: Service, Sendable {
     private struct Entry: Sendable {
-        var whitelists = ProjectWhitelists()
+        /// The published lists as fetched, kept to revalidate with their ETags.
+        var lists: [DocumentKind: [String]] = [:]
         var etags: [DocumentKind: String] = [:]
+        /// `lists`, read for checking.
+        var whitelists = ProjectWhitelists()
         var lastUsed: ContinuousClock.Instant
     }
 
@@ -69,8 +72,9 @@ final class WhitelistCache: Service, Sendable {
                 let fresh = try await fetch(project, previous: entry)
                 entries.withLock { entries in
                     guard entries[project] != nil else { return }
-                    entries[project]?.whitelists = fresh.whitelists
+                    entries[project]?.lists = fresh.lists
                     entries[project]?.etags = fresh.etags
+                    entries[project]?.whitelists = fresh.whitelists
                 }
             } catch {
                 logger.warning("whitelists.refresh_failed", metadata: ["project": "\(project)", "error": "\(error)"])
@@ -83,22 +87,21 @@ final class WhitelistCache: Service, Sendable {
         async let domains = fetchList(project, kind: .h5DomainWhitelist, etag: previous.etags[.h5DomainWhitelist])
         var entry = previous
         for (kind, fetch) in [(DocumentKind.serverURLWhitelist, try await servers), (.h5DomainWhitelist, try await domains)] {
-            let list: [String]?
             switch fetch {
             case .notModified:
                 continue
             case .absent:
-                list = nil
+                entry.lists[kind] = nil
                 entry.etags[kind] = nil
             case .document(let etag, let body):
-                list = Self.strings(body)
+                entry.lists[kind] = Self.strings(body)
                 entry.etags[kind] = etag
-                if list == nil {
+                if entry.lists[kind] == nil {
                     logger.error("whitelists.unreadable", metadata: ["project": "\(project)", "kind": "\(kind.rawValue)"])
                 }
             }
-            if kind == .serverURLWhitelist { entry.whitelists.serverURLs = list } else { entry.whitelists.h5Domains = list }
         }
+        entry.whitelists = ProjectWhitelists(serverURLs: entry.lists[.serverURLWhitelist], h5Domains: entry.lists[.h5DomainWhitelist])
         return entry
     }
 

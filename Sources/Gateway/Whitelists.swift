@@ -63,35 +63,42 @@ struct ServerTarget: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// A project's two bridge whitelists as config-service last published them (ARCHITECTURE.md,
-/// Whitelists). Pure matching; `nil` lists mean nothing is published.
+/// Whitelists), read once when fetched so that checking a record is a lookup. Pure.
 struct ProjectWhitelists: Sendable, Equatable {
-    /// Other server URLs whose H5 pages may bridge into the project.
-    var serverURLs: [String]?
-    /// Page domains allowed to use the app's JS bridge: exact hosts or `*.suffix`.
-    var h5Domains: [String]?
+    /// Other servers whose H5 pages may bridge into the project.
+    let servers: Set<ServerTarget>
+    /// Page hosts allowed to use the app's JS bridge, and `*.suffix` patterns as `.suffix`.
+    private let hosts: Set<String>
+    private let suffixes: [String]
+
+    /// - Parameters:
+    ///   - serverURLs: the published server-URL whitelist (entries that are not URLs never match).
+    ///   - h5Domains: the published H5 domain whitelist: hosts, `*.suffix`, or whole URLs.
+    init(serverURLs: [String]? = nil, h5Domains: [String]? = nil) {
+        servers = Set((serverURLs ?? []).compactMap(ServerTarget.init(url:)))
+        var hosts = Set<String>()
+        var suffixes: [String] = []
+        for entry in h5Domains ?? [] {
+            let pattern = Self.domainPattern(entry)
+            if pattern.hasPrefix("*.") { suffixes.append(String(pattern.dropFirst())) } else if !pattern.isEmpty { hosts.insert(pattern) }
+        }
+        self.hosts = hosts
+        self.suffixes = suffixes
+    }
 
     /// True when a page that sends to `target` may bridge into this project through the whitelist.
-    func allowsServer(_ target: ServerTarget) -> Bool {
-        (serverURLs ?? []).contains { ServerTarget(url: $0) == target }
-    }
+    func allowsServer(_ target: ServerTarget) -> Bool { servers.contains(target) }
 
     /// Whether an H5 page on `host` may bridge: always when no domain whitelist is published (or it
     /// is empty), otherwise when an entry names the host or `*.` a domain it is under.
     func allowsPage(host: String) -> Bool {
-        guard let domains = h5Domains, !domains.isEmpty else { return true }
+        guard restrictsPages else { return true }
         let host = host.lowercased()
-        return domains.contains { entry in
-            let pattern = Self.domainPattern(entry)
-            if pattern.hasPrefix("*.") {
-                let suffix = pattern.dropFirst(1)
-                return host.hasSuffix(suffix) && host.count > suffix.count
-            }
-            return host == pattern
-        }
+        return hosts.contains(host) || suffixes.contains { host.hasSuffix($0) && host.count > $0.count }
     }
 
     /// True when bridged records need the H5 domain whitelist checked.
-    var restrictsPages: Bool { !(h5Domains ?? []).isEmpty }
+    var restrictsPages: Bool { !hosts.isEmpty || !suffixes.isEmpty }
 
     /// An entry as a bare lowercased host pattern; operators also paste whole URLs.
     static func domainPattern(_ entry: String) -> String {
