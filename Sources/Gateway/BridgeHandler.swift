@@ -12,10 +12,7 @@ struct BridgeHandler: Sendable {
     let ingest: Ingest
 
     func handle(_ request: Request, context: DatongRequestContext) async throws -> Response {
-        let project = request.uri.queryParameters["project"].map(String.init).flatMap { $0.isEmpty ? nil : $0 } ?? "default"
-        guard ProjectName.isValid(project) else {
-            throw ServiceError.invalidProject
-        }
+        let project = try requestProject(request.uri.queryParameters["project"].map(String.init))
         let body = try await readRequestBody(request, limits: limits)
         let (app, messages) = try Self.parseRelay(body, limits: limits)
         let receivedAt = Ingest.now()

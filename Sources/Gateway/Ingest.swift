@@ -1,4 +1,3 @@
-import CompressNIO
 import DatongContracts
 import DatongRuntime
 import Foundation
@@ -47,14 +46,11 @@ func readRequestBody(_ request: Request, limits: UploadLimits) async throws -> [
     case "", "identity":
         return Array(body.readableBytesView)
     case "gzip", "x-gzip":
-        var buffer = body
-        do {
-            return Array(try buffer.decompress(with: .gzip(), maxSize: limits.maxDecompressedBytes).readableBytesView)
-        } catch let error as CompressNIOError where error == .bufferOverflow {
-            throw ServiceError(.contentTooLarge, "body_too_large", "the request body inflates to more than \(limits.maxDecompressedBytes) bytes")
-        } catch {
-            throw ServiceError.badRequest("invalid_gzip", "Content-Encoding is gzip but the body is not valid gzip")
-        }
+        return try inflateGzip(
+            body, limit: limits.maxDecompressedBytes,
+            tooLarge: ServiceError(.contentTooLarge, "body_too_large", "the request body inflates to more than \(limits.maxDecompressedBytes) bytes"),
+            invalid: ServiceError.badRequest("invalid_gzip", "Content-Encoding is gzip but the body is not valid gzip")
+        )
     default:
         throw ServiceError(.unsupportedMediaType, "unsupported_content_encoding", "Content-Encoding '\(encoding.prefix(32))' is not supported; send gzip or nothing")
     }

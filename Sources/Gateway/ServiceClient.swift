@@ -26,15 +26,7 @@ struct ServiceClient: Sendable {
         request.headers.add(name: DatongHeader.requestID, value: requestID)
         let encoded = try JSONEncoder().encode(body)
         request.body = .bytes(ByteBuffer(bytes: encoded))
-        let response: HTTPClientResponse
-        let payload: ByteBuffer
-        do {
-            response = try await http.execute(request, timeout: timeout)
-            payload = try await response.body.collect(upTo: Self.maxResponseBytes)
-        } catch {
-            logger.warning("upstream.unreachable", metadata: ["upstream": "\(name)", "error": "\(error)"])
-            throw ServiceError.unavailable("\(name)_unavailable", "\(name) cannot be reached now; try again later")
-        }
+        let (response, payload) = try await exchange(request, maxBytes: Self.maxResponseBytes, logger: logger)
         switch response.status.code {
         case 200..<300:
             do {
@@ -68,15 +60,7 @@ struct ServiceClient: Sendable {
         var request = HTTPClientRequest(url: baseURL + path)
         request.method = .GET
         if let etag { request.headers.add(name: "If-None-Match", value: etag) }
-        let response: HTTPClientResponse
-        let payload: ByteBuffer
-        do {
-            response = try await http.execute(request, timeout: timeout)
-            payload = try await response.body.collect(upTo: maxBytes)
-        } catch {
-            logger.warning("upstream.unreachable", metadata: ["upstream": "\(name)", "error": "\(error)"])
-            throw ServiceError.unavailable("\(name)_unavailable", "\(name) cannot be reached now; try again later")
-        }
+        let (response, payload) = try await exchange(request, maxBytes: maxBytes, logger: logger)
         switch response.status.code {
         case 200: return .document(etag: response.headers.first(name: "ETag"), body: Array(payload.readableBytesView))
         case 304: return .notModified
@@ -84,6 +68,17 @@ struct ServiceClient: Sendable {
         default:
             logger.warning("upstream.refused", metadata: ["upstream": "\(name)", "status": "\(response.status.code)"])
             throw ServiceError.unavailable("\(name)_unavailable", "\(name) answered \(response.status.code); try again later")
+        }
+    }
+
+    /// Sends `request` and reads the whole answer; not getting one is a 503 for the caller.
+    private func exchange(_ request: HTTPClientRequest, maxBytes: Int, logger: Logger) async throws -> (HTTPClientResponse, ByteBuffer) {
+        do {
+            let response = try await http.execute(request, timeout: timeout)
+            return (response, try await response.body.collect(upTo: maxBytes))
+        } catch {
+            logger.warning("upstream.unreachable", metadata: ["upstream": "\(name)", "error": "\(error)"])
+            throw ServiceError.unavailable("\(name)_unavailable", "\(name) cannot be reached now; try again later")
         }
     }
 

@@ -195,18 +195,24 @@ enum UploadPayload {
     }
 
     static func inflate(_ bytes: [UInt8], limit: Int) throws -> [UInt8] {
-        var buffer = ByteBuffer(bytes: bytes)
-        do {
-            let inflated = try buffer.decompress(with: .gzip(), maxSize: limit)
-            return Array(inflated.readableBytesView)
-        } catch let error as CompressNIOError where error == .bufferOverflow {
-            throw tooLarge(limit)
-        } catch {
-            throw ServiceError.badRequest("invalid_gzip", "gzip=1 but the data is not valid gzip")
-        }
+        try inflateGzip(ByteBuffer(bytes: bytes), limit: limit, tooLarge: tooLarge(limit),
+                        invalid: ServiceError.badRequest("invalid_gzip", "gzip=1 but the data is not valid gzip"))
     }
 
     private static func tooLarge(_ limit: Int) -> ServiceError {
         ServiceError(.contentTooLarge, "payload_too_large", "the decoded payload is larger than \(limit) bytes")
+    }
+}
+
+/// Inflates gzip, stopping as soon as the output passes `limit` (a gzip bomb costs no more memory
+/// than the limit); throws `tooLarge` then, or `invalid` for data that is not gzip.
+func inflateGzip(_ compressed: ByteBuffer, limit: Int, tooLarge: ServiceError, invalid: ServiceError) throws -> [UInt8] {
+    var buffer = compressed
+    do {
+        return Array(try buffer.decompress(with: .gzip(), maxSize: limit).readableBytesView)
+    } catch let error as CompressNIOError where error == .bufferOverflow {
+        throw tooLarge
+    } catch {
+        throw invalid
     }
 }

@@ -97,10 +97,7 @@ struct PreparedUpload: Sendable {
     /// succeed throws a `ServiceError`, a bad record is kept as rejected with its reason.
     init(query: String?, body: [UInt8], limits: UploadLimits, now: Int64) throws {
         let parameters = FormParameters(query: query, body: body)
-        project = parameters["project"].flatMap { $0.isEmpty ? nil : $0 } ?? "default"
-        guard ProjectName.isValid(project) else {
-            throw ServiceError.invalidProject
-        }
+        project = try requestProject(parameters["project"])
         let values = try UploadPayload.records(from: parameters, limits: limits)
         let normalizer = RecordNormalizer(limits: limits)
         accepted.reserveCapacity(values.count)
@@ -114,4 +111,11 @@ struct PreparedUpload: Sendable {
             }
         }
     }
+}
+
+/// The project a request names (`?project=`, missing or empty = `default`); an invalid name is a 400.
+func requestProject(_ value: String?) throws -> String {
+    let project = value.flatMap { $0.isEmpty ? nil : $0 } ?? "default"
+    guard ProjectName.isValid(project) else { throw ServiceError.invalidProject }
+    return project
 }
