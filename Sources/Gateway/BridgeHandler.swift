@@ -44,25 +44,27 @@ struct BridgeHandler: Sendable {
 extension BridgeHandler {
     /// Reads the relay body `{"app": {...}, "messages": ["...", ...]}`; a malformed one is a 400.
     static func parseRelay(_ body: [UInt8], limits: UploadLimits) throws -> (AppContext, [String]) {
-        guard case .object(let root) = try UploadPayload.parseJSON(body, limits: limits, what: "the body") else {
+        let root = try UploadPayload.parseJSON(body, limits: limits, what: "the body")
+        guard root.isObject else {
             throw ServiceError.badRequest("invalid_body", #"the body is a JSON object {"app": {...}, "messages": ["...", ...]}"#)
         }
         let app: AppContext
         do {
-            app = try AppContext(root["app"])
+            app = try AppContext(root["app"]?.value)
         } catch {
             throw ServiceError.badRequest("invalid_app_context", error.reason)
         }
-        guard case .array(let items)? = root["messages"] else {
+        guard let list = root["messages"], list.kind == .array else {
             throw ServiceError.badRequest("invalid_messages", "messages must be an array of the strings the app received from the page")
         }
-        guard items.count <= limits.maxBridgeMessages else {
-            throw ServiceError(.contentTooLarge, "too_many_messages", "\(items.count) messages in one relay; the limit is \(limits.maxBridgeMessages)")
+        let count = Int(list.entry.count)
+        guard count <= limits.maxBridgeMessages else {
+            throw ServiceError(.contentTooLarge, "too_many_messages", "\(count) messages in one relay; the limit is \(limits.maxBridgeMessages)")
         }
         var messages: [String] = []
-        messages.reserveCapacity(items.count)
-        for (index, item) in items.enumerated() {
-            guard case .string(let text) = item else {
+        messages.reserveCapacity(count)
+        for (index, item) in list.elements.enumerated() {
+            guard let text = item.stringValue else {
                 throw ServiceError.badRequest("invalid_messages", "messages[\(index)] is not a string: relay each message exactly as the page sent it")
             }
             messages.append(text)
@@ -96,8 +98,8 @@ struct PreparedRelay: Sendable {
                 results[index].reason = reason
                 continue
             case .success(.record(let record)):
-                outcome = BridgeRewriter.rewrite(record, app: &app, project: project, whitelists: whitelists).flatMap { rewritten in
-                    normalizer.normalize(.object(rewritten), defaultProject: project, now: now)
+                outcome = BridgeRewriter.rewrite(record, app: &app, project: project, whitelists: whitelists).flatMap { overrides in
+                    normalizer.normalize(record, bridged: overrides, defaultProject: project, now: now)
                         .mapError { BridgeMessageProblem($0.reason) }
                 }
             }

@@ -1,8 +1,8 @@
 /// One raw message an app received from an H5 page through its JS bridge (PROTOCOL.md section 3),
 /// read into the record it carries. Pure.
-enum BridgeMessage: Sendable, Equatable {
+enum BridgeMessage: Sendable {
     /// An event or profile record, with the page SDK's `server_url` still in it.
-    case record([String: JSONValue])
+    case record(JSONRef)
     /// A bridge message that is not a record (`getAppInfo`, `visualized_track`, `page_info`, …):
     /// acknowledged, never stored.
     case ignored(String)
@@ -16,32 +16,25 @@ enum BridgeMessage: Sendable, Equatable {
     /// A message that can never become a record fails with the reason.
     static func read(_ message: String, limits: UploadLimits) -> Result<BridgeMessage, BridgeMessageProblem> {
         if message.hasPrefix(legacyScheme) { return readLegacyURL(message, limits: limits) }
-        let value: JSONValue
+        let object: JSONRef
         do {
-            value = try JSONParser.parse(Array(message.utf8), maxDepth: limits.maxJSONDepth)
-        } catch let failure as JSONParser.Failure {
-            return .failure(.init("the message is \(failure.message)"))
+            object = try JSONParser.parse(Array(message.utf8), maxDepth: limits.maxJSONDepth).root
         } catch {
-            return .failure(.init("the message is not valid JSON"))
+            return .failure(.init("the message is \(error.message)"))
         }
-        guard case .object(let object) = value else {
-            return .failure(.init("the message is not a JSON object"))
-        }
+        guard object.isObject else { return .failure(.init("the message is not a JSON object")) }
         guard let callType = object["callType"] else { return .success(.record(object)) }
-        guard case .string(let name) = callType else { return .failure(.init("callType is not a string")) }
+        guard let name = callType.stringValue else { return .failure(.init("callType is not a string")) }
         guard name == "app_h5_track" else { return .success(.ignored("callType '\(name.prefix(64))' is not an event")) }
-        switch object["data"] {
-        case .object(let record)?:
-            return .success(.record(record))
-        case .string(let text)?:
-            // Some app wrappers pass `data` as JSON text rather than an object.
-            guard case .object(let record)? = try? JSONParser.parse(Array(text.utf8), maxDepth: limits.maxJSONDepth) else {
-                return .failure(.init("data is text that is not a JSON object"))
-            }
-            return .success(.record(record))
-        default:
-            return .failure(.init("an app_h5_track message has no data object"))
+        guard let data = object["data"] else { return .failure(.init("an app_h5_track message has no data object")) }
+        if data.isObject { return .success(.record(data)) }
+        // Some app wrappers pass `data` as JSON text rather than an object.
+        guard let text = data.stringValue,
+              let record = try? JSONParser.parse(Array(text.utf8), maxDepth: limits.maxJSONDepth).root, record.isObject
+        else {
+            return .failure(.init(data.kind == .string ? "data is text that is not a JSON object" : "an app_h5_track message has no data object"))
         }
+        return .success(.record(record))
     }
 
     private static func readLegacyURL(_ message: String, limits: UploadLimits) -> Result<BridgeMessage, BridgeMessageProblem> {
@@ -54,14 +47,11 @@ enum BridgeMessage: Sendable, Equatable {
         let parameters = FormParameters(query: String(query), body: [])
         guard let event = parameters["event"] else { return .failure(.init("a trackEvent URL has no event parameter")) }
         do {
-            guard case .object(let record) = try JSONParser.parse(Array(event.utf8), maxDepth: limits.maxJSONDepth) else {
-                return .failure(.init("the event parameter is not a JSON object"))
-            }
+            let record = try JSONParser.parse(Array(event.utf8), maxDepth: limits.maxJSONDepth).root
+            guard record.isObject else { return .failure(.init("the event parameter is not a JSON object")) }
             return .success(.record(record))
-        } catch let failure as JSONParser.Failure {
-            return .failure(.init("the event parameter is \(failure.message)"))
         } catch {
-            return .failure(.init("the event parameter is not valid JSON"))
+            return .failure(.init("the event parameter is \(error.message)"))
         }
     }
 }

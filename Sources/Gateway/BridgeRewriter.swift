@@ -12,10 +12,12 @@ struct AppContext: Sendable, Equatable {
     /// The app's `$identity_*` pairs.
     var identities: [String: String]
     /// The app's device and app presets (`$os`, `$model`, `$app_version`, …).
-    var properties: [String: JSONValue]
+    let properties: [String: JSONValue]
     var appVersion: String?
     /// The URL the WebView shows, for records that carry no `$url` of their own.
     var pageURL: String?
+    /// The presets of `properties` that replace the page's on bridged events, sorted by key.
+    let presets: [PropertyPreset]
 
     /// Reads and checks the `app` object; a problem is a 400 for the whole relay.
     init(_ value: JSONValue?) throws(BridgeMessageProblem) {
@@ -76,6 +78,8 @@ struct AppContext: Sendable, Equatable {
         self.properties = properties
         self.appVersion = appVersion
         self.pageURL = pageURL
+        presets = BridgeRewriter.appDeviceProperties.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+            .compactMap { key in properties[key].map { PropertyPreset(key: key, value: $0) } }
     }
 }
 
@@ -93,17 +97,14 @@ enum BridgeRewriter {
         "$screen_height", "$timezone_offset", "$is_first_day", "$network_type", "$wifi", "$device_id",
     ]
 
-    /// Top-level keys an app SDK removes from a relayed record.
-    static let removedKeys = ["server_url", "_nocache", "project", "token"]
-    /// Property keys an app SDK removes (`$time` after applying it).
-    static let removedProperties = ["project", "token", "$time"]
-
-    /// Checks where the record was meant to go and which page sent it, then rewrites it for `project`.
-    /// An H5 `$SignUp` logs `app` in, so later messages of the same relay carry the login id.
+    /// Checks where the record was meant to go and which page sent it, and says what the app puts in
+    /// place of the record's own fields for `project`. An H5 `$SignUp` logs `app` in, so later
+    /// messages of the same relay carry the login id.
     static func rewrite(
-        _ record: [String: JSONValue], app: inout AppContext, project: String, whitelists: ProjectWhitelists
-    ) -> Result<[String: JSONValue], BridgeMessageProblem> {
-        guard let url = record["server_url"]?.stringValue else {
+        _ record: JSONRef, app: inout AppContext, project: String, whitelists: ProjectWhitelists
+    ) -> Result<BridgeOverrides, BridgeMessageProblem> {
+        let fields = RecordFields(record)
+        guard let url = fields.serverURL?.stringValue else {
             return .failure(.init("the record has no server_url, so where the page meant to send it cannot be checked"))
         }
         guard let target = ServerTarget(url: url) else {
@@ -116,9 +117,8 @@ enum BridgeRewriter {
                     + "nor project \(project)'s server-URL whitelist"
             ))
         }
-        var properties = record["properties"]?.objectValue ?? [:]
         if whitelists.restrictsPages {
-            let pageURL = properties["$url"]?.stringValue ?? app.pageURL
+            let pageURL = fields.properties?["$url"]?.stringValue ?? app.pageURL
             guard let page = pageURL, let host = URLComponents(string: page)?.host, !host.isEmpty else {
                 return .failure(.init("the record has no $url (and the app sent no page_url), so its page cannot be checked against project \(project)'s H5 domain whitelist"))
             }
@@ -127,41 +127,35 @@ enum BridgeRewriter {
             }
         }
 
-        var out = record
-        for key in removedKeys { out[key] = nil }
-        if let time = properties["$time"], time.isNumber { out["time"] = time }
-        for key in removedProperties { properties[key] = nil }
-
-        let type = record["type"]?.stringValue ?? ""
+        var user: BridgeOverrides.User?
+        let type = fields.type?.stringValue ?? ""
         if !RecordTypes.isItem(type) {
+            var originalID: String?
             if type == "track_signup" {
                 // The page logged in: so does the app, and the signup names the app's anonymous id.
-                if let login = record["distinct_id"]?.stringValue, !login.isEmpty { app.loginID = login }
-                out["original_id"] = .string(app.anonymousID)
+                if let login = fields.distinctID?.stringValue, !login.isEmpty { app.loginID = login }
+                originalID = app.anonymousID
             }
-            out["distinct_id"] = .string(app.loginID ?? app.anonymousID)
-            out["anonymous_id"] = .string(app.anonymousID)
-            out["login_id"] = app.loginID.map(JSONValue.string)
-
-            var identities = record["identities"]?.objectValue ?? [:]
-            for key in appDeviceKeys { identities[key] = nil }
-            for (key, value) in app.identities { identities[key] = .string(value) }
-            identities["$identity_anonymous_id"] = .string(app.anonymousID)
-            if let login = app.loginID { identities["$identity_login_id"] = .string(login) }
-            out["identities"] = .object(identities)
-        }
-        if RecordTypes.isEvent(type) {
-            for key in appDeviceProperties {
-                if let value = app.properties[key] { properties[key] = value }
+            // The page's identities minus its device ids, plus the app's: the cookie id is kept.
+            var identities: [String: String] = [:]
+            if let sent = fields.identities {
+                for (keyRef, value) in sent.members {
+                    let key = keyRef.stringValue ?? ""
+                    if appDeviceKeys.contains(key) { continue }
+                    guard let text = value.stringValue else {
+                        return .failure(.init("identity '\(key.prefix(100))' is not a string"))
+                    }
+                    identities[key] = text
+                }
             }
+            for (key, value) in app.identities { identities[key] = value }
+            identities["$identity_anonymous_id"] = app.anonymousID
+            if let login = app.loginID { identities["$identity_login_id"] = login }
+            user = BridgeOverrides.User(
+                distinctID: app.loginID ?? app.anonymousID, anonymousID: app.anonymousID, loginID: app.loginID,
+                originalID: originalID, identities: identities
+            )
         }
-        if record["properties"] != nil || !properties.isEmpty { out["properties"] = .object(properties) }
-
-        var lib = record["lib"]?.objectValue ?? [:]
-        if let version = app.appVersion { lib["$app_version"] = .string(version) }
-        out["lib"] = .object(lib)
-        out["_hybrid_h5"] = .bool(true)
-        out["_track_id"] = .int(Int64(Int32.random(in: Int32.min...Int32.max)))
-        return .success(out)
+        return .success(BridgeOverrides(user: user, appVersion: app.appVersion, presets: app.presets))
     }
 }

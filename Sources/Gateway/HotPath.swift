@@ -14,8 +14,7 @@ package enum GatewayHotPath {
     /// and gzip; returns how many were accepted.
     package static func validate(json: [UInt8], project: String, limits: UploadLimits, now: Int64) throws -> Int {
         let value = try UploadPayload.parseJSON(json, limits: limits, what: "the payload")
-        let records: [JSONValue]
-        if case .array(let list) = value { records = list } else { records = [value] }
+        let records = value.kind == .array ? Array(value.elements) : [value]
         let normalizer = RecordNormalizer(limits: limits)
         var accepted = 0
         for record in records {

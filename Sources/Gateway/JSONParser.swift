@@ -1,4 +1,204 @@
-/// A strict, single-pass JSON parser over UTF-8 bytes, for the gateway's hot path.
+/// A parsed JSON document kept as a flat list of entries over its bytes (a "tape"), for the
+/// gateway's hot path.
+///
+/// Parsing checks everything once: syntax, UTF-8, nesting depth. It allocates no string, number,
+/// array or dictionary per value: an entry records a value's kind and where it is in the bytes, and a
+/// reader decodes only what it asks for. The properties of a record, most of its bytes, are checked
+/// and copied to their stored text straight from here (`RecordNormalizer`), never built into a tree.
+final class JSONDocument: Sendable {
+    enum Kind: UInt8, Sendable {
+        case null, bool, number, string, array, object
+    }
+
+    struct Entry: Sendable {
+        var kind: Kind
+        /// bool: its value; string: it holds a backslash escape; number: it has no fraction or exponent.
+        var flag: Bool
+        /// string: the first byte after the opening quote; others: the value's first byte.
+        var start: Int32
+        /// string: the closing quote; others: one past the value's last byte.
+        var end: Int32
+        /// The index of the entry after this value and everything inside it.
+        var next: Int32
+        /// array: elements; object: members (each is a key entry, then the value's entries).
+        var count: Int32
+    }
+
+    let bytes: [UInt8]
+    let entries: [Entry]
+
+    init(bytes: [UInt8], entries: [Entry]) {
+        self.bytes = bytes
+        self.entries = entries
+    }
+
+    /// The document's top-level value.
+    var root: JSONRef { JSONRef(document: self, index: 0) }
+}
+
+/// One value inside a `JSONDocument`.
+struct JSONRef: Sendable {
+    let document: JSONDocument
+    let index: Int
+
+    var entry: JSONDocument.Entry { document.entries[index] }
+    var kind: JSONDocument.Kind { entry.kind }
+
+    var isNumber: Bool { kind == .number }
+    var isObject: Bool { kind == .object }
+    var isTrue: Bool { kind == .bool && entry.flag }
+
+    /// A string value decoded (escapes resolved), or nil for other kinds.
+    var stringValue: String? {
+        guard kind == .string else { return nil }
+        return String(decoding: textBytes, as: UTF8.self)
+    }
+
+    /// The UTF-8 bytes of a string value, escapes resolved.
+    var textBytes: ArraySlice<UInt8> {
+        let entry = entry
+        guard entry.flag else { return document.bytes[Int(entry.start)..<Int(entry.end)] }
+        return ArraySlice(document.bytes.withUnsafeBufferPointer {
+            JSONParser.unescape(UnsafeBufferPointer(rebasing: $0[Int(entry.start)..<Int(entry.end)]))
+        })
+    }
+
+    /// A number that is an integer fitting 64 bits, read without allocating.
+    var int64Value: Int64? {
+        let entry = entry
+        guard entry.kind == .number, entry.flag else { return nil }
+        var index = Int(entry.start)
+        let negative = document.bytes[index] == UInt8(ascii: "-")
+        if negative { index += 1 }
+        var value: Int64 = 0
+        while index < Int(entry.end) {
+            let digit = Int64(document.bytes[index] &- UInt8(ascii: "0"))
+            let (shifted, overflow1) = value.multipliedReportingOverflow(by: 10)
+            let (added, overflow2) = negative ? shifted.subtractingReportingOverflow(digit) : shifted.addingReportingOverflow(digit)
+            if overflow1 || overflow2 { return nil }
+            value = added
+            index += 1
+        }
+        return value
+    }
+
+    var doubleValue: Double? {
+        guard kind == .number else { return nil }
+        return Double(String(decoding: rawBytes, as: UTF8.self))
+    }
+
+    /// The value exactly as it was sent (a string with its quotes).
+    var rawBytes: ArraySlice<UInt8> {
+        let entry = entry
+        switch entry.kind {
+        case .string: return document.bytes[Int(entry.start - 1)...Int(entry.end)]
+        default: return document.bytes[Int(entry.start)..<Int(entry.end)]
+        }
+    }
+
+    var rawText: String { String(decoding: rawBytes, as: UTF8.self) }
+
+    /// The members of an object in the order sent, each as (key, value); empty for other kinds.
+    var members: Members { Members(document: document, parent: index) }
+
+    /// The elements of an array in order; empty for other kinds.
+    var elements: Elements { Elements(document: document, parent: index) }
+
+    /// An object's member named `key`; of repeated keys the last, as JavaScript reads them.
+    subscript(key: String) -> JSONRef? {
+        var found: JSONRef?
+        var key = key
+        key.withUTF8 { name in
+            for (memberKey, value) in members where memberKey.textEquals(name) { found = value }
+        }
+        return found
+    }
+
+    /// Whether a string value's text is exactly `name`.
+    func textEquals(_ name: StaticString) -> Bool {
+        textEquals(UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+    }
+
+    /// Whether a string value's text is exactly `name`.
+    func textEquals(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
+        let entry = entry
+        guard entry.kind == .string else { return false }
+        if entry.flag { return textBytes.elementsEqual(name) }
+        guard Int(entry.end - entry.start) == name.count else { return false }
+        return document.bytes.withUnsafeBufferPointer { bytes in
+            UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.end)]).elementsEqual(name)
+        }
+    }
+
+    /// The value built as a `JSONValue` tree, for the few small objects read whole (the relay's
+    /// `app` context) and for tests; numbers keep the parser's reading (exact integers).
+    var value: JSONValue {
+        switch kind {
+        case .null: return .null
+        case .bool: return .bool(entry.flag)
+        case .number:
+            if let int = int64Value { return .int(int) }
+            return .double(doubleValue ?? .nan)
+        case .string: return .string(stringValue ?? "")
+        case .array: return .array(elements.map(\.value))
+        case .object:
+            var object: [String: JSONValue] = [:]
+            for (key, value) in members { object[key.stringValue ?? ""] = value.value }
+            return .object(object)
+        }
+    }
+
+    struct Members: Sequence {
+        let document: JSONDocument
+        let parent: Int
+
+        struct Iterator: IteratorProtocol {
+            let document: JSONDocument
+            var position: Int
+            var remaining: Int
+
+            mutating func next() -> (key: JSONRef, value: JSONRef)? {
+                guard remaining > 0 else { return nil }
+                remaining -= 1
+                let key = JSONRef(document: document, index: position)
+                let value = JSONRef(document: document, index: position + 1)
+                position = Int(document.entries[position + 1].next)
+                return (key, value)
+            }
+        }
+
+        func makeIterator() -> Iterator {
+            let entry = document.entries[parent]
+            return Iterator(document: document, position: parent + 1, remaining: entry.kind == .object ? Int(entry.count) : 0)
+        }
+    }
+
+    struct Elements: Sequence {
+        let document: JSONDocument
+        let parent: Int
+
+        struct Iterator: IteratorProtocol {
+            let document: JSONDocument
+            var position: Int
+            var remaining: Int
+
+            mutating func next() -> JSONRef? {
+                guard remaining > 0 else { return nil }
+                remaining -= 1
+                let element = JSONRef(document: document, index: position)
+                position = Int(document.entries[position].next)
+                return element
+            }
+        }
+
+        func makeIterator() -> Iterator {
+            let entry = document.entries[parent]
+            return Iterator(document: document, position: parent + 1, remaining: entry.kind == .array ? Int(entry.count) : 0)
+        }
+    }
+}
+
+/// A strict, single-pass JSON parser over UTF-8 bytes into a `JSONDocument`.
 ///
 /// Foundation's `JSONDecoder` into an enum costs about 20 µs per SDK record (ARCHITECTURE.md's
 /// performance model); this reads each byte once, keeps integers exact, validates UTF-8 and bounds
@@ -25,27 +225,36 @@ struct JSONParser {
     }
 
     /// Parses one complete JSON document; nothing but whitespace may follow it.
-    static func parse(_ bytes: [UInt8], maxDepth: Int) throws -> JSONValue {
-        try bytes.withUnsafeBufferPointer { buffer in
+    static func parse(_ bytes: [UInt8], maxDepth: Int) throws(Failure) -> JSONDocument {
+        // Offsets are kept in 32 bits; the gateway's size limits are far below this.
+        guard bytes.count < Int(Int32.max) else { throw Failure(kind: .syntax, offset: 0) }
+        let entries = try bytes.withUnsafeBufferPointer { (buffer) throws(Failure) in
             var parser = JSONParser(bytes: buffer, maxDepth: maxDepth)
             parser.skipWhitespace()
-            let value = try parser.parseValue(depth: 0)
+            try parser.parseValue(depth: 0)
             parser.skipWhitespace()
             guard parser.index == buffer.count else { throw parser.failure(.syntax) }
-            return value
+            return parser.entries
         }
+        return JSONDocument(bytes: bytes, entries: entries)
+    }
+
+    /// Parses a document and builds it as a `JSONValue` tree.
+    static func parseValue(_ bytes: [UInt8], maxDepth: Int) throws(Failure) -> JSONValue {
+        try parse(bytes, maxDepth: maxDepth).root.value
     }
 
     private let bytes: UnsafeBufferPointer<UInt8>
     private let maxDepth: Int
     private var index = 0
-    /// Members of the objects being parsed, innermost last: each object is built once, at its exact
-    /// size, instead of growing (and rehashing) a dictionary member by member.
-    private var members: [(String, JSONValue)] = []
+    private var entries: [JSONDocument.Entry]
 
     private init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
         self.bytes = bytes
         self.maxDepth = maxDepth
+        // About one value per 12 bytes in SDK records: reserve once rather than grow.
+        entries = []
+        entries.reserveCapacity(bytes.count / 12 + 4)
     }
 
     private func failure(_ kind: Failure.Kind) -> Failure { Failure(kind: kind, offset: index) }
@@ -59,200 +268,120 @@ struct JSONParser {
         }
     }
 
-    private mutating func parseValue(depth: Int) throws(Failure) -> JSONValue {
+    private mutating func append(_ kind: JSONDocument.Kind, flag: Bool, start: Int, end: Int) {
+        entries.append(.init(kind: kind, flag: flag, start: Int32(start), end: Int32(end), next: Int32(entries.count + 1), count: 0))
+    }
+
+    private mutating func parseValue(depth: Int) throws(Failure) {
         guard index < bytes.count else { throw failure(.syntax) }
         switch bytes[index] {
-        case UInt8(ascii: "{"): return try parseObject(depth: depth + 1)
-        case UInt8(ascii: "["): return try parseArray(depth: depth + 1)
-        case UInt8(ascii: "\""): return .string(try parseString())
-        case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
-        case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
-        case UInt8(ascii: "n"): try expectLiteral("null"); return .null
-        default: return try parseNumber()
+        case UInt8(ascii: "{"): try parseContainer(.object, depth: depth + 1)
+        case UInt8(ascii: "["): try parseContainer(.array, depth: depth + 1)
+        case UInt8(ascii: "\""): try parseString()
+        case UInt8(ascii: "t"): try parseLiteral("true", .bool, flag: true)
+        case UInt8(ascii: "f"): try parseLiteral("false", .bool, flag: false)
+        case UInt8(ascii: "n"): try parseLiteral("null", .null, flag: false)
+        default: try parseNumber()
         }
     }
 
-    private mutating func expectLiteral(_ literal: StaticString) throws(Failure) {
+    private mutating func parseLiteral(_ literal: StaticString, _ kind: JSONDocument.Kind, flag: Bool) throws(Failure) {
         let count = literal.utf8CodeUnitCount
         guard index + count <= bytes.count else { throw failure(.syntax) }
         let expected = UnsafeBufferPointer(start: literal.utf8Start, count: count)
         for offset in 0..<count where bytes[index + offset] != expected[offset] { throw failure(.syntax) }
+        append(kind, flag: flag, start: index, end: index + count)
         index += count
     }
 
-    private mutating func parseObject(depth: Int) throws(Failure) -> JSONValue {
+    /// An object or array: its entry first, then its members' or elements' entries; the count and
+    /// the end are filled in when it closes.
+    private mutating func parseContainer(_ kind: JSONDocument.Kind, depth: Int) throws(Failure) {
         guard depth <= maxDepth else { throw failure(.tooDeep) }
+        let position = entries.count
+        append(kind, flag: false, start: index, end: index)
+        let closing = kind == .object ? UInt8(ascii: "}") : UInt8(ascii: "]")
         index += 1
         skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+        var count: Int32 = 0
+        if index < bytes.count, bytes[index] == closing {
             index += 1
-            return .object([:])
+        } else {
+            while true {
+                skipWhitespace()
+                if kind == .object {
+                    guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw failure(.syntax) }
+                    try parseString()
+                    skipWhitespace()
+                    guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw failure(.syntax) }
+                    index += 1
+                    skipWhitespace()
+                }
+                try parseValue(depth: depth)
+                count += 1
+                skipWhitespace()
+                guard index < bytes.count else { throw failure(.syntax) }
+                if bytes[index] == UInt8(ascii: ",") {
+                    index += 1
+                } else if bytes[index] == closing {
+                    index += 1
+                    break
+                } else {
+                    throw failure(.syntax)
+                }
+            }
         }
-        let base = members.count
+        entries[position].end = Int32(index)
+        entries[position].count = count
+        entries[position].next = Int32(entries.count)
+    }
+
+    /// A string from the opening quote: checked (escapes, control characters, UTF-8), not copied.
+    private mutating func parseString() throws(Failure) {
+        index += 1
+        let start = index
+        var escaped = false
+        var ascii = true
         while true {
-            skipWhitespace()
-            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw failure(.syntax) }
-            let key = try parseString()
-            skipWhitespace()
-            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw failure(.syntax) }
+            // Printable ASCII is nearly every byte of an SDK string: skip it in a tight loop.
+            while index < bytes.count, bytes[index] &- 0x20 < 0x60, bytes[index] != UInt8(ascii: "\""), bytes[index] != UInt8(ascii: "\\") {
+                index += 1
+            }
+            guard index < bytes.count else { throw failure(.syntax) }
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") { break }
+            if byte >= 0x80 {
+                ascii = false
+                index += 1
+                continue
+            }
+            if byte < 0x20 { throw failure(.syntax) }
+            // A backslash: the escape must be one JSON knows.
+            escaped = true
             index += 1
-            skipWhitespace()
-            let value = try parseValue(depth: depth)
-            members.append((key, value))
-            skipWhitespace()
             guard index < bytes.count else { throw failure(.syntax) }
             switch bytes[index] {
-            case UInt8(ascii: ","):
-                index += 1
-            case UInt8(ascii: "}"):
-                index += 1
-                // A repeated key keeps its last value, as JavaScript does.
-                var object = [String: JSONValue](minimumCapacity: members.count - base)
-                for position in base..<members.count { object[members[position].0] = members[position].1 }
-                members.removeSubrange(base...)
-                return .object(object)
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
+                 UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                break
+            case UInt8(ascii: "u"):
+                guard index + 4 < bytes.count else { throw failure(.syntax) }
+                for offset in 1...4 where JSONParser.hexValue(bytes[index + offset]) == nil { throw failure(.syntax) }
+                index += 4
             default:
                 throw failure(.syntax)
             }
+            index += 1
         }
-    }
-
-    private mutating func parseArray(depth: Int) throws(Failure) -> JSONValue {
-        guard depth <= maxDepth else { throw failure(.tooDeep) }
+        if !ascii, !JSONParser.isValidUTF8(UnsafeBufferPointer(rebasing: bytes[start..<index])) {
+            throw Failure(kind: .invalidUTF8, offset: start)
+        }
+        append(.string, flag: escaped, start: start, end: index)
         index += 1
-        var elements: [JSONValue] = []
-        skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
-            index += 1
-            return .array(elements)
-        }
-        while true {
-            skipWhitespace()
-            elements.append(try parseValue(depth: depth))
-            skipWhitespace()
-            guard index < bytes.count else { throw failure(.syntax) }
-            switch bytes[index] {
-            case UInt8(ascii: ","): index += 1
-            case UInt8(ascii: "]"): index += 1; return .array(elements)
-            default: throw failure(.syntax)
-            }
-        }
     }
 
-    /// A string from the opening quote; the common case (no escapes) is validated and copied in one go.
-    private mutating func parseString() throws(Failure) -> String {
-        index += 1
-        let start = index
-        while index < bytes.count {
-            let byte = bytes[index]
-            if byte == UInt8(ascii: "\"") {
-                let text = try makeString(UnsafeBufferPointer(rebasing: bytes[start..<index]), at: start)
-                index += 1
-                return text
-            }
-            if byte == UInt8(ascii: "\\") { break }
-            if byte < 0x20 { throw failure(.syntax) }
-            index += 1
-        }
-        guard index < bytes.count else { throw failure(.syntax) }
-        var scalars = Array(UnsafeBufferPointer(rebasing: bytes[start..<index]))
-        while index < bytes.count {
-            // Copy the run up to the next quote, backslash or control byte in one go.
-            let runStart = index
-            while index < bytes.count, bytes[index] >= 0x20, bytes[index] != UInt8(ascii: "\""), bytes[index] != UInt8(ascii: "\\") {
-                index += 1
-            }
-            if index > runStart { scalars.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index])) }
-            guard index < bytes.count else { break }
-            let byte = bytes[index]
-            switch byte {
-            case UInt8(ascii: "\""):
-                guard let text = String(validating: scalars, as: UTF8.self) else {
-                    throw Failure(kind: .invalidUTF8, offset: start)
-                }
-                index += 1
-                return text
-            case UInt8(ascii: "\\"):
-                index += 1
-                guard index < bytes.count else { throw failure(.syntax) }
-                let escaped = bytes[index]
-                index += 1
-                switch escaped {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): scalars.append(escaped)
-                case UInt8(ascii: "b"): scalars.append(0x08)
-                case UInt8(ascii: "f"): scalars.append(0x0C)
-                case UInt8(ascii: "n"): scalars.append(0x0A)
-                case UInt8(ascii: "r"): scalars.append(0x0D)
-                case UInt8(ascii: "t"): scalars.append(0x09)
-                case UInt8(ascii: "u"): appendUTF8(try parseUnicodeEscape(), to: &scalars)
-                default: throw failure(.syntax)
-                }
-            default:
-                if byte < 0x20 { throw failure(.syntax) }
-                scalars.append(byte)
-                index += 1
-            }
-        }
-        throw failure(.syntax)
-    }
-
-    private func makeString(_ utf8: UnsafeBufferPointer<UInt8>, at offset: Int) throws(Failure) -> String {
-        // ASCII needs no validation; anything else must be well-formed UTF-8.
-        var ascii = true
-        for byte in utf8 where byte >= 0x80 {
-            ascii = false
-            break
-        }
-        if ascii { return String(decoding: utf8, as: UTF8.self) }
-        guard let text = String(validating: utf8, as: UTF8.self) else {
-            throw Failure(kind: .invalidUTF8, offset: offset)
-        }
-        return text
-    }
-
-    /// The scalar after `\u`, joining a surrogate pair; a lone surrogate becomes U+FFFD, as browsers
-    /// produce them and PostgreSQL cannot store them.
-    private mutating func parseUnicodeEscape() throws(Failure) -> Unicode.Scalar {
-        let first = try parseHex4()
-        if (0xD800...0xDBFF).contains(first) {
-            if index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") {
-                let saved = index
-                index += 2
-                let second = try parseHex4()
-                if (0xDC00...0xDFFF).contains(second) {
-                    return Unicode.Scalar(0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00))!
-                }
-                index = saved
-            }
-            return "\u{FFFD}"
-        }
-        return Unicode.Scalar(first) ?? "\u{FFFD}"
-    }
-
-    private mutating func parseHex4() throws(Failure) -> UInt32 {
-        guard index + 4 <= bytes.count else { throw failure(.syntax) }
-        var value: UInt32 = 0
-        for _ in 0..<4 {
-            let byte = bytes[index]
-            let digit: UInt8
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
-            default: throw failure(.syntax)
-            }
-            value = value << 4 | UInt32(digit)
-            index += 1
-        }
-        return value
-    }
-
-    private func appendUTF8(_ scalar: Unicode.Scalar, to out: inout [UInt8]) {
-        UTF8.encode(scalar) { out.append($0) }
-    }
-
-    /// A number: exact `int` when it is an integer that fits 64 bits, otherwise `double`.
-    private mutating func parseNumber() throws(Failure) -> JSONValue {
+    /// A number, checked against JSON's grammar; an integer is flagged so readers can take it exactly.
+    private mutating func parseNumber() throws(Failure) {
         let start = index
         var isInteger = true
         if index < bytes.count, bytes[index] == UInt8(ascii: "-") { index += 1 }
@@ -275,11 +404,111 @@ struct JSONParser {
             guard index < bytes.count, isDigit(bytes[index]) else { throw failure(.syntax) }
             while index < bytes.count, isDigit(bytes[index]) { index += 1 }
         }
-        let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
-        if isInteger, let value = Int64(text) { return .int(value) }
-        guard let value = Double(text), value.isFinite else { throw Failure(kind: .syntax, offset: start) }
-        return .double(value)
+        // Fractions and integers too long for 64 bits must at least be finite doubles.
+        if !isInteger || index - start > 19 {
+            let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+            guard let value = Double(text), value.isFinite else { throw Failure(kind: .syntax, offset: start) }
+        }
+        append(.number, flag: isInteger, start: start, end: index)
     }
 
     private func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+
+    static func hexValue(_ byte: UInt8) -> UInt32? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return UInt32(byte - UInt8(ascii: "0"))
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return UInt32(byte - UInt8(ascii: "a") + 10)
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return UInt32(byte - UInt8(ascii: "A") + 10)
+        default: return nil
+        }
+    }
+
+    /// Well-formed UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF).
+    static func isValidUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var index = 0
+        let count = bytes.count
+        while index < count {
+            let lead = bytes[index]
+            if lead < 0x80 {
+                index += 1
+                continue
+            }
+            func continuation(_ offset: Int, _ range: ClosedRange<UInt8> = 0x80...0xBF) -> Bool {
+                index + offset < count && range.contains(bytes[index + offset])
+            }
+            switch lead {
+            case 0xC2...0xDF:
+                guard continuation(1) else { return false }
+                index += 2
+            case 0xE0:
+                guard continuation(1, 0xA0...0xBF), continuation(2) else { return false }
+                index += 3
+            case 0xE1...0xEC, 0xEE...0xEF:
+                guard continuation(1), continuation(2) else { return false }
+                index += 3
+            case 0xED:
+                guard continuation(1, 0x80...0x9F), continuation(2) else { return false }
+                index += 3
+            case 0xF0:
+                guard continuation(1, 0x90...0xBF), continuation(2), continuation(3) else { return false }
+                index += 4
+            case 0xF1...0xF3:
+                guard continuation(1), continuation(2), continuation(3) else { return false }
+                index += 4
+            case 0xF4:
+                guard continuation(1, 0x80...0x8F), continuation(2), continuation(3) else { return false }
+                index += 4
+            default:
+                return false
+            }
+        }
+        return true
+    }
+
+    /// The UTF-8 text of a string the parser checked, escapes resolved. A lone surrogate becomes
+    /// U+FFFD: browsers produce them and PostgreSQL cannot store them.
+    static func unescape(_ raw: UnsafeBufferPointer<UInt8>) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(raw.count)
+        var index = raw.startIndex
+        func hex4(at position: Int) -> UInt32 {
+            var value: UInt32 = 0
+            for offset in 0..<4 { value = value << 4 | (hexValue(raw[position + offset]) ?? 0) }
+            return value
+        }
+        while index < raw.endIndex {
+            let byte = raw[index]
+            guard byte == UInt8(ascii: "\\") else {
+                out.append(byte)
+                index += 1
+                continue
+            }
+            let escaped = raw[index + 1]
+            index += 2
+            switch escaped {
+            case UInt8(ascii: "b"): out.append(0x08)
+            case UInt8(ascii: "f"): out.append(0x0C)
+            case UInt8(ascii: "n"): out.append(0x0A)
+            case UInt8(ascii: "r"): out.append(0x0D)
+            case UInt8(ascii: "t"): out.append(0x09)
+            case UInt8(ascii: "u"):
+                let first = hex4(at: index)
+                index += 4
+                var scalar = Unicode.Scalar(first) ?? "\u{FFFD}"
+                if (0xD800...0xDBFF).contains(first) {
+                    scalar = "\u{FFFD}"
+                    if index + 5 < raw.endIndex, raw[index] == UInt8(ascii: "\\"), raw[index + 1] == UInt8(ascii: "u") {
+                        let second = hex4(at: index + 2)
+                        if (0xDC00...0xDFFF).contains(second) {
+                            scalar = Unicode.Scalar(0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00))!
+                            index += 6
+                        }
+                    }
+                }
+                UTF8.encode(scalar) { out.append($0) }
+            default: out.append(escaped)
+            }
+        }
+        return out
+    }
 }

@@ -1,4 +1,6 @@
-/// A JSON value as an SDK sent it. Integers stay exact (`int`) rather than passing through Double.
+/// A JSON value built as a tree, for the few small objects the gateway reads whole (a relay's `app`
+/// context and its presets); records are read straight from their `JSONDocument`. Integers stay
+/// exact (`int`) rather than passing through Double.
 enum JSONValue: Sendable, Equatable {
     case null
     case bool(Bool)
@@ -13,33 +15,14 @@ enum JSONValue: Sendable, Equatable {
         return nil
     }
 
-    var isNumber: Bool {
-        switch self {
-        case .int, .double: return true
-        default: return false
-        }
-    }
-
-    var objectValue: [String: JSONValue]? {
-        if case .object(let value) = self { return value }
-        return nil
-    }
-
-    /// Deterministic JSON text: object keys sorted, so equal values give equal text.
-    var canonicalText: String {
-        var out: [UInt8] = []
-        out.reserveCapacity(256)
-        write(to: &out)
-        return String(decoding: out, as: UTF8.self)
-    }
-
+    /// JSON text with object keys sorted, so equal values give equal text.
     func write(to out: inout [UInt8]) {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let value): out.append(contentsOf: (value ? "true" : "false").utf8)
         case .int(let value): out.append(contentsOf: String(value).utf8)
         case .double(let value): out.append(contentsOf: value.description.utf8)
-        case .string(let value): Self.writeString(value, to: &out)
+        case .string(let value): Self.writeString(utf8: value.utf8, to: &out)
         case .array(let values):
             out.append(UInt8(ascii: "["))
             for (index, value) in values.enumerated() {
@@ -51,7 +34,7 @@ enum JSONValue: Sendable, Equatable {
             out.append(UInt8(ascii: "{"))
             for (index, member) in members.sorted(by: { $0.key < $1.key }).enumerated() {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
-                Self.writeString(member.key, to: &out)
+                Self.writeString(utf8: member.key.utf8, to: &out)
                 out.append(UInt8(ascii: ":"))
                 member.value.write(to: &out)
             }
@@ -62,9 +45,8 @@ enum JSONValue: Sendable, Equatable {
     private static let hexDigits = Array("0123456789abcdef".utf8)
 
     /// A JSON string: UTF-8 copied as it is, only quotes, backslashes and control characters escaped.
-    private static func writeString(_ value: String, to out: inout [UInt8]) {
+    static func writeString(utf8: some Collection<UInt8>, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        let utf8 = value.utf8
         // Most strings need no escape: copy them whole.
         if !utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
             out.append(contentsOf: utf8)

@@ -20,14 +20,21 @@ struct RecordNormalizer: Sendable {
     static let implicitEventNames = ["track_signup": "$SignUp", "track_id_bind": "$BindID", "track_id_unbind": "$UnbindID"]
 
     /// - Parameters:
+    ///   - record: the record as sent, inside its parsed document.
+    ///   - bridged: for a record an H5 page handed to an app, what the app puts in place of the
+    ///     record's own fields (`BridgeRewriter`); nil for an ordinary upload.
     ///   - defaultProject: the request's project (`?project=`), used unless the record names its own.
     ///   - now: the server's clock in milliseconds since the Unix epoch.
-    func normalize(_ value: JSONValue, defaultProject: String, now: Int64) -> Result<NormalizedRecord, RecordRejection> {
-        guard case .object(let record) = value else {
+    func normalize(
+        _ record: JSONRef, bridged: BridgeOverrides? = nil, defaultProject: String, now: Int64
+    ) -> Result<NormalizedRecord, RecordRejection> {
+        guard record.isObject else {
             return .failure(.init(project: defaultProject, reason: "the record is not a JSON object"))
         }
+        let fields = RecordFields(record)
         var project = defaultProject
-        if let override = record["project"] {
+        // A bridged record goes to the relay's project: the app removes the page's `project`.
+        if bridged == nil, let override = fields.project {
             guard let name = override.stringValue, ProjectName.isValid(name) else {
                 return .failure(.init(project: defaultProject, reason: "the record's project is not a valid project name"))
             }
@@ -37,23 +44,28 @@ struct RecordNormalizer: Sendable {
             .failure(.init(project: project, reason: reason))
         }
 
-        guard let type = record["type"]?.stringValue else { return reject("the record has no type") }
+        guard let type = fields.type?.stringValue else { return reject("the record has no type") }
         guard RecordTypes.all.contains(type) else { return reject("unknown type '\(type.prefix(64))'") }
         let isItem = RecordTypes.isItem(type)
         let isEvent = RecordTypes.isEvent(type)
 
-        var properties: [String: JSONValue] = [:]
-        if let raw = record["properties"] {
-            guard case .object(let object) = raw else { return reject("properties is not a JSON object") }
-            properties = object
+        if let raw = fields.properties {
+            guard raw.isObject else { return reject("properties is not a JSON object") }
+            let count = Int(raw.entry.count)
+            guard count <= limits.maxPropertiesPerRecord else {
+                return reject("\(count) properties; the limit is \(limits.maxPropertiesPerRecord)")
+            }
         }
-        guard properties.count <= limits.maxPropertiesPerRecord else {
-            return reject("\(properties.count) properties; the limit is \(limits.maxPropertiesPerRecord)")
+        let properties: PropertiesReading
+        switch PropertiesReading.read(fields.properties, bridged: bridged != nil, normalizer: self) {
+        case .success(let reading): properties = reading
+        case .failure(let problem): return reject(problem.reason)
         }
 
-        // time: milliseconds, or seconds from SDKs that send 10 digits; a `$time` property wins.
-        var timeValue = record["time"]
-        if let override = properties.removeValue(forKey: "$time") { timeValue = override }
+        // time: milliseconds, or seconds from SDKs that send 10 digits; a `$time` property wins
+        // (for a bridged record only a numeric one, as the app SDK applies it).
+        var timeValue = fields.time
+        if let override = properties.time, bridged == nil || override.isNumber { timeValue = override }
         guard let time = Self.milliseconds(timeValue) else { return reject("the record has no numeric time") }
         let pastLimit = now - Int64(limits.timeWindowPastDays) * 86_400_000
         let futureLimit = now + Int64(limits.timeWindowFutureMinutes) * 60_000
@@ -62,24 +74,17 @@ struct RecordNormalizer: Sendable {
 
         var event: String?
         if isEvent {
-            event = record["event"]?.stringValue ?? Self.implicitEventNames[type]
+            event = fields.event?.stringValue ?? Self.implicitEventNames[type]
             guard let name = event else { return reject("a \(type) record needs an event name") }
             if let problem = Self.nameProblem(name) { return reject("event name: \(problem)") }
         }
 
-        for (name, value) in properties {
-            if let problem = Self.nameProblem(name) { return reject("property '\(name.prefix(100))': \(problem)") }
-            if let problem = valueProblem(value, type: type) { return reject("property '\(name)': \(problem)") }
-            if case .string(let text) = value, let normalized = Self.normalizedDateTime(text) {
-                properties[name] = .string(normalized)
-            }
-        }
-
+        let user = isItem ? nil : bridged?.user
         var distinctID: String?
-        switch record["distinct_id"] {
-        case .string(let value)?: distinctID = value
-        case .int(let value)?: distinctID = String(value)
-        default: distinctID = nil
+        if let user {
+            distinctID = user.distinctID
+        } else if let value = fields.distinctID {
+            distinctID = value.stringValue ?? value.int64Value.map { String($0) }
         }
         if !isItem {
             guard let id = distinctID, !id.isEmpty else { return reject("the record has no distinct_id") }
@@ -87,10 +92,10 @@ struct RecordNormalizer: Sendable {
         var itemType: String?
         var itemID: String?
         if isItem {
-            guard let kind = record["item_type"]?.stringValue, Self.nameProblem(kind) == nil else {
+            guard let kind = fields.itemType?.stringValue, Self.nameProblem(kind) == nil else {
                 return reject("an item record needs a valid item_type")
             }
-            guard let id = record["item_id"]?.stringValue, !id.isEmpty else {
+            guard let id = fields.itemID?.stringValue, !id.isEmpty else {
                 return reject("an item record needs an item_id")
             }
             itemType = kind
@@ -98,32 +103,32 @@ struct RecordNormalizer: Sendable {
         }
 
         var identities: [String: String]?
-        if let raw = record["identities"] {
-            guard case .object(let object) = raw else { return reject("identities is not a JSON object") }
+        if let user {
+            identities = user.identities
+        } else if let raw = fields.identities {
+            guard raw.isObject else { return reject("identities is not a JSON object") }
             var pairs: [String: String] = [:]
-            for (key, value) in object {
-                if let problem = Self.nameProblem(key) { return reject("identity key '\(key.prefix(100))': \(problem)") }
-                guard let text = value.stringValue else { return reject("identity '\(key)' is not a string") }
+            for (keyRef, value) in raw.members {
+                let key = keyRef.stringValue ?? ""
+                guard let text = value.stringValue else { return reject("identity '\(key.prefix(100))' is not a string") }
                 pairs[key] = text
             }
             identities = pairs
         }
-        let lib = record["lib"]?.objectValue ?? [:]
-        let libName = lib["$lib"]?.stringValue ?? properties["$lib"]?.stringValue
-        let isLoginID: Bool = {
-            if case .bool(true)? = properties["$is_login_id"] { return true }
-            return false
-        }()
-        let hybrid: Bool = {
-            if case .bool(true)? = record["_hybrid_h5"] { return true }
-            return false
-        }()
+        for key in (identities ?? [:]).keys {
+            if let problem = Self.nameProblem(key) { return reject("identity key '\(key.prefix(100))': \(problem)") }
+        }
+        let lib = fields.lib.flatMap { $0.isObject ? $0 : nil }
+        let libName = lib?["$lib"]?.stringValue ?? properties.lib?.stringValue
+        let isLoginID = properties.isLoginID?.isTrue ?? false
+        let hybrid = bridged != nil || (fields.hybrid?.isTrue ?? false)
 
-        let anonymousID = record["anonymous_id"]?.stringValue ?? identities?["$identity_anonymous_id"]
-        let loginID = record["login_id"]?.stringValue ?? identities?["$identity_login_id"] ?? (isLoginID || type == "track_signup" ? distinctID : nil)
-        let libVersion = lib["$lib_version"]?.stringValue ?? properties["$lib_version"]?.stringValue
-        let appVersion = lib["$app_version"]?.stringValue ?? properties["$app_version"]?.stringValue
-        let originalID = record["original_id"]?.stringValue
+        let recordLoginID = user.map { $0.loginID } ?? fields.loginID?.stringValue
+        let anonymousID = user?.anonymousID ?? fields.anonymousID?.stringValue ?? identities?["$identity_anonymous_id"]
+        let loginID = recordLoginID ?? identities?["$identity_login_id"] ?? (isLoginID || type == "track_signup" ? distinctID : nil)
+        let libVersion = lib?["$lib_version"]?.stringValue ?? properties.libVersion?.stringValue
+        let appVersion = bridged?.appVersion ?? lib?["$app_version"]?.stringValue ?? properties.appVersion?.stringValue
+        let originalID = user?.originalID ?? fields.originalID?.stringValue
         var storedTexts: [(String, String?)] = [
             ("distinct_id", distinctID), ("anonymous_id", anonymousID), ("login_id", loginID), ("original_id", originalID),
             ("item_id", itemID), ("lib.$lib", libName), ("lib.$lib_version", libVersion), ("lib.$app_version", appVersion),
@@ -133,11 +138,12 @@ struct RecordNormalizer: Sendable {
             if let problem = Self.idProblem(value) { return reject("\(field) \(problem)") }
         }
 
+        let presets = isEvent ? bridged?.presets ?? [] : []
         let collect = CollectRecord(
             project: project, type: type, event: event, time: time, distinctId: distinctID, userId: nil,
             anonymousId: anonymousID, loginId: loginID, lib: libName, libVersion: libVersion, appVersion: appVersion,
             hybridH5: hybrid,
-            properties: JSONValue.object(properties).canonicalText,
+            properties: properties.canonicalText(replacing: presets),
             itemType: itemType, itemId: itemID
         )
         let identity = isItem ? nil : IdentityRecord(
@@ -148,12 +154,15 @@ struct RecordNormalizer: Sendable {
     }
 
     /// Epoch milliseconds from a JSON number; 10-digit values are seconds.
-    static func milliseconds(_ value: JSONValue?) -> Int64? {
+    static func milliseconds(_ value: JSONRef?) -> Int64? {
+        guard let value, value.isNumber else { return nil }
         let raw: Int64
-        switch value {
-        case .int(let int)?: raw = int
-        case .double(let double)? where double.isFinite && abs(double) < 9e15: raw = Int64(double)
-        default: return nil
+        if let int = value.int64Value {
+            raw = int
+        } else if let double = value.doubleValue, double.isFinite, abs(double) < 9e15 {
+            raw = Int64(double)
+        } else {
+            return nil
         }
         return raw < 100_000_000_000 ? raw * 1000 : raw
     }
@@ -161,46 +170,52 @@ struct RecordNormalizer: Sendable {
     /// A date-time value `yyyy-MM-dd HH:mm:ss.S` or `.SS` written with three millisecond digits, or
     /// nil when `text` needs no change. The JS SDK pads milliseconds to two digits only, so `.06`
     /// means 6 ms and becomes `.006` (PROTOCOL.md section 2).
-    static func normalizedDateTime(_ text: String) -> String? {
-        let length = text.utf8.count
-        guard length == 21 || length == 22 else { return nil }
-        let bytes = Array(text.utf8)
-        let pattern = Array("dddd-dd-dd dd:dd:dd.".utf8)
-        for (index, expected) in pattern.enumerated() {
-            let byte = bytes[index]
+    static func normalizedDateTime(_ text: some Collection<UInt8>) -> [UInt8]? {
+        guard text.count == 21 || text.count == 22 else { return nil }
+        let bytes = Array(text)
+        for (byte, expected) in zip(bytes, dateTimePattern) {
             if expected == UInt8(ascii: "d") {
-                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+                guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
             } else if byte != expected {
                 return nil
             }
         }
-        let fraction = bytes[20...]
-        guard fraction.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else { return nil }
-        let padding = String(repeating: "0", count: 3 - fraction.count)
-        return String(decoding: bytes[..<20], as: UTF8.self) + padding + String(decoding: fraction, as: UTF8.self)
+        for byte in bytes[20...] where byte < UInt8(ascii: "0") || byte > UInt8(ascii: "9") { return nil }
+        return Array(bytes[..<20]) + repeatElement(UInt8(ascii: "0"), count: 23 - bytes.count) + bytes[20...]
     }
+
+    private static let dateTimePattern = Array("dddd-dd-dd dd:dd:dd.".utf8)
 
     /// Why `name` is not a valid event or property name, or nil when it is.
     static func nameProblem(_ name: String) -> String? {
-        var count = 0
-        var first: UInt8 = 0
-        for byte in name.utf8 {
+        var name = name
+        return name.withUTF8 { nameProblem(utf8: $0) }
+    }
+
+    /// `nameProblem` over the name's UTF-8 bytes, as property keys are read straight from the upload.
+    static func nameProblem(utf8 name: UnsafeBufferPointer<UInt8>) -> String? {
+        guard name.count > 0, name.count <= 100 else { return nameRule }
+        for (index, byte) in name.enumerated() {
             let isLetter = (byte | 0x20) >= UInt8(ascii: "a") && (byte | 0x20) <= UInt8(ascii: "z")
                 || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "$")
             let isDigit = byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")
-            if count == 0 { first = byte }
-            guard isLetter || (isDigit && count > 0) else { return nameRule }
-            count += 1
+            guard isLetter || (isDigit && index > 0) else { return nameRule }
         }
-        guard count > 0, count <= 100 else { return nameRule }
         // Presets (`$os`, `$url`, …) are never reserved; only look further for other names.
-        if first == UInt8(ascii: "$") { return nil }
-        let lower = name.lowercased()
-        if reservedNames.contains(lower) || lower.hasPrefix("user_tag") || lower.hasPrefix("user_group") {
-            return "'\(name)' is a reserved name"
+        if name[0] == UInt8(ascii: "$") { return nil }
+        // Case-insensitive: a name's byte matches a reserved lowercase letter or `_` as itself or
+        // with the ASCII lowercase bit set.
+        func matches(_ reserved: [UInt8]) -> Bool {
+            zip(reserved, name).allSatisfy { $0 == $1 || $0 == $1 | 0x20 }
         }
-        return nil
+        let isReserved = reservedNameBytes.contains { $0.count == name.count && matches($0) }
+            || reservedPrefixes.contains { $0.count <= name.count && matches($0) }
+        return isReserved ? "'\(String(decoding: name, as: UTF8.self))' is a reserved name" : nil
     }
+
+    /// Lowercase letters and `_` only.
+    private static let reservedNameBytes = reservedNames.map { Array($0.utf8) }
+    private static let reservedPrefixes = [Array("user_tag".utf8), Array("user_group".utf8)]
 
     private static let nameRule = "names start with a letter, _ or $ and have at most 100 letters, digits, _ or $"
 
@@ -213,25 +228,36 @@ struct RecordNormalizer: Sendable {
         return nil
     }
 
-    /// Why a property value cannot be stored, or nil. Values are numbers, booleans, strings, lists of
-    /// strings (and null); `profile_unset` sends `true`; nothing nests deeper.
-    func valueProblem(_ value: JSONValue, type: String) -> String? {
-        switch value {
-        case .null, .bool, .int, .double: return nil
-        case .string(let text): return stringProblem(text)
-        case .array(let items):
-            for item in items {
-                guard case .string(let text) = item else { return "lists may only hold strings" }
-                if let problem = stringProblem(text) { return problem }
+    /// Why the property value at entry `index` cannot be stored, or nil. Values are numbers,
+    /// booleans, strings, lists of strings (and null); `profile_unset` sends `true`; nothing nests deeper.
+    func valueProblem(
+        at index: Int, bytes: UnsafeBufferPointer<UInt8>, entries: UnsafeBufferPointer<JSONDocument.Entry>
+    ) -> String? {
+        let entry = entries[index]
+        switch entry.kind {
+        case .null, .bool, .number: return nil
+        case .string: return stringProblem(entry, bytes: bytes)
+        case .array:
+            var position = index + 1
+            for _ in 0..<Int(entry.count) {
+                let item = entries[position]
+                guard item.kind == .string else { return "lists may only hold strings" }
+                if let problem = stringProblem(item, bytes: bytes) { return problem }
+                position = Int(item.next)
             }
             return nil
         case .object: return "objects are not allowed as property values"
         }
     }
 
-    private func stringProblem(_ text: String) -> String? {
-        if text.utf8.contains(0) { return "contains a NUL character" }
-        if text.utf8.count > limits.maxStringLength, text.count > limits.maxStringLength {
+    private func stringProblem(_ entry: JSONDocument.Entry, bytes: UnsafeBufferPointer<UInt8>) -> String? {
+        // Without escapes a string holds no NUL (the parser refuses raw control characters), and
+        // its bytes bound its length.
+        let raw = UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.end)])
+        if !entry.flag, raw.count <= limits.maxStringLength { return nil }
+        let text = entry.flag ? JSONParser.unescape(raw) : Array(raw)
+        if text.contains(0) { return "contains a NUL character" }
+        if text.count > limits.maxStringLength, String(decoding: text, as: UTF8.self).count > limits.maxStringLength {
             return "longer than \(limits.maxStringLength) characters"
         }
         return nil

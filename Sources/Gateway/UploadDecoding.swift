@@ -60,7 +60,7 @@ struct FormParameters: Sendable {
 /// Turns an upload's `data` / `data_list` parameter into JSON records (PROTOCOL.md section 1):
 /// checks the crc, decodes lenient base64, inflates gzip within the decompressed-size limit.
 enum UploadPayload {
-    static func records(from parameters: FormParameters, limits: UploadLimits) throws -> [JSONValue] {
+    static func records(from parameters: FormParameters, limits: UploadLimits) throws -> [JSONRef] {
         let compressed: Bool
         switch parameters["gzip"] ?? "0" {
         case "", "0": compressed = false
@@ -92,8 +92,7 @@ enum UploadPayload {
             throw tooLarge(limits.maxDecompressedBytes)
         }
         let value = try parseJSON(bytes, limits: limits, what: "the decoded payload")
-        let records: [JSONValue]
-        if case .array(let list) = value { records = list } else { records = [value] }
+        let records = value.kind == .array ? Array(value.elements) : [value]
         guard records.count <= limits.maxRecordsPerRequest else {
             throw ServiceError(.contentTooLarge, "too_many_records", "\(records.count) records in one request; the limit is \(limits.maxRecordsPerRequest)")
         }
@@ -104,10 +103,10 @@ enum UploadPayload {
     }
 
     /// Parses JSON the gateway received: malformed, invalid UTF-8 or too deep is a 400 naming the problem.
-    static func parseJSON(_ bytes: [UInt8], limits: UploadLimits, what: String) throws -> JSONValue {
+    static func parseJSON(_ bytes: [UInt8], limits: UploadLimits, what: String) throws -> JSONRef {
         do {
-            return try JSONParser.parse(bytes, maxDepth: limits.maxJSONDepth)
-        } catch let failure as JSONParser.Failure {
+            return try JSONParser.parse(bytes, maxDepth: limits.maxJSONDepth).root
+        } catch let failure {
             switch failure.kind {
             case .tooDeep:
                 throw ServiceError.badRequest("json_too_deep", "\(what) is nested deeper than \(limits.maxJSONDepth) levels")

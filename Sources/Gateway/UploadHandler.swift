@@ -106,7 +106,7 @@ struct PreparedUpload: Sendable {
             case .success(let record):
                 accepted.append(record)
             case .failure(let rejection):
-                rejected.append(RejectedRecord(project: rejection.project, reason: rejection.reason, raw: value.canonicalText))
+                rejected.append(RejectedRecord(project: rejection.project, reason: rejection.reason, raw: value.rawText))
                 problems.append(RecordProblem(index: index, reason: rejection.reason))
             }
         }

@@ -113,8 +113,8 @@ final class WhitelistCache: Service, Sendable {
 
     /// A published whitelist is a JSON array of strings (config-service validates it on publish).
     private static func strings(_ body: [UInt8]) -> [String]? {
-        guard case .array(let items)? = try? JSONParser.parse(body, maxDepth: 4) else { return nil }
-        let strings = items.compactMap(\.stringValue)
-        return strings.count == items.count ? strings : nil
+        guard let list = try? JSONParser.parse(body, maxDepth: 4).root, list.kind == .array else { return nil }
+        let strings = list.elements.compactMap(\.stringValue)
+        return strings.count == Int(list.entry.count) ? strings : nil
     }
 }

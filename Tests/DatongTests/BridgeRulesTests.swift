@@ -25,11 +25,37 @@ struct BridgeRulesTests {
         }
     }
 
-    private func record(_ message: String) throws -> [String: JSONValue] {
+    private func record(_ message: String) throws -> JSONRef {
         guard case .success(.record(let record)) = BridgeMessage.read(message, limits: UploadLimits()) else {
             throw BridgeMessageProblem("not a record: \(message.prefix(80))")
         }
         return record
+    }
+
+    /// A record read whole, to be changed by a test and read back with `document(_:)`.
+    private func object(_ message: String) throws -> [String: JSONValue] {
+        guard case .object(let object) = try record(message).value else { throw BridgeMessageProblem("not an object") }
+        return object
+    }
+
+    private func document(_ object: [String: JSONValue]) throws -> JSONRef {
+        var text: [UInt8] = []
+        JSONValue.object(object).write(to: &text)
+        return try JSONParser.parse(text, maxDepth: 16).root
+    }
+
+    /// What the gateway stores for a bridged record: rewritten for the app, then validated.
+    private func stored(_ record: JSONRef, app: inout AppContext) throws -> NormalizedRecord {
+        let overrides = try BridgeRewriter.rewrite(record, app: &app, project: "production", whitelists: ProjectWhitelists()).get()
+        let normalizer = RecordNormalizer(limits: UploadLimits(timeWindowPastDays: 36_500))
+        return try normalizer.normalize(record, bridged: overrides, defaultProject: "production", now: 1_795_273_200_000).get()
+    }
+
+    private func properties(_ record: NormalizedRecord) throws -> [String: JSONValue] {
+        guard case .object(let object) = try JSONParser.parseValue(Array(record.collect.properties.utf8), maxDepth: 4) else {
+            throw BridgeMessageProblem("properties are not an object")
+        }
+        return object
     }
 
     @Test("all three message forms carry the same record", arguments: ["ios", "ios_old", "android"])
@@ -37,7 +63,7 @@ struct BridgeRulesTests {
         let records = try Self.messages(scenario).map(record)
         #expect(records.map { $0["type"]?.stringValue } == ["track", "track_signup", "profile_set"])
         #expect(records.allSatisfy { $0["server_url"]?.stringValue == "https://sa.example.com:8106/sa.gif?project=production" })
-        #expect(records[0]["properties"]?.objectValue?["price"] == .double(9.9))
+        #expect(records[0]["properties"]?["price"]?.value == .double(9.9))
     }
 
     @Test("messages that are not events are acknowledged and ignored", arguments: [
@@ -67,83 +93,85 @@ struct BridgeRulesTests {
         #expect(problem.reason.contains(expected), "\(problem.reason)")
     }
 
-    @Test("a relayed event takes the app's ids and presets, keeps the page's cookie id and loses what an app removes")
+    @Test("a relayed event is stored with the app's ids and presets, keeps the page's cookie id and loses what an app removes")
     func rewriteEvent() throws {
-        var raw = try record(try Self.messages("ios")[0])
+        var raw = try object(try Self.messages("ios")[0])
         raw["_nocache"] = .string("1")
         raw["project"] = .string("elsewhere")
-        var properties = raw["properties"]!.objectValue!
-        properties["token"] = .string("t")
-        properties["$time"] = .int(1_795_273_000_000)
-        raw["properties"] = .object(properties)
+        guard case .object(var sent)? = raw["properties"] else { throw BridgeMessageProblem("no properties") }
+        sent["token"] = .string("t")
+        sent["project"] = .string("elsewhere")
+        sent["$time"] = .int(1_795_273_000_000)
+        raw["properties"] = .object(sent)
         var app = Self.app()
-        let out = try BridgeRewriter.rewrite(raw, app: &app, project: "production", whitelists: ProjectWhitelists()).get()
+        let out = try stored(try document(raw), app: &app)
 
-        #expect(out["distinct_id"] == .string("app-anon-1"))
-        #expect(out["anonymous_id"] == .string("app-anon-1"))
-        #expect(out["login_id"] == nil)
-        #expect(out["identities"] == .object([
-            "$identity_cookie_id": .string("1a1fe9d7865396-0bb641511e8d2b-774c1751-329160-1a1fe9d7866695"),
-            "$identity_idfv": .string("IDFV-1"),
-            "$identity_anonymous_id": .string("app-anon-1"),
-        ]))
-        for key in ["server_url", "_nocache", "project"] { #expect(out[key] == nil, "\(key)") }
-        #expect(out["time"] == .int(1_795_273_000_000))
-        let props = try #require(out["properties"]?.objectValue)
+        #expect(out.collect.project == "production")
+        #expect(out.collect.distinctId == "app-anon-1")
+        #expect(out.collect.anonymousId == "app-anon-1")
+        #expect(out.collect.loginId == nil)
+        #expect(out.identity?.identities == [
+            "$identity_cookie_id": "1a1fe9d7865396-0bb641511e8d2b-774c1751-329160-1a1fe9d7866695",
+            "$identity_idfv": "IDFV-1",
+            "$identity_anonymous_id": "app-anon-1",
+        ])
+        #expect(out.collect.time == 1_795_273_000_000)
+        let props = try properties(out)
         for key in ["token", "$time", "project"] { #expect(props[key] == nil, "\(key)") }
         // The app's device presets win; page properties the app does not own stay.
         #expect(props["$screen_width"] == .int(393))
         #expect(props["$os"] == .string("iOS"))
+        #expect(props["$model"] == .string("iPhone15,2"))
         #expect(props["$is_first_day"] == .bool(false))
         #expect(props["$url"] == .string("https://h5.example.com/shop/item?id=42"))
         #expect(props["$viewport_width"] == .int(390))
-        #expect(out["_hybrid_h5"] == .bool(true))
-        #expect(out["lib"]?.objectValue?["$lib"] == .string("js"))
-        #expect(out["lib"]?.objectValue?["$app_version"] == .string("2.3.0"))
-        guard case .int? = out["_track_id"] else { Issue.record("no fresh _track_id"); return }
+        #expect(out.collect.hybridH5)
+        #expect(out.collect.lib == "js")
+        #expect(out.collect.appVersion == "2.3.0")
     }
 
     @Test("an H5 $SignUp logs the app in: original_id is the app's anonymous id, and later messages carry the login id")
     func signUp() throws {
         let messages = try Self.messages("android").map(record)
         var app = Self.app()
-        let signup = try BridgeRewriter.rewrite(messages[1], app: &app, project: "production", whitelists: ProjectWhitelists()).get()
-        #expect(signup["distinct_id"] == .string("user-123"))
-        #expect(signup["login_id"] == .string("user-123"))
-        #expect(signup["original_id"] == .string("app-anon-1"))
-        #expect(signup["identities"]?.objectValue?["$identity_login_id"] == .string("user-123"))
+        let signup = try stored(messages[1], app: &app)
+        #expect(signup.collect.distinctId == "user-123")
+        #expect(signup.collect.loginId == "user-123")
+        #expect(signup.collect.event == "$SignUp")
+        #expect(signup.identity?.originalId == "app-anon-1")
+        #expect(signup.identity?.identities?["$identity_login_id"] == "user-123")
         #expect(app.loginID == "user-123")
-        let profile = try BridgeRewriter.rewrite(messages[2], app: &app, project: "production", whitelists: ProjectWhitelists()).get()
-        #expect(profile["distinct_id"] == .string("user-123"))
+        let profile = try stored(messages[2], app: &app)
+        #expect(profile.collect.distinctId == "user-123")
         // Profile records get no device presets.
-        #expect(profile["properties"] == .object(["name": .string("Alice")]))
+        #expect(try properties(profile) == ["name": .string("Alice")])
     }
 
     @Test("a page meant for another server or project is rejected unless whitelisted")
     func serverURL() throws {
-        var raw = try record(try Self.messages("ios")[0])
+        var raw = try object(try Self.messages("ios")[0])
         var app = Self.app()
         let none = ProjectWhitelists()
-        #expect(try BridgeRewriter.rewrite(raw, app: &app, project: "production", whitelists: none).get()["_hybrid_h5"] == .bool(true))
+        #expect((try? BridgeRewriter.rewrite(try document(raw), app: &app, project: "production", whitelists: none).get()) != nil)
 
         // The app's server names production, the relay is for staging: only a whitelist lets it in.
-        guard case .failure(let otherProject) = BridgeRewriter.rewrite(raw, app: &app, project: "staging", whitelists: none) else {
+        guard case .failure(let otherProject) = BridgeRewriter.rewrite(try document(raw), app: &app, project: "staging", whitelists: none) else {
             Issue.record("a record for production entered staging")
             return
         }
         #expect(otherProject.reason.contains("server-URL whitelist"))
 
         raw["server_url"] = .string("https://evil.example.net/sa?project=production")
-        guard case .failure(let forged) = BridgeRewriter.rewrite(raw, app: &app, project: "production", whitelists: none) else {
+        guard case .failure(let forged) = BridgeRewriter.rewrite(try document(raw), app: &app, project: "production", whitelists: none) else {
             Issue.record("a forged server_url was accepted")
             return
         }
         #expect(forged.reason.contains("evil.example.net"))
         let listed = ProjectWhitelists(serverURLs: ["http://EVIL.example.net:9000/other/sa?project=production"])
-        #expect((try? BridgeRewriter.rewrite(raw, app: &app, project: "production", whitelists: listed).get()) != nil)
+        #expect((try? BridgeRewriter.rewrite(try document(raw), app: &app, project: "production", whitelists: listed).get()) != nil)
 
         raw["server_url"] = nil
-        guard case .failure(let missing) = BridgeRewriter.rewrite(raw, app: &app, project: "production", whitelists: none) else {
+        guard case .failure(let missing) = BridgeRewriter.rewrite(try document(raw), app: &app, project: "production", whitelists: none) else {
             Issue.record("a record without server_url was accepted")
             return
         }

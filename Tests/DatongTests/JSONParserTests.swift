@@ -5,7 +5,7 @@ import Testing
 @Suite("The gateway's JSON parser")
 struct JSONParserTests {
     private func parse(_ text: String, maxDepth: Int = 16) throws -> JSONValue {
-        try JSONParser.parse(Array(text.utf8), maxDepth: maxDepth)
+        try JSONParser.parseValue(Array(text.utf8), maxDepth: maxDepth)
     }
 
     private func failure(_ bytes: [UInt8], maxDepth: Int = 16) -> JSONParser.Failure.Kind? {
@@ -13,7 +13,7 @@ struct JSONParserTests {
             _ = try JSONParser.parse(bytes, maxDepth: maxDepth)
             return nil
         } catch {
-            return (error as? JSONParser.Failure)?.kind
+            return error.kind
         }
     }
 
@@ -66,7 +66,7 @@ struct JSONParserTests {
             let ours = try parse(message)
             let foundation = try JSONSerialization.jsonObject(with: Data(message.utf8))
             let sorted = try JSONSerialization.data(withJSONObject: foundation, options: [.sortedKeys])
-            let reparsed = try JSONParser.parse(Array(sorted), maxDepth: 16)
+            let reparsed = try JSONParser.parseValue(Array(sorted), maxDepth: 16)
             #expect(ours == reparsed)
             compared += 1
         }

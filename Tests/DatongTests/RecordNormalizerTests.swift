@@ -8,8 +8,8 @@ struct RecordNormalizerTests {
     let normalizer = RecordNormalizer(limits: UploadLimits(timeWindowPastDays: 36_500))
     let now: Int64 = 1_795_273_200_000
 
-    private func record(_ json: String) throws -> JSONValue {
-        try JSONParser.parse(Array(json.utf8), maxDepth: 16)
+    private func record(_ json: String) throws -> JSONRef {
+        try JSONParser.parse(Array(json.utf8), maxDepth: 16).root
     }
 
     private func normalize(_ json: String, project: String = "default") throws -> Result<NormalizedRecord, RecordRejection> {
@@ -108,9 +108,9 @@ struct RecordNormalizerTests {
     }
 
     @Test("records older than the time window are refused")
-    func pastWindow() {
+    func pastWindow() throws {
         let strict = RecordNormalizer(limits: UploadLimits(timeWindowPastDays: 1))
-        let old = JSONValue.object(["type": .string("track"), "event": .string("E"), "time": .int(now - 2 * 86_400_000), "distinct_id": .string("d")])
+        let old = try record(#"{"type":"track","event":"E","time":\#(now - 2 * 86_400_000),"distinct_id":"d"}"#)
         guard case .failure(let rejection) = strict.normalize(old, defaultProject: "default", now: now) else {
             Issue.record("an old record was accepted")
             return
@@ -119,12 +119,9 @@ struct RecordNormalizerTests {
     }
 
     @Test("strings longer than the limit are refused")
-    func longStrings() {
+    func longStrings() throws {
         let small = RecordNormalizer(limits: UploadLimits(maxStringLength: 16, timeWindowPastDays: 36_500))
-        let record = JSONValue.object([
-            "type": .string("track"), "event": .string("E"), "time": .int(now), "distinct_id": .string("d"),
-            "properties": .object(["s": .string(String(repeating: "x", count: 17))]),
-        ])
+        let record = try record(#"{"type":"track","event":"E","time":\#(now),"distinct_id":"d","properties":{"s":"\#(String(repeating: "x", count: 17))"}}"#)
         guard case .failure(let rejection) = small.normalize(record, defaultProject: "default", now: now) else {
             Issue.record("a long string was accepted")
             return
@@ -141,6 +138,53 @@ struct RecordNormalizerTests {
             return
         }
         #expect(rejection.reason == "3 properties; the limit is 2")
+    }
+
+    @Test("stored properties are the ones sent: escapes resolved, a repeated key's last value, numbers as written")
+    func storedText() throws {
+        let json = #"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"#
+            + #""b":"first","s":"\u0041\/x\ttab","a":1,"b":"last","n":1e3,"big":12345678901234567890,"l":["\u00e9","x"],"z":null}}"#
+        let normalized = try normalize(json).get()
+        #expect(normalized.collect.properties
+            == #"{"a":1,"b":"last","big":12345678901234567890,"l":["é","x"],"n":1e3,"s":"A/x\ttab","z":null}"#)
+    }
+
+    @Test("every fixture record's stored properties mean what the SDK sent")
+    func fixturesKeepTheirProperties() throws {
+        var records: [JSONRef] = []
+        for request in try Fixtures.python() {
+            records += try UploadPayload.records(from: FormParameters(query: request.query, body: Array((request.body ?? "").utf8)), limits: UploadLimits())
+        }
+        for emission in try Fixtures.javascript() {
+            guard case .text(let message) = emission.payload, emission.kind == "android.sensorsdata_track" else { continue }
+            records.append(try record(message))
+        }
+        var compared = 0
+        for record in records {
+            guard case .success(let normalized) = normalizer.normalize(record, defaultProject: "default", now: now) else { continue }
+            let sent = try JSONSerialization.jsonObject(with: Data((record["properties"]?.rawText ?? "{}").utf8)) as? NSDictionary
+            let stored = try JSONSerialization.jsonObject(with: Data(normalized.collect.properties.utf8)) as? NSDictionary
+            let expected = sent?.mutableCopy() as? NSMutableDictionary
+            expected?.removeObject(forKey: "$time")
+            // Date-times are padded to 3 millisecond digits (tested on their own below).
+            for case let (key as String, text as String) in sent ?? [:] {
+                if let padded = RecordNormalizer.normalizedDateTime(Array(text.utf8)) { expected?.setObject(String(decoding: padded, as: UTF8.self), forKey: key as NSString) }
+            }
+            #expect(stored == expected, "\(normalized.collect.properties)")
+            compared += 1
+        }
+        #expect(compared >= 10)
+    }
+
+    @Test("a refused record is kept exactly as it was sent")
+    func rejectedRaw() throws {
+        let bad = #"{ "type" : "track", "event": "Bad", "time":1795273119736, "distinct_id":"d", "properties": {"user_id": 1} }"#
+        let payload = Array("[\(bad)]".utf8)
+        let body = "data_list=" + Data(payload).base64EncodedString().addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let upload = try PreparedUpload(query: nil, body: Array(body.utf8), limits: UploadLimits(timeWindowPastDays: 36_500), now: now)
+        #expect(upload.accepted.isEmpty)
+        #expect(upload.rejected.map(\.raw) == [bad])
+        #expect(upload.problems.map(\.index) == [0])
     }
 
     @Test("date-times keep their meaning: the JS SDK's 1 or 2 millisecond digits become 3", arguments: [

@@ -1,0 +1,277 @@
+/// The top-level fields of a record the normalizer reads, found in one pass over its members.
+/// A repeated key keeps its last value, as JavaScript reads it.
+struct RecordFields {
+    var type: JSONRef?
+    var event: JSONRef?
+    var time: JSONRef?
+    var distinctID: JSONRef?
+    var project: JSONRef?
+    var properties: JSONRef?
+    var identities: JSONRef?
+    var lib: JSONRef?
+    var anonymousID: JSONRef?
+    var loginID: JSONRef?
+    var originalID: JSONRef?
+    var itemType: JSONRef?
+    var itemID: JSONRef?
+    var hybrid: JSONRef?
+    /// Where the page's SDK meant to send a bridged record.
+    var serverURL: JSONRef?
+
+    init(_ record: JSONRef) {
+        for (key, value) in record.members {
+            if key.textEquals("type") { type = value }
+            else if key.textEquals("event") { event = value }
+            else if key.textEquals("time") { time = value }
+            else if key.textEquals("distinct_id") { distinctID = value }
+            else if key.textEquals("properties") { properties = value }
+            else if key.textEquals("lib") { lib = value }
+            else if key.textEquals("identities") { identities = value }
+            else if key.textEquals("project") { project = value }
+            else if key.textEquals("anonymous_id") { anonymousID = value }
+            else if key.textEquals("login_id") { loginID = value }
+            else if key.textEquals("original_id") { originalID = value }
+            else if key.textEquals("item_type") { itemType = value }
+            else if key.textEquals("item_id") { itemID = value }
+            else if key.textEquals("_hybrid_h5") { hybrid = value }
+            else if key.textEquals("server_url") { serverURL = value }
+        }
+    }
+}
+
+/// Why a record cannot be stored, found while reading it.
+struct InvalidRecord: Error, Sendable {
+    let reason: String
+}
+
+/// A record's properties read in one pass: every name and value checked, the few the normalizer
+/// needs remembered, and the rest kept as positions in the upload, to be written as the stored
+/// text (keys sorted, so equal properties give equal text) straight from the upload's bytes.
+struct PropertiesReading {
+    private let document: JSONDocument?
+    /// Key entries of the properties to store, in the order sent.
+    private var keys: [Int32] = []
+    private var hasEscapedKey = false
+    /// `$time`: when the record happened, if it differs from `time`; never stored as a property.
+    private(set) var time: JSONRef?
+    private(set) var lib: JSONRef?
+    private(set) var libVersion: JSONRef?
+    private(set) var appVersion: JSONRef?
+    private(set) var isLoginID: JSONRef?
+
+    private init(document: JSONDocument?) { self.document = document }
+
+    /// Reads `properties` (an object, or nil when the record has none). A bridged record also
+    /// loses `project` and `token`, as the app SDK removes them.
+    static func read(_ properties: JSONRef?, bridged: Bool, normalizer: RecordNormalizer) -> Result<PropertiesReading, InvalidRecord> {
+        guard let properties else { return .success(PropertiesReading(document: nil)) }
+        let document = properties.document
+        var reading = PropertiesReading(document: document)
+        reading.keys.reserveCapacity(Int(properties.entry.count))
+        var problem: InvalidRecord?
+        document.bytes.withUnsafeBufferPointer { bytes in
+            document.entries.withUnsafeBufferPointer { entries in
+                var position = properties.index + 1
+                for _ in 0..<Int(entries[properties.index].count) {
+                    let key = position
+                    let entry = entries[key]
+                    position = Int(entries[key + 1].next)
+                    let name: UnsafeBufferPointer<UInt8> = UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.end)])
+                    if entry.flag {
+                        reading.hasEscapedKey = true
+                        let decoded = JSONParser.unescape(name)
+                        if let reason = decoded.withUnsafeBufferPointer({ RecordNormalizer.nameProblem(utf8: $0) }) {
+                            problem = .init(reason: "property '\(String(decoding: decoded.prefix(100), as: UTF8.self))': \(reason)")
+                            return
+                        }
+                    } else if let reason = RecordNormalizer.nameProblem(utf8: name) {
+                        problem = .init(reason: "property '\(String(decoding: name.prefix(100), as: UTF8.self))': \(reason)")
+                        return
+                    }
+                    if let reason = normalizer.valueProblem(at: key + 1, bytes: bytes, entries: entries) {
+                        problem = .init(reason: "property '\(JSONRef(document: document, index: key).stringValue ?? "")': \(reason)")
+                        return
+                    }
+                    if !entry.flag, let first = name.first {
+                        if first == UInt8(ascii: "$") {
+                            let value = JSONRef(document: document, index: key + 1)
+                            if Self.equals(name, "$time") {
+                                reading.time = value
+                                continue
+                            }
+                            if Self.equals(name, "$lib") { reading.lib = value }
+                            else if Self.equals(name, "$lib_version") { reading.libVersion = value }
+                            else if Self.equals(name, "$app_version") { reading.appVersion = value }
+                            else if Self.equals(name, "$is_login_id") { reading.isLoginID = value }
+                        } else if bridged, Self.equals(name, "project") || Self.equals(name, "token") {
+                            continue
+                        }
+                    }
+                    reading.keys.append(Int32(key))
+                }
+            }
+        }
+        if let problem { return .failure(problem) }
+        return .success(reading)
+    }
+
+    private static func equals(_ name: UnsafeBufferPointer<UInt8>, _ literal: StaticString) -> Bool {
+        name.count == literal.utf8CodeUnitCount
+            && compare(name, UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount)) == 0
+    }
+
+    /// The properties to store as JSON object text: keys sorted by their bytes, a repeated key
+    /// keeping its last value, date-times given three millisecond digits, and each of `presets`
+    /// (sorted by key) in place of the property of its name.
+    func canonicalText(replacing presets: [PropertyPreset] = []) -> String {
+        guard let document, !hasEscapedKey else { return escapedKeysText(replacing: presets) }
+        var out: [UInt8] = []
+        out.reserveCapacity(estimatedSize)
+        out.append(UInt8(ascii: "{"))
+        document.bytes.withUnsafeBufferPointer { bytes in
+            document.entries.withUnsafeBufferPointer { entries in
+                func name(_ key: Int32) -> UnsafeBufferPointer<UInt8> {
+                    let entry = entries[Int(key)]
+                    return UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.end)])
+                }
+                let sorted = keys.sorted { a, b in
+                    let order = Self.compare(name(a), name(b))
+                    return order != 0 ? order < 0 : a < b
+                }
+                var presetIndex = 0
+                func writePresets(before key: UnsafeBufferPointer<UInt8>?) {
+                    while presetIndex < presets.count {
+                        if let key, presets[presetIndex].key.withUnsafeBufferPointer({ Self.compare($0, key) }) >= 0 { return }
+                        if out.count > 1 { out.append(UInt8(ascii: ",")) }
+                        presets[presetIndex].write(to: &out)
+                        presetIndex += 1
+                    }
+                }
+                for (position, key) in sorted.enumerated() {
+                    let keyName = name(key)
+                    // Of a repeated key only the last one sent (the last of its run) is stored.
+                    if position + 1 < sorted.count, Self.compare(keyName, name(sorted[position + 1])) == 0 { continue }
+                    writePresets(before: keyName)
+                    if presetIndex < presets.count, presets[presetIndex].key.elementsEqual(keyName) { continue }
+                    if out.count > 1 { out.append(UInt8(ascii: ",")) }
+                    let entry = entries[Int(key)]
+                    out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[Int(entry.start - 1)...Int(entry.end)]))
+                    out.append(UInt8(ascii: ":"))
+                    Self.writeValue(at: Int(key) + 1, bytes: bytes, entries: entries, to: &out)
+                }
+                writePresets(before: nil)
+            }
+        }
+        out.append(UInt8(ascii: "}"))
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The same text built through `JSONValue`, when a key holds an escape (no SDK writes one) or
+    /// there are no properties.
+    private func escapedKeysText(replacing presets: [PropertyPreset]) -> String {
+        var object: [String: JSONValue] = [:]
+        if let document {
+            for key in keys {
+                let value = JSONRef(document: document, index: Int(key) + 1)
+                var stored = value.value
+                if value.kind == .string, let padded = RecordNormalizer.normalizedDateTime(value.textBytes) {
+                    stored = .string(String(decoding: padded, as: UTF8.self))
+                }
+                object[JSONRef(document: document, index: Int(key)).stringValue ?? ""] = stored
+            }
+        }
+        for preset in presets { object[String(decoding: preset.key, as: UTF8.self)] = preset.value }
+        var out: [UInt8] = []
+        JSONValue.object(object).write(to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The stored text is about as long as the properties sent.
+    private var estimatedSize: Int {
+        guard let document, let first = keys.first, let last = keys.last else { return 16 }
+        let end = document.entries[Int(last) + 1].end
+        return max(16, Int(end - document.entries[Int(first)].start) + 64)
+    }
+
+    private static func compare(_ left: UnsafeBufferPointer<UInt8>, _ right: UnsafeBufferPointer<UInt8>) -> Int {
+        for index in 0..<min(left.count, right.count) where left[index] != right[index] {
+            return left[index] < right[index] ? -1 : 1
+        }
+        return left.count == right.count ? 0 : (left.count < right.count ? -1 : 1)
+    }
+
+    /// A property value as stored: copied as sent unless it holds an escape to normalize or a
+    /// date-time to pad.
+    private static func writeValue(
+        at index: Int, bytes: UnsafeBufferPointer<UInt8>, entries: UnsafeBufferPointer<JSONDocument.Entry>, to out: inout [UInt8]
+    ) {
+        let entry = entries[index]
+        switch entry.kind {
+        case .string:
+            let text = UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.end)])
+            if entry.flag {
+                let decoded = JSONParser.unescape(text)
+                JSONValue.writeString(utf8: RecordNormalizer.normalizedDateTime(decoded) ?? decoded, to: &out)
+            } else if let padded = RecordNormalizer.normalizedDateTime(text) {
+                JSONValue.writeString(utf8: padded, to: &out)
+            } else {
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[Int(entry.start - 1)...Int(entry.end)]))
+            }
+        case .array:
+            out.append(UInt8(ascii: "["))
+            var position = index + 1
+            for element in 0..<Int(entry.count) {
+                if element > 0 { out.append(UInt8(ascii: ",")) }
+                let item = entries[position]
+                if item.kind == .string, item.flag {
+                    JSONValue.writeString(utf8: JSONParser.unescape(UnsafeBufferPointer(rebasing: bytes[Int(item.start)..<Int(item.end)])), to: &out)
+                } else {
+                    let start = item.kind == .string ? item.start - 1 : item.start
+                    let end = item.kind == .string ? item.end + 1 : item.end
+                    out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[Int(start)..<Int(end)]))
+                }
+                position = Int(item.next)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .null, .bool, .number, .object:
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.end)]))
+        }
+    }
+}
+
+/// A property an app puts on every bridged event in place of the page's (`$os`, `$model`, …).
+struct PropertyPreset: Sendable, Equatable {
+    let key: [UInt8]
+    let value: JSONValue
+
+    init(key: String, value: JSONValue) {
+        self.key = Array(key.utf8)
+        self.value = value
+    }
+
+    func write(to out: inout [UInt8]) {
+        JSONValue.writeString(utf8: key, to: &out)
+        out.append(UInt8(ascii: ":"))
+        value.write(to: &out)
+    }
+}
+
+/// What an app SDK puts in place of a bridged record's own fields (PROTOCOL.md section 3). The
+/// normalizer applies it while it reads the record, so the page's record is never copied or rebuilt.
+struct BridgeOverrides: Sendable, Equatable {
+    /// The app's user, for records that belong to a user (not items).
+    struct User: Sendable, Equatable {
+        var distinctID: String
+        var anonymousID: String
+        var loginID: String?
+        /// For a `$SignUp`, the app's anonymous id; nil leaves the record's own `original_id`.
+        var originalID: String?
+        var identities: [String: String]
+    }
+
+    var user: User?
+    /// `lib.$app_version`: the app's version, when the app sent one.
+    var appVersion: String?
+    /// The app's device presets, sorted by key; they replace the page's on events.
+    var presets: [PropertyPreset]
+}
