@@ -63,5 +63,89 @@ enum CollectorSchema {
                 SELECT received_at, project, reason, raw FROM collector.rejected;
             COMMENT ON VIEW analytics.rejected IS 'Records that could never be stored, with the reason and the record as received.';
             """),
+        Migration(version: 2, name: "profiles and items folded from their records, ingest counts", sql: """
+            -- One step of a profile or item: the state after applying one record to it. JSON null
+            -- is a deleted profile or item; a later set starts it again from nothing.
+            CREATE FUNCTION collector.profile_step(state jsonb, op text, props jsonb) RETURNS jsonb
+            LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+            DECLARE
+                k text;
+                v jsonb;
+                cur jsonb;
+            BEGIN
+                IF op IN ('profile_delete', 'item_delete') THEN RETURN 'null'::jsonb; END IF;
+                IF jsonb_typeof(state) IS DISTINCT FROM 'object' THEN state := '{}'::jsonb; END IF;
+                IF jsonb_typeof(props) IS DISTINCT FROM 'object' THEN RETURN state; END IF;
+                IF op IN ('profile_set', 'item_set') THEN RETURN state || props; END IF;
+                IF op = 'profile_unset' THEN RETURN state - ARRAY(SELECT jsonb_object_keys(props)); END IF;
+                FOR k, v IN SELECT * FROM jsonb_each(props) LOOP
+                    cur := state -> k;
+                    IF op = 'profile_set_once' THEN
+                        IF cur IS NULL THEN state := state || jsonb_build_object(k, v); END IF;
+                    ELSIF op = 'profile_increment' THEN
+                        -- Numbers add up; a value that is not a number on either side is left alone.
+                        IF jsonb_typeof(v) = 'number' AND (cur IS NULL OR jsonb_typeof(cur) = 'number') THEN
+                            state := state || jsonb_build_object(k, COALESCE(cur::numeric, 0) + v::numeric);
+                        END IF;
+                    ELSIF op = 'profile_append' THEN
+                        IF jsonb_typeof(v) = 'array' THEN
+                            state := state || jsonb_build_object(k, CASE WHEN jsonb_typeof(cur) = 'array' THEN cur || v ELSE v END);
+                        END IF;
+                    END IF;
+                END LOOP;
+                RETURN state;
+            END $$;
+
+            -- Folds a user's (or an item's) records in record-time order, so records that arrive out
+            -- of order give the same profile as records that arrive in order.
+            CREATE AGGREGATE collector.profile_fold(text, jsonb) (
+                SFUNC = collector.profile_step, STYPE = jsonb, INITCOND = '{}'
+            );
+
+            CREATE TABLE collector.profiles (
+                project     text        NOT NULL,
+                user_id     bigint      NOT NULL,
+                distinct_id text        NOT NULL,
+                properties  jsonb       NOT NULL,
+                updated_at  timestamptz NOT NULL,
+                PRIMARY KEY (project, user_id)
+            );
+            CREATE TABLE collector.items (
+                project    text        NOT NULL,
+                item_type  text        NOT NULL,
+                item_id    text        NOT NULL,
+                properties jsonb       NOT NULL,
+                updated_at timestamptz NOT NULL,
+                PRIMARY KEY (project, item_type, item_id)
+            );
+            CREATE INDEX profile_records_item ON collector.profile_records (project, item_type, item_id, time)
+                WHERE item_type IS NOT NULL;
+
+            -- Per project and minute, written in the transaction that stores the batch. `slot`
+            -- spreads concurrent writers over a few rows so they do not queue on one row lock.
+            CREATE TABLE collector.ingest_counts (
+                project    text        NOT NULL,
+                minute     timestamptz NOT NULL,
+                slot       smallint    NOT NULL,
+                received   bigint      NOT NULL,
+                stored     bigint      NOT NULL,
+                duplicates bigint      NOT NULL,
+                rejected   bigint      NOT NULL,
+                PRIMARY KEY (project, minute, slot),
+                CHECK (received = stored + duplicates + rejected)
+            );
+
+            CREATE VIEW analytics.profiles AS
+                SELECT project, user_id, distinct_id, properties, updated_at FROM collector.profiles;
+            COMMENT ON VIEW analytics.profiles IS 'One row per user with a profile: every profile record applied in record-time order.';
+            CREATE VIEW analytics.items AS
+                SELECT project, item_type, item_id, properties, updated_at FROM collector.items;
+            COMMENT ON VIEW analytics.items IS 'One row per item: item_set records applied in record-time order; item_delete removes it.';
+            CREATE VIEW analytics.ingest_counts AS
+                SELECT project, minute, sum(received)::bigint AS received, sum(stored)::bigint AS stored,
+                       sum(duplicates)::bigint AS duplicates, sum(rejected)::bigint AS rejected
+                FROM collector.ingest_counts GROUP BY project, minute;
+            COMMENT ON VIEW analytics.ingest_counts IS 'Records received per project and minute: received = stored + duplicates + rejected.';
+            """),
     ]
 }

@@ -1,0 +1,83 @@
+@testable import Collector
+import DatongContracts
+import DatongPostgres
+import Foundation
+import Testing
+
+/// The README's analyst queries, run as written against a database the collector filled.
+@Suite("README analyst queries")
+struct AnalystQueryTests {
+    /// The statements of the README's "What analysts query" SQL block, keyed by their leading comment.
+    static func readmeQueries() throws -> [String: String] {
+        let readme = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../README.md")
+        let text = try String(contentsOf: readme, encoding: .utf8)
+        let section = try #require(text.range(of: "## What analysts query")).upperBound
+        let block = try #require(text.range(of: "```sql\n", range: section..<text.endIndex))
+        let close = try #require(text.range(of: "```", range: block.upperBound..<text.endIndex))
+        var queries: [String: String] = [:]
+        for statement in text[block.upperBound..<close.lowerBound].components(separatedBy: ";\n") {
+            let lines = statement.split(separator: "\n", omittingEmptySubsequences: true)
+            guard let first = lines.first, first.hasPrefix("-- ") else { continue }
+            queries[String(first.dropFirst(3))] = lines.dropFirst().joined(separator: "\n")
+        }
+        return queries
+    }
+
+    @Test("every query in the README runs and answers what it says")
+    func readmeQueriesAnswer() async throws {
+        let queries = try Self.readmeQueries()
+        #expect(queries.count == 6)
+        func query(_ prefix: String) throws -> String {
+            try #require(queries.first { $0.key.hasPrefix(prefix) }?.value, "no README query starting '\(prefix)'")
+        }
+
+        let url = try await TestDatabase.create()
+        try await TestDatabase.withPool(url) { pool in
+            try await Migrator.migrate(schema: CollectorSchema.name, migrations: CollectorSchema.migrations, pool: pool, logger: TestDatabase.logger)
+            let store = PostgresEventStore(pool: pool)
+
+            // Three users within a few seconds: an iOS user who views and adds to cart, an H5 page inside
+            // an app that only views, an Android user who added to cart before viewing (not a conversion).
+            let now = Int64(Date().timeIntervalSince1970 * 1000) - 10_000
+            func event(_ name: String, user: Int64, lib: String, at offset: Int64, hybrid: Bool = false) -> CollectRecord {
+                CollectRecord(project: "default", type: "track", event: name, time: now + offset, distinctId: "d\(user)", userId: user,
+                              lib: lib, hybridH5: hybrid, properties: "{}")
+            }
+            let records = [
+                event("ViewProduct", user: 1, lib: "iOS", at: 0), event("AddToCart", user: 1, lib: "iOS", at: 1_000),
+                event("ViewProduct", user: 2, lib: "js", at: 0, hybrid: true),
+                event("AddToCart", user: 3, lib: "Android", at: 0), event("ViewProduct", user: 3, lib: "Android", at: 2_000),
+                CollectRecord(project: "default", type: "profile_set", event: nil, time: now, distinctId: "d1", userId: 1, properties: #"{"name":"Alice"}"#),
+            ]
+            _ = try await store.write(CollectBatch(receivedAt: now, records: records, rejected: [
+                RejectedRecord(project: "default", reason: "property 'user_id': 'user_id' is a reserved name", raw: "{}"),
+            ]))
+            _ = try await store.write(CollectBatch(receivedAt: now, records: [records[0]]))
+
+            func run(_ sql: String) async throws -> [[String?]] {
+                try await pool.withConnection { try $0.query(sql).rows }
+            }
+            let active = try await run(try query("daily active users"))
+            var usersByPlatform: [String: Int] = [:]
+            for row in active { usersByPlatform[row[1] ?? "", default: 0] += Int(row[2] ?? "") ?? 0 }
+            #expect(usersByPlatform == ["iOS": 1, "js": 1, "Android": 1])
+
+            let share = try await run(try query("share of events"))
+            #expect(share.map { [$0[1], $0[2]] } == [["5", "20.0"]])
+
+            #expect(try await run(try query("two-step funnel")) == [["3", "1"]])
+
+            let rejected = try await run(try query("rejected records"))
+            #expect(rejected.map { [$0[0], $0[2]] } == [["default", "1"]])
+
+            let minutes = try await run(try query("what arrived"))
+            let totals = minutes.reduce(into: [0, 0, 0, 0]) { sums, row in
+                for column in 0..<4 { sums[column] += Int(row[column + 1] ?? "") ?? 0 }
+            }
+            #expect(totals == [8, 6, 1, 1])
+
+            let profiles = try await run(try query("the newest profiles"))
+            #expect(profiles.map { [$0[0], $0[1], $0[3]] } == [["1", "Alice", "2"]])
+        }
+    }
+}
