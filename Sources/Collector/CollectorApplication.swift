@@ -7,7 +7,11 @@ public func buildCollectorApplication(
     settings: CollectorSettings, runtime: ServiceRuntime
 ) -> some ApplicationProtocol {
     let database = ServiceDatabase(settings: settings.database, logger: runtime.logger)
-    let store = PostgresEventStore(pool: database.pool)
+    let partitions = EventPartitions(pool: database.pool)
+    let store = PostgresEventStore(
+        pool: database.pool, partitions: partitions, writers: settings.database.poolSize,
+        maxRecordsPerTransaction: settings.maxRecordsPerTransaction, maxWaitingRecords: settings.maxWaitingRecords
+    )
     let router = makeServiceRouter(runtime: runtime, readiness: [database.readiness])
     let limit = settings.maxBatchBytes
     router.post("/v1/batches") { request, context in
@@ -18,7 +22,10 @@ public func buildCollectorApplication(
         ])
         return try jsonResponse(.ok, encoding: result)
     }
-    var app = makeServiceApplication(name: "collector", router: router, server: settings.server, runtime: runtime)
+    let maintenance = PartitionMaintenance(partitions: partitions, retentionDays: settings.retentionDays, logger: runtime.logger)
+    var app = makeServiceApplication(
+        name: "collector", router: router, server: settings.server, runtime: runtime, services: [maintenance]
+    )
     database.attach(to: &app, schema: CollectorSchema.name, migrations: CollectorSchema.migrations, logger: runtime.logger)
     return app
 }

@@ -1,6 +1,5 @@
 import DatongContracts
 import DatongPostgres
-import Synchronization
 
 /// Where the collector writes batches.
 protocol EventStore: Sendable {
@@ -10,16 +9,44 @@ protocol EventStore: Sendable {
 
 /// Writes batches to PostgreSQL with binary COPY into per-session staging tables, then one
 /// `INSERT … SELECT … ON CONFLICT DO NOTHING` per table: bulk speed, and a retried record (same
-/// dedup key) is counted as a duplicate instead of failing the batch.
+/// dedup key) is counted as a duplicate instead of failing the batch. Concurrent batches are folded
+/// into shared transactions (`GroupCommit`).
 final class PostgresEventStore: EventStore {
     private let pool: PostgresPool
-    private let knownPartitions = Mutex<Set<MonthPartition>>([])
+    private let partitions: EventPartitions
+    private let group: GroupCommit
 
-    init(pool: PostgresPool) {
+    /// - Parameters:
+    ///   - writers: transactions in flight at once (at most the pool's connections).
+    ///   - maxRecordsPerTransaction: how many records one shared transaction takes at most.
+    ///   - maxWaitingRecords: records that may wait for a writer before batches are refused (503).
+    init(
+        pool: PostgresPool, partitions: EventPartitions? = nil, writers: Int = 4, maxRecordsPerTransaction: Int = 10_000,
+        maxWaitingRecords: Int = 200_000
+    ) {
+        let partitions = partitions ?? EventPartitions(pool: pool)
         self.pool = pool
+        self.partitions = partitions
+        group = GroupCommit(maxWriters: writers, maxRecordsPerGroup: maxRecordsPerTransaction, maxWaitingRecords: maxWaitingRecords) { batches in
+            do {
+                return try await Self.commit(batches, pool: pool, partitions: partitions)
+            } catch let error as PostgresError where error.sqlState == "23514" {
+                // No partition for a row: another replica's retention dropped one this process
+                // still knew. Learn the partitions again and write once more.
+                partitions.forgetAll()
+                return try await Self.commit(batches, pool: pool, partitions: partitions)
+            }
+        }
     }
 
     func write(_ batch: CollectBatch) async throws -> CollectResult {
+        try await group.submit(batch)
+    }
+
+    /// Writes `batches` in one transaction; returns each batch's result after the commit.
+    static func commit(
+        _ batches: [CollectBatch], pool: PostgresPool, partitions: EventPartitions
+    ) async throws -> [CollectResult] {
         var events = BinaryCopyWriter()
         var profiles = BinaryCopyWriter()
         var rejected = BinaryCopyWriter()
@@ -27,38 +54,45 @@ final class PostgresEventStore: EventStore {
         var profileCount = 0
         var months = Set<MonthPartition>()
         var keys: [[UInt8]] = []
-        keys.reserveCapacity(batch.records.count)
+        var recordProjects: [String] = []
+        var recordMinutes: [Int64] = []
         var profileKeys = ProfileKeys()
-        for record in batch.records {
-            let key = RecordIdentity.key(of: record)
-            keys.append(key)
-            if RecordTypes.isEvent(record.type) {
-                eventCount += 1
-                months.insert(MonthPartition(unixMillis: record.time))
-                Self.appendEvent(record, key: key, receivedAt: batch.receivedAt, to: &events)
-            } else {
-                profileCount += 1
-                profileKeys.add(record, id: RecordIdentity.uuidText(key))
-                Self.appendProfileRecord(record, key: key, receivedAt: batch.receivedAt, to: &profiles)
+        var rejectedCounts = IngestCounts()
+        for batch in batches {
+            let minute = IngestCounts.minute(of: batch.receivedAt)
+            for record in batch.records {
+                let key = RecordIdentity.key(of: record)
+                keys.append(key)
+                recordProjects.append(record.project)
+                recordMinutes.append(minute)
+                if RecordTypes.isEvent(record.type) {
+                    eventCount += 1
+                    months.insert(MonthPartition(unixMillis: record.time))
+                    appendEvent(record, key: key, receivedAt: batch.receivedAt, to: &events)
+                } else {
+                    profileCount += 1
+                    profileKeys.add(record, id: RecordIdentity.uuidText(key))
+                    appendProfileRecord(record, key: key, receivedAt: batch.receivedAt, to: &profiles)
+                }
+            }
+            for record in batch.rejected {
+                rejectedCounts.add(project: record.project, minute: minute, as: .rejected)
+                rejected.beginRow(fieldCount: 4)
+                rejected.text(record.project)
+                rejected.timestamp(unixMillis: batch.receivedAt)
+                rejected.text(record.reason)
+                rejected.text(record.raw)
             }
         }
-        for record in batch.rejected {
-            rejected.beginRow(fieldCount: 4)
-            rejected.text(record.project)
-            rejected.timestamp(unixMillis: batch.receivedAt)
-            rejected.text(record.reason)
-            rejected.text(record.raw)
-        }
-        try await ensurePartitions(months)
+        try await partitions.ensure(months)
 
         let eventData = events.finish(), profileData = profiles.finish(), rejectedData = rejected.finish()
-        let hasEvents = eventCount > 0, hasProfiles = profileCount > 0
-        let receivedAt = batch.receivedAt
-        let recordKeys = keys, owners = profileKeys
-        let recordProjects = batch.records.map(\.project)
-        let rejectedProjects = batch.rejected.map(\.project)
+        let hasEvents = eventCount > 0, hasProfiles = profileCount > 0, hasRejected = !rejectedCounts.isEmpty
+        let recordKeys = keys, owners = profileKeys, projects = recordProjects, minutes = recordMinutes
+        let sizes = batches.map { ($0.records.count, $0.rejected.count) }
+        let initialCounts = rejectedCounts
         return try await pool.transaction { connection in
-            try connection.setUpSession("collector.staging", Self.stagingTables)
+            try connection.setUpSession("collector.staging", stagingTables)
             var inserted = Set<String>()
             if hasEvents {
                 _ = try connection.copyIn("COPY pg_temp.incoming_events FROM STDIN (FORMAT binary)", data: eventData)
@@ -73,29 +107,35 @@ final class PostgresEventStore: EventStore {
                     "INSERT INTO collector.profile_records SELECT * FROM pg_temp.incoming_profile_records ON CONFLICT DO NOTHING RETURNING record_id::text"
                 ).rows
                 for row in rows { if let id = row[0] { inserted.insert(id) } }
-                try Self.refold(owners, insertedIDs: inserted, on: connection)
+                try refold(owners, insertedIDs: inserted, on: connection)
             }
-            if !rejectedProjects.isEmpty {
+            if hasRejected {
                 _ = try connection.copyIn(
                     "COPY collector.rejected (project, received_at, reason, raw) FROM STDIN (FORMAT binary)", data: rejectedData
                 )
             }
-            // A record is stored when its key came back from the insert, the first time it appears in
-            // the batch; every other record was already there (or repeated in the batch).
+            // A record is stored when its key came back from the insert, the first time it appears
+            // in the transaction; every other record was already there (or repeated).
             var unclaimed = inserted
-            var duplicateIndexes: [Int] = []
-            for (index, key) in recordKeys.enumerated() {
-                if unclaimed.remove(RecordIdentity.uuidText(key)) == nil { duplicateIndexes.append(index) }
+            var counts = initialCounts
+            var results: [CollectResult] = []
+            var position = 0
+            for (records, rejectedCount) in sizes {
+                var duplicateIndexes: [Int] = []
+                for index in 0..<records {
+                    let stored = unclaimed.remove(RecordIdentity.uuidText(recordKeys[position + index])) != nil
+                    if !stored { duplicateIndexes.append(index) }
+                    counts.add(project: projects[position + index], minute: minutes[position + index], as: stored ? .stored : .duplicate)
+                }
+                position += records
+                results.append(CollectResult(
+                    stored: records - duplicateIndexes.count, duplicates: duplicateIndexes.count, rejected: rejectedCount,
+                    duplicateIndexes: duplicateIndexes
+                ))
             }
-            let counts = IngestCounts(
-                recordProjects: recordProjects, duplicateIndexes: duplicateIndexes, rejectedProjects: rejectedProjects
-            )
             // Last, so the counter rows are locked only for the moment before commit.
-            try counts.add(at: receivedAt, on: connection)
-            return CollectResult(
-                stored: recordProjects.count - duplicateIndexes.count, duplicates: duplicateIndexes.count,
-                rejected: rejectedProjects.count, duplicateIndexes: duplicateIndexes
-            )
+            try counts.write(on: connection)
+            return results
         }
     }
 
@@ -160,21 +200,6 @@ final class PostgresEventStore: EventStore {
         ON CONFLICT (project, item_type, item_id) DO UPDATE
             SET properties = EXCLUDED.properties, updated_at = EXCLUDED.updated_at
         """
-
-    /// Creates the monthly partitions a batch needs that this process has not seen yet. Replicas
-    /// serialise on an advisory lock, and `IF NOT EXISTS` makes a lost race harmless.
-    private func ensurePartitions(_ months: Set<MonthPartition>) async throws {
-        let missing = knownPartitions.withLock { months.subtracting($0) }
-        guard !missing.isEmpty else { return }
-        try await pool.transaction { connection in
-            try connection.query("SELECT pg_advisory_xact_lock($1)", [String(Self.partitionLockKey)])
-            for month in missing { try connection.execute(month.createStatement) }
-        }
-        knownPartitions.withLock { $0.formUnion(missing) }
-    }
-
-    /// "events" in ASCII: the advisory lock key for partition changes.
-    private static let partitionLockKey = 0x6576_656E_7473
 
     private static let stagingTables = """
         CREATE TEMP TABLE incoming_events (LIKE collector.events) ON COMMIT DELETE ROWS;

@@ -52,46 +52,61 @@ struct ProfileKeys: Sendable {
     }
 }
 
-/// What one batch adds to `collector.ingest_counts`, per project: every record received is stored,
-/// a duplicate or rejected, so the columns add up by construction.
+/// What one transaction adds to `collector.ingest_counts`, per project and minute of receipt: every
+/// record received is stored, a duplicate or rejected, so the columns add up by construction.
 struct IngestCounts: Sendable {
-    private struct Tally: Sendable {
+    enum Outcome {
+        case stored, duplicate, rejected
+    }
+
+    private struct Key: Hashable {
+        var project: String
+        var minute: Int64
+    }
+
+    private struct Tally {
         var stored = 0
         var duplicates = 0
         var rejected = 0
     }
 
-    private var byProject: [String: Tally] = [:]
+    private var tallies: [Key: Tally] = [:]
 
-    init(recordProjects: [String], duplicateIndexes: [Int], rejectedProjects: [String]) {
-        let duplicates = Set(duplicateIndexes)
-        for (index, project) in recordProjects.enumerated() {
-            if duplicates.contains(index) {
-                byProject[project, default: Tally()].duplicates += 1
-            } else {
-                byProject[project, default: Tally()].stored += 1
-            }
-        }
-        for project in rejectedProjects { byProject[project, default: Tally()].rejected += 1 }
+    var isEmpty: Bool { tallies.isEmpty }
+
+    /// The start of the minute holding `unixMillis`.
+    static func minute(of unixMillis: Int64) -> Int64 {
+        unixMillis - ((unixMillis % 60_000) + 60_000) % 60_000
     }
 
-    /// Adds the counts to the minute of `receivedAt` in the transaction that stores the batch.
-    func add(at receivedAt: Int64, on connection: PostgresConnection) throws {
-        guard !byProject.isEmpty else { return }
-        let projects = byProject.sorted { $0.key < $1.key }
-        func column(_ count: KeyPath<Tally, Int>) -> String {
-            postgresTextArray(projects.map { String($0.value[keyPath: count]) })
+    mutating func add(project: String, minute: Int64, as outcome: Outcome) {
+        let key = Key(project: project, minute: minute)
+        switch outcome {
+        case .stored: tallies[key, default: Tally()].stored += 1
+        case .duplicate: tallies[key, default: Tally()].duplicates += 1
+        case .rejected: tallies[key, default: Tally()].rejected += 1
         }
+    }
+
+    /// Adds the counts in the transaction that stores the records.
+    func write(on connection: PostgresConnection) throws {
+        guard !tallies.isEmpty else { return }
+        // A fixed order, so concurrent transactions lock counter rows in the same order.
+        let rows = tallies.sorted { ($0.key.project, $0.key.minute) < ($1.key.project, $1.key.minute) }
+        func column(_ value: (Key, Tally) -> String) -> String { postgresTextArray(rows.map { value($0.key, $0.value) }) }
         try connection.query("""
             INSERT INTO collector.ingest_counts AS c (project, minute, slot, received, stored, duplicates, rejected)
-            SELECT t.project, date_trunc('minute', to_timestamp($2::bigint / 1000.0)), (pg_backend_pid() % 8)::smallint,
+            SELECT t.project, to_timestamp(t.minute / 1000.0), (pg_backend_pid() % 8)::smallint,
                    t.stored + t.duplicates + t.rejected, t.stored, t.duplicates, t.rejected
-            FROM unnest($1::text[], $3::bigint[], $4::bigint[], $5::bigint[]) AS t(project, stored, duplicates, rejected)
+            FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[])
+                 AS t(project, minute, stored, duplicates, rejected)
             ON CONFLICT (project, minute, slot) DO UPDATE SET
                 received = c.received + EXCLUDED.received, stored = c.stored + EXCLUDED.stored,
                 duplicates = c.duplicates + EXCLUDED.duplicates, rejected = c.rejected + EXCLUDED.rejected
             """, [
-            postgresTextArray(projects.map(\.key)), String(receivedAt), column(\.stored), column(\.duplicates), column(\.rejected),
+            column { key, _ in key.project }, column { key, _ in String(key.minute) },
+            column { _, tally in String(tally.stored) }, column { _, tally in String(tally.duplicates) },
+            column { _, tally in String(tally.rejected) },
         ])
     }
 }

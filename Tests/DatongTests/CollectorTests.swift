@@ -148,4 +148,56 @@ struct CollectorTests {
             #expect(stored == [["2"]])
         }
     }
+
+    @Test("the same batch from concurrent writers is stored once; the others count as duplicates")
+    func concurrentRetries() async throws {
+        try await withStore { store, url in
+            let events = (0..<10).map {
+                CollectRecord(project: "default", type: "track", event: "E", time: Self.base + Int64($0), distinctId: "d", userId: 1, properties: "{}")
+            }
+            let results = try await withThrowingTaskGroup(of: CollectResult.self) { group in
+                for _ in 0..<8 { group.addTask { try await write(store, events) } }
+                return try await group.reduce(into: [CollectResult]()) { $0.append($1) }
+            }
+            #expect(results.map(\.stored).reduce(0, +) == 10)
+            #expect(results.map(\.duplicates).reduce(0, +) == 70)
+            let rows = try await TestDatabase.rows(url, """
+                SELECT (SELECT count(*) FROM analytics.events), sum(received), sum(stored), sum(duplicates) FROM analytics.ingest_counts
+                """)
+            #expect(rows == [["10", "80", "10", "70"]])
+        }
+    }
+
+    @Test("far-past and future records get their partitions; retention drops whole old months, and a replica that still knew one writes on")
+    func partitionsAndRetention() async throws {
+        let url = try await TestDatabase.create()
+        try await TestDatabase.withPool(url) { pool in
+            try await Migrator.migrate(schema: CollectorSchema.name, migrations: CollectorSchema.migrations, pool: pool, logger: TestDatabase.logger)
+            let partitions = EventPartitions(pool: pool)
+            let store = PostgresEventStore(pool: pool, partitions: partitions)
+            let replica = PostgresEventStore(pool: pool)
+            func event(_ time: Int64) -> CollectRecord {
+                CollectRecord(project: "default", type: "track", event: "E", time: time, distinctId: "d", userId: 1, properties: "{}")
+            }
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            let farPast: Int64 = 978_307_200_000      // 2001-01-01
+            let future = now + 40 * 86_400_000
+            _ = try await store.write(CollectBatch(receivedAt: now, records: [event(farPast), event(now), event(future)]))
+            _ = try await replica.write(CollectBatch(receivedAt: now, records: [event(farPast + 1)]))
+            let names = Set(try await partitions.existing().map(\.tableName))
+            #expect(names.isSuperset(of: ["events_2001_01", MonthPartition(unixMillis: now).tableName, MonthPartition(unixMillis: future).tableName]))
+
+            let maintenance = PartitionMaintenance(partitions: partitions, retentionDays: 30, logger: TestDatabase.logger)
+            let dropped = try await maintenance.maintain(nowMillis: now)
+            #expect(dropped.map(\.tableName) == ["events_2001_01"])
+            let ahead = MonthPartition(unixMillis: now).next.next.tableName
+            #expect(try await partitions.existing().map(\.tableName).contains(ahead))
+            let remaining = try await TestDatabase.rows(url, "SELECT count(*) FROM analytics.events")
+            #expect(remaining == [["2"]])
+
+            // The replica still believes events_2001_01 exists: its write must not fail.
+            let late = try await replica.write(CollectBatch(receivedAt: now, records: [event(farPast + 2)]))
+            #expect(late.stored == 1)
+        }
+    }
 }
