@@ -10,6 +10,7 @@ let package = Package(
         .executable(name: "config-service", targets: ["RunConfig"]),
         .executable(name: "collector", targets: ["RunCollector"]),
         .executable(name: "gateway-bench", targets: ["GatewayBench"]),
+        .executable(name: "collector-bench", targets: ["CollectorBench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -101,6 +102,15 @@ let package = Package(
             dependencies: [
                 "Gateway",
                 .product(name: "CompressNIO", package: "compress-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
+        .executableTarget(
+            name: "CollectorBench",
+            dependencies: [
+                "Collector", "DatongContracts", "DatongPostgres", "DatongRuntime",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),

@@ -29,12 +29,16 @@ final class PostgresEventStore: EventStore {
         self.partitions = partitions
         group = GroupCommit(maxWriters: writers, maxRecordsPerGroup: maxRecordsPerTransaction, maxWaitingRecords: maxWaitingRecords) { batches in
             do {
-                return try await Self.commit(batches, pool: pool, partitions: partitions)
+                return try await Self.commit(batches, pool: pool, partitions: partitions, direct: true)
             } catch let error as PostgresError where error.sqlState == "23514" {
                 // No partition for a row: another replica's retention dropped one this process
                 // still knew. Learn the partitions again and write once more.
                 partitions.forgetAll()
-                return try await Self.commit(batches, pool: pool, partitions: partitions)
+                return try await Self.commit(batches, pool: pool, partitions: partitions, direct: true)
+            } catch let error as PostgresError where error.sqlState == "23505" {
+                // Another transaction stored one of these events between our check and our COPY:
+                // write through the staging table, which skips what is already there.
+                return try await Self.commit(batches, pool: pool, partitions: partitions, direct: false)
             }
         }
     }
@@ -44,8 +48,13 @@ final class PostgresEventStore: EventStore {
     }
 
     /// Writes `batches` in one transaction; returns each batch's result after the commit.
+    ///
+    /// Events go straight into `collector.events` by COPY (`direct`), after one indexed lookup finds
+    /// which of them are already stored; the other way, through a staging table and
+    /// `INSERT … ON CONFLICT DO NOTHING`, copies every row twice and is kept for the rare race in
+    /// which a concurrent transaction stores the same event first.
     static func commit(
-        _ batches: [CollectBatch], pool: PostgresPool, partitions: EventPartitions
+        _ batches: [CollectBatch], pool: PostgresPool, partitions: EventPartitions, direct: Bool
     ) async throws -> [CollectResult] {
         var events = BinaryCopyWriter()
         var profiles = BinaryCopyWriter()
@@ -54,6 +63,7 @@ final class PostgresEventStore: EventStore {
         var profileCount = 0
         var months = Set<MonthPartition>()
         var keys: [[UInt8]] = []
+        var eventRows: [EventRow] = []
         var recordProjects: [String] = []
         var recordMinutes: [Int64] = []
         var profileKeys = ProfileKeys()
@@ -68,7 +78,11 @@ final class PostgresEventStore: EventStore {
                 if RecordTypes.isEvent(record.type) {
                     eventCount += 1
                     months.insert(MonthPartition(unixMillis: record.time))
+                    let start = events.bytes.count
                     appendEvent(record, key: key, receivedAt: batch.receivedAt, to: &events)
+                    eventRows.append(EventRow(
+                        project: record.project, time: record.time, id: RecordIdentity.uuidText(key), bytes: start..<events.bytes.count
+                    ))
                 } else {
                     profileCount += 1
                     profileKeys.add(record, id: RecordIdentity.uuidText(key))
@@ -86,7 +100,9 @@ final class PostgresEventStore: EventStore {
         }
         try await partitions.ensure(months)
 
+        let encodedEvents = events.bytes
         let eventData = events.finish(), profileData = profiles.finish(), rejectedData = rejected.finish()
+        let rows = eventRows
         let hasEvents = eventCount > 0, hasProfiles = profileCount > 0, hasRejected = !rejectedCounts.isEmpty
         let recordKeys = keys, owners = profileKeys, projects = recordProjects, minutes = recordMinutes
         let sizes = batches.map { ($0.records.count, $0.rejected.count) }
@@ -94,7 +110,9 @@ final class PostgresEventStore: EventStore {
         return try await pool.transaction { connection in
             try connection.setUpSession("collector.staging", stagingTables)
             var inserted = Set<String>()
-            if hasEvents {
+            if hasEvents, direct {
+                inserted = try copyNewEvents(rows, encoded: encodedEvents, on: connection)
+            } else if hasEvents {
                 _ = try connection.copyIn("COPY pg_temp.incoming_events FROM STDIN (FORMAT binary)", data: eventData)
                 let rows = try connection.execute(
                     "INSERT INTO collector.events SELECT * FROM pg_temp.incoming_events ON CONFLICT DO NOTHING RETURNING event_id::text"
@@ -137,6 +155,36 @@ final class PostgresEventStore: EventStore {
             try counts.write(on: connection)
             return results
         }
+    }
+
+    /// One encoded event: its key and where its COPY row is in the encoded bytes.
+    private struct EventRow: Sendable {
+        var project: String
+        var time: Int64
+        var id: String
+        var bytes: Range<Int>
+    }
+
+    /// Looks up which events are already stored, COPYs the others (each once) straight into
+    /// `collector.events`, and returns the ids it stored.
+    private static func copyNewEvents(_ rows: [EventRow], encoded: [UInt8], on connection: PostgresConnection) throws -> Set<String> {
+        let existing = Set(try connection.query("""
+            SELECT e.event_id::text
+            FROM unnest($1::text[], $2::bigint[], $3::uuid[]) AS k(project, ms, id)
+            JOIN collector.events e ON e.project = k.project
+             AND e.time = timestamptz 'epoch' + k.ms * interval '1 millisecond' AND e.event_id = k.id
+            """, [
+            postgresTextArray(rows.map(\.project)), postgresTextArray(rows.map { String($0.time) }), postgresTextArray(rows.map(\.id)),
+        ]).rows.compactMap { $0[0] })
+        var stored = Set<String>()
+        var fresh = BinaryCopyWriter(reservingCapacity: encoded.count)
+        var count = 0
+        for row in rows where !existing.contains(row.id) && stored.insert(row.id).inserted {
+            fresh.appendEncodedRow(encoded[row.bytes])
+            count += 1
+        }
+        if count > 0 { _ = try connection.copyIn("COPY collector.events FROM STDIN (FORMAT binary)", data: fresh.finish()) }
+        return stored
     }
 
     /// Rebuilds the profiles and items that newly stored records touch, from all their records in
@@ -206,7 +254,7 @@ final class PostgresEventStore: EventStore {
         CREATE TEMP TABLE incoming_profile_records (LIKE collector.profile_records) ON COMMIT DELETE ROWS;
         """
 
-    private static func appendEvent(_ record: CollectRecord, key: [UInt8], receivedAt: Int64, to writer: inout BinaryCopyWriter) {
+    static func appendEvent(_ record: CollectRecord, key: [UInt8], receivedAt: Int64, to writer: inout BinaryCopyWriter) {
         writer.beginRow(fieldCount: 15)
         writer.text(record.project)
         writer.timestamp(unixMillis: record.time)
@@ -237,5 +285,28 @@ final class PostgresEventStore: EventStore {
         writer.text(record.itemType)
         writer.text(record.itemId)
         writer.jsonb(record.properties)
+    }
+}
+
+/// The collector's row encoding, entered from outside the module by `collector-bench` so that its
+/// raw-COPY baseline writes exactly the rows the collector writes.
+package enum CollectorRows {
+    /// The collector's migrations, to set up a database without starting the service.
+    package static var migrations: [Migration] { CollectorSchema.migrations }
+
+    /// `collector.events` rows of `batches` in PostgreSQL's binary COPY format.
+    package static func events(_ batches: some Sequence<CollectBatch>) -> [UInt8] {
+        var writer = BinaryCopyWriter()
+        for batch in batches {
+            for record in batch.records where RecordTypes.isEvent(record.type) {
+                PostgresEventStore.appendEvent(record, key: RecordIdentity.key(of: record), receivedAt: batch.receivedAt, to: &writer)
+            }
+        }
+        return writer.finish()
+    }
+
+    /// The statements that create the partitions `batches` need, as the collector would.
+    package static func partitionStatements(_ batches: [CollectBatch]) -> [String] {
+        Set(batches.flatMap { $0.records.map { MonthPartition(unixMillis: $0.time) } }).map(\.createStatement)
     }
 }

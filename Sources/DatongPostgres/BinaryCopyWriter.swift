@@ -20,6 +20,11 @@ public struct BinaryCopyWriter: Sendable {
         appendInteger(Int16(fieldCount))
     }
 
+    /// Appends a row another writer encoded (a range of its `bytes` from `beginRow` to the row's end).
+    public mutating func appendEncodedRow(_ row: ArraySlice<UInt8>) {
+        bytes.append(contentsOf: row)
+    }
+
     public mutating func null() { appendInteger(Int32(-1)) }
 
     public mutating func text(_ value: String?) {

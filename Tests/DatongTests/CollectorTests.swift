@@ -200,4 +200,35 @@ struct CollectorTests {
             #expect(late.stored == 1)
         }
     }
+
+    @Test("an event another transaction stores between the collector's check and its COPY is counted as a duplicate")
+    func raceWithAnotherWriter() async throws {
+        try await withStore { store, url in
+            let event = CollectRecord(project: "default", type: "track", event: "E", time: Self.base, distinctId: "d", userId: 1, properties: "{}")
+            var sameMonth = event
+            sameMonth.time += 1
+            _ = try await write(store, [sameMonth])
+            let id = RecordIdentity.uuidText(RecordIdentity.key(of: event))
+            // Another writer inserts the same event and commits only after the collector has looked.
+            let other = Task.detached {
+                try await TestDatabase.withPool(url) { pool in
+                    try await pool.withConnection { connection in
+                        try connection.execute("BEGIN")
+                        try connection.query("""
+                            INSERT INTO collector.events (project, time, event_id, type, event, received_at, distinct_id, properties)
+                            VALUES ('default', timestamptz 'epoch' + $1::bigint * interval '1 millisecond', $2::uuid, 'track', 'E', now(), 'd', '{}')
+                            """, [String(Self.base), id])
+                        Thread.sleep(forTimeInterval: 0.6)
+                        try connection.execute("COMMIT")
+                    }
+                }
+            }
+            try await Task.sleep(for: .milliseconds(200))
+            let result = try await write(store, [event])
+            try await other.value
+            #expect(result.duplicates == 1)
+            #expect(result.stored == 0)
+            #expect(try await TestDatabase.rows(url, "SELECT count(*) FROM analytics.events") == [["2"]])
+        }
+    }
 }

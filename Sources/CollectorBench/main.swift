@@ -1,0 +1,218 @@
+// collector-bench: events/s written through the collector's HTTP API (`POST /v1/batches`, group
+// commit, dedup, all indexes) into PostgreSQL, next to a raw binary COPY of the same rows into the
+// same table in the same run.
+//
+//   scripts/bench-collector [--rounds N] [--batches N] [--concurrency N]
+//
+// (the script starts a throwaway PostgreSQL and sets DATABASE_URL; the bench creates a fresh
+// database in it for each path and round).
+import AsyncHTTPClient
+import Collector
+import DatongContracts
+import DatongPostgres
+import DatongRuntime
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import Synchronization
+
+let arguments = CommandLine.arguments
+func option(_ name: String, default value: Int) -> Int {
+    guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count, let parsed = Int(arguments[index + 1]), parsed > 0 else {
+        return value
+    }
+    return parsed
+}
+let rounds = option("--rounds", default: 3)
+let batchCount = option("--batches", default: 2_000)
+let concurrency = option("--concurrency", default: 32)
+let recordsPerBatch = 50
+let connections = 4
+
+guard let adminURL = ProcessInfo.processInfo.environment["DATABASE_URL"] else {
+    print("collector-bench: set DATABASE_URL to a PostgreSQL server (scripts/bench-collector starts one)")
+    exit(2)
+}
+let logger: Logger = {
+    var logger = Logger(label: "collector-bench")
+    logger.logLevel = .error
+    return logger
+}()
+
+// MARK: Realistic batches: app events and H5 events relayed by apps, ~600 bytes of properties each.
+
+let now = Int64(Date().timeIntervalSince1970 * 1000)
+let properties = [
+    #"{"$os":"iOS","$os_version":"17.4","$model":"iPhone15,2","$manufacturer":"Apple","$screen_width":393,"$screen_height":852,"#
+        + #""$wifi":true,"$network_type":"WIFI","$carrier":"中国移动","$app_id":"com.example.shop","$app_version":"2.3.0","#
+        + #""$timezone_offset":-480,"$is_first_day":false,"$element_content":"加入购物车","$element_type":"UIButton","#
+        + #""$screen_name":"ProductViewController","$title":"商品详情","price":129.5,"sku":"SKU-%d","tags":["sale","new"]}"#,
+    #"{"$url":"https://h5.example.com/shop/item?id=%d","$title":"Item","$referrer":"https://h5.example.com/","$screen_width":393,"#
+        + #""$viewport_width":390,"$latest_traffic_source_type":"引荐流量","$os":"iOS","$model":"iPhone15,2","$app_version":"2.3.0","#
+        + #""price":9.9,"paid_at":"2024-01-02 03:04:05.006","$is_first_day":false,"$lib":"js","$lib_version":"1.27.10"}"#,
+]
+let events = ["$AppClick", "$AppViewScreen", "AddToCart", "$pageview", "ViewProduct"]
+func batch(_ number: Int) -> CollectBatch {
+    let records = (0..<recordsPerBatch).map { index -> CollectRecord in
+        let sequence = number * recordsPerBatch + index
+        let user = sequence % 5_000
+        let hybrid = sequence % 3 == 0
+        return CollectRecord(
+            project: "default", type: "track", event: events[sequence % events.count], time: now - Int64(sequence % 86_400_000),
+            distinctId: "anon-\(user)", userId: Int64(user + 1), anonymousId: "anon-\(user)", loginId: user % 2 == 0 ? "user-\(user)" : nil,
+            lib: hybrid ? "js" : "iOS", libVersion: hybrid ? "1.27.10" : "4.5.0", appVersion: "2.3.0", hybridH5: hybrid,
+            properties: properties[hybrid ? 1 : 0].replacingOccurrences(of: "%d", with: String(sequence))
+        )
+    }
+    return CollectBatch(receivedAt: now, records: records)
+}
+let batches = (0..<batchCount).map(batch)
+let encoder = JSONEncoder()
+let bodies = try batches.map { try encoder.encode($0) }
+let totalEvents = batchCount * recordsPerBatch
+print("collector-bench: \(batchCount) batches x \(recordsPerBatch) events = \(totalEvents) events per round, \(rounds) rounds, median")
+print("  HTTP: \(concurrency) concurrent requests over keep-alive connections; collector pool \(connections) connections")
+
+// MARK: Paths
+
+/// A fresh database with the collector's schema (tables, partitions for the corpus, indexes).
+func freshDatabase() async throws -> String {
+    let admin = PostgresPool(url: adminURL, maxConnections: 1, logger: logger)
+    let name = "datong_bench_\(UInt64.random(in: 0...UInt64.max))"
+    try await admin.withConnection { try $0.execute("CREATE DATABASE \(name)") }
+    await admin.close()
+    var components = URLComponents(string: adminURL)!
+    components.path = "/\(name)"
+    let url = components.string!
+    let pool = PostgresPool(url: url, maxConnections: 1, logger: logger)
+    try await Migrator.migrate(schema: "collector", migrations: CollectorRows.migrations, pool: pool, logger: logger)
+    await pool.close()
+    return url
+}
+
+func freePort() -> Int { Int.random(in: 20_000...40_000) }
+
+/// Through the collector's HTTP API: every batch posted once, `concurrency` at a time.
+func throughCollector() async throws -> Duration {
+    let url = try await freshDatabase()
+    let port = freePort()
+    let settings = CollectorSettings(server: ServerSettings(port: port, logLevel: "error"), database: DatabaseSettings(url: url, poolSize: connections))
+    let app = buildCollectorApplication(settings: settings, runtime: ServiceRuntime(logger: logger))
+    let server = Task { try await app.runService() }
+    let client = HTTPClient(
+        eventLoopGroupProvider: .singleton,
+        configuration: .init(connectionPool: .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: concurrency))
+    )
+    // Wait for the server (migrations are already applied).
+    for _ in 0..<100 {
+        if (try? await client.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)/health"), timeout: .seconds(1)))?.status == .ok { break }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+    let clock = ContinuousClock()
+    let elapsed = try await clock.measure {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            let next = ManagedAtomicCounter()
+            for _ in 0..<concurrency {
+                group.addTask {
+                    while let index = next.take(below: bodies.count) {
+                        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/v1/batches")
+                        request.method = .POST
+                        request.headers.add(name: "Content-Type", value: "application/json")
+                        request.body = .bytes(ByteBuffer(data: bodies[index]))
+                        let response = try await client.execute(request, timeout: .seconds(60))
+                        guard response.status == .ok else { throw BenchError("batch \(index): HTTP \(response.status.code)") }
+                        _ = try await response.body.collect(upTo: 1 << 20)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+    try await client.shutdown()
+    server.cancel()
+    _ = try? await server.value
+    try await check(url)
+    return elapsed
+}
+
+/// Raw binary COPY of the same rows into the same table, `connections` at a time, 10,000 rows per
+/// COPY and transaction.
+func rawCopy() async throws -> Duration {
+    let url = try await freshDatabase()
+    let chunks = stride(from: 0, to: batches.count, by: 200).map { start in
+        Array(batches[start..<min(start + 200, batches.count)])
+    }
+    let data = chunks.map { CollectorRows.events($0) }
+    let pool = PostgresPool(url: url, maxConnections: connections, logger: logger)
+    try await pool.withConnection { connection in
+        for statement in CollectorRows.partitionStatements(batches) { try connection.execute(statement) }
+    }
+    let clock = ContinuousClock()
+    let elapsed = try await clock.measure {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            let next = ManagedAtomicCounter()
+            for _ in 0..<connections {
+                group.addTask {
+                    while let index = next.take(below: data.count) {
+                        let rows = data[index]
+                        try await pool.transaction { _ = try $0.copyIn("COPY collector.events FROM STDIN (FORMAT binary)", data: rows) }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+    await pool.close()
+    try await check(url)
+    return elapsed
+}
+
+/// Hands out indexes 0, 1, 2, … to concurrent workers.
+final class ManagedAtomicCounter: Sendable {
+    private let next = Atomic<Int>(0)
+
+    func take(below count: Int) -> Int? {
+        let index = next.add(1, ordering: .relaxed).oldValue
+        return index < count ? index : nil
+    }
+}
+
+/// Every event is in the table exactly once.
+func check(_ url: String) async throws {
+    let pool = PostgresPool(url: url, maxConnections: 1, logger: logger)
+    let count = try await pool.withConnection { try $0.query("SELECT count(*) FROM collector.events").rows.first?[0] ?? nil }
+    await pool.close()
+    guard count == String(totalEvents) else { throw BenchError("expected \(totalEvents) events in the table, found \(count ?? "none")") }
+}
+
+// MARK: Run
+
+var collectorRates: [Double] = []
+var copyRates: [Double] = []
+for _ in 0..<rounds {
+    let copy = try await rawCopy()
+    copyRates.append(Double(totalEvents) / copy.seconds)
+    let http = try await throughCollector()
+    collectorRates.append(Double(totalEvents) / http.seconds)
+}
+func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+let copyRate = median(copyRates), collectorRate = median(collectorRates)
+print("path                                                     events/s   vs raw COPY")
+print("raw binary COPY of the same rows (baseline)       \(pad(copyRate))        1.00x")
+print("collector HTTP API: JSON batches, dedup, commit   \(pad(collectorRate))        \(String(format: "%.2f", collectorRate / copyRate))x")
+print("(each round: \(copyRates.map { pad($0) }.joined(separator: " ")) | \(collectorRates.map { pad($0) }.joined(separator: " ")))")
+
+func pad(_ rate: Double) -> String {
+    let text = String(Int(rate.rounded()))
+    return String(repeating: " ", count: max(0, 9 - text.count)) + text
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
