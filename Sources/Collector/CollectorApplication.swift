@@ -15,7 +15,13 @@ public func buildCollectorApplication(
     let router = makeServiceRouter(runtime: runtime, readiness: [database.readiness])
     let limit = settings.maxBatchBytes
     router.post("/v1/batches") { request, context in
-        let batch = try await decodeJSONBody(CollectBatch.self, from: request, limit: limit)
+        let body = try await collectBody(request, limit: limit)
+        let batch: CollectBatch
+        do {
+            batch = try CollectBatch(jsonBytes: Array(body.readableBytesView))
+        } catch let problem as ContractDecodingError {
+            throw ServiceError.badRequest("invalid_body", "the batch does not match the contract: \(problem.message)")
+        }
         let result = try await store.write(batch)
         context.logger.debug("batch.committed", metadata: [
             "batch.stored": "\(result.stored)", "batch.duplicates": "\(result.duplicates)", "batch.rejected": "\(result.rejected)",

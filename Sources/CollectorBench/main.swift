@@ -2,7 +2,7 @@
 // commit, dedup, all indexes) into PostgreSQL, next to a raw binary COPY of the same rows into the
 // same table in the same run.
 //
-//   scripts/bench-collector [--rounds N] [--batches N] [--concurrency N]
+//   scripts/bench-collector [--rounds N] [--batches N] [--concurrency N] [--connections N] [--only collector|copy]
 //
 // (the script starts a throwaway PostgreSQL and sets DATABASE_URL; the bench creates a fresh
 // database in it for each path and round).
@@ -28,7 +28,7 @@ let rounds = option("--rounds", default: 3)
 let batchCount = option("--batches", default: 2_000)
 let concurrency = option("--concurrency", default: 32)
 let recordsPerBatch = 50
-let connections = 4
+let connections = option("--connections", default: 4)
 
 guard let adminURL = ProcessInfo.processInfo.environment["DATABASE_URL"] else {
     print("collector-bench: set DATABASE_URL to a PostgreSQL server (scripts/bench-collector starts one)")
@@ -190,11 +190,21 @@ func check(_ url: String) async throws {
 
 var collectorRates: [Double] = []
 var copyRates: [Double] = []
+// `--only collector` or `--only copy` runs one path (for profiling it).
+let only = arguments.firstIndex(of: "--only").flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil }
 for _ in 0..<rounds {
-    let copy = try await rawCopy()
-    copyRates.append(Double(totalEvents) / copy.seconds)
-    let http = try await throughCollector()
-    collectorRates.append(Double(totalEvents) / http.seconds)
+    if only != "collector" {
+        let copy = try await rawCopy()
+        copyRates.append(Double(totalEvents) / copy.seconds)
+    }
+    if only != "copy" {
+        let http = try await throughCollector()
+        collectorRates.append(Double(totalEvents) / http.seconds)
+    }
+}
+guard !copyRates.isEmpty, !collectorRates.isEmpty else {
+    print("events/s: \((copyRates + collectorRates).map { Int($0) })")
+    exit(0)
 }
 func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
 let copyRate = median(copyRates), collectorRate = median(collectorRates)

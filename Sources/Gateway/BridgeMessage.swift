@@ -1,3 +1,4 @@
+import DatongContracts
 /// One raw message an app received from an H5 page through its JS bridge (PROTOCOL.md section 3),
 /// read into the record it carries. Pure.
 enum BridgeMessage: Sendable {

@@ -1,3 +1,4 @@
+import DatongContracts
 /// The top-level fields of a record the normalizer reads, found in one pass over its members.
 /// A repeated key keeps its last value, as JavaScript reads it.
 struct RecordFields {

@@ -24,7 +24,8 @@ struct ServiceClient: Sendable {
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
         request.headers.add(name: DatongHeader.requestID, value: requestID)
-        let encoded = try JSONEncoder().encode(body)
+        // Batches have a hand-written JSON form (the same document, far cheaper to write).
+        let encoded = try (body as? any JSONBytesCodable)?.jsonBytes ?? Array(JSONEncoder().encode(body))
         request.body = .bytes(ByteBuffer(bytes: encoded))
         let (response, payload) = try await exchange(request, maxBytes: Self.maxResponseBytes, logger: logger)
         switch response.status.code {

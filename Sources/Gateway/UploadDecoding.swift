@@ -1,3 +1,4 @@
+import DatongContracts
 import CompressNIO
 import DatongRuntime
 import Foundation

@@ -1,3 +1,4 @@
+import DatongContracts
 import Foundation
 @testable import Gateway
 import Testing

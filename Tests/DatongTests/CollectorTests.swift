@@ -2,6 +2,7 @@
 import DatongContracts
 import DatongPostgres
 import Foundation
+import Synchronization
 import Testing
 
 /// The collector's store against a real PostgreSQL: profile and item semantics, and counts that add up.
@@ -210,6 +211,7 @@ struct CollectorTests {
             _ = try await write(store, [sameMonth])
             let id = RecordIdentity.uuidText(RecordIdentity.key(of: event))
             // Another writer inserts the same event and commits only after the collector has looked.
+            let inserted = Mutex(false)
             let other = Task.detached {
                 try await TestDatabase.withPool(url) { pool in
                     try await pool.withConnection { connection in
@@ -218,12 +220,13 @@ struct CollectorTests {
                             INSERT INTO collector.events (project, time, event_id, type, event, received_at, distinct_id, properties)
                             VALUES ('default', timestamptz 'epoch' + $1::bigint * interval '1 millisecond', $2::uuid, 'track', 'E', now(), 'd', '{}')
                             """, [String(Self.base), id])
+                        inserted.withLock { $0 = true }
                         Thread.sleep(forTimeInterval: 0.6)
                         try connection.execute("COMMIT")
                     }
                 }
             }
-            try await Task.sleep(for: .milliseconds(200))
+            for _ in 0..<500 where !inserted.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
             let result = try await write(store, [event])
             try await other.value
             #expect(result.duplicates == 1)

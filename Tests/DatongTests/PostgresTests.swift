@@ -19,6 +19,16 @@ struct PostgresTests {
         #expect(rows == [[hostile], [nil]])
     }
 
+    @Test("a list sent as one text[] parameter arrives unchanged, whatever its characters")
+    func textArrays() async throws {
+        let url = try await TestDatabase.create()
+        let values = ["plain", "quote\"d", "back\\slash", "{braces,comma}", "", "NULL", "中国移动 😀", " spaced "]
+        let rows = try await TestDatabase.withPool(url) { pool in
+            try await pool.withConnection { try $0.query("SELECT v FROM unnest($1::text[]) WITH ORDINALITY AS u(v, n) ORDER BY n", [postgresTextArray(values)]).rows }
+        }
+        #expect(rows.map { $0[0] } == values)
+    }
+
     @Test("a transaction that throws is rolled back")
     func rollback() async throws {
         let url = try await TestDatabase.create()

@@ -1,61 +1,67 @@
-/// A parsed JSON document kept as a flat list of entries over its bytes (a "tape"), for the
-/// gateway's hot path.
+/// A parsed JSON document kept as a flat list of entries over its bytes (a "tape"), for the hot
+/// paths: SDK uploads in the gateway, batches between the services.
 ///
 /// Parsing checks everything once: syntax, UTF-8, nesting depth. It allocates no string, number,
 /// array or dictionary per value: an entry records a value's kind and where it is in the bytes, and a
 /// reader decodes only what it asks for. The properties of a record, most of its bytes, are checked
-/// and copied to their stored text straight from here (`RecordNormalizer`), never built into a tree.
-final class JSONDocument: Sendable {
-    enum Kind: UInt8, Sendable {
+/// and copied to their stored text straight from here (the gateway's `RecordNormalizer`), never
+/// built into a tree.
+package final class JSONDocument: Sendable {
+    package enum Kind: UInt8, Sendable {
         case null, bool, number, string, array, object
     }
 
-    struct Entry: Sendable {
-        var kind: Kind
+    package struct Entry: Sendable {
+        package var kind: Kind
         /// bool: its value; string: it holds a backslash escape; number: it has no fraction or exponent.
-        var flag: Bool
+        package var flag: Bool
         /// string: the first byte after the opening quote; others: the value's first byte.
-        var start: Int32
+        package var start: Int32
         /// string: the closing quote; others: one past the value's last byte.
-        var end: Int32
+        package var end: Int32
         /// The index of the entry after this value and everything inside it.
-        var next: Int32
+        package var next: Int32
         /// array: elements; object: members (each is a key entry, then the value's entries).
-        var count: Int32
+        package var count: Int32
     }
 
-    let bytes: [UInt8]
-    let entries: [Entry]
+    package let bytes: [UInt8]
+    package let entries: [Entry]
 
-    init(bytes: [UInt8], entries: [Entry]) {
+    package init(bytes: [UInt8], entries: [Entry]) {
         self.bytes = bytes
         self.entries = entries
     }
 
     /// The document's top-level value.
-    var root: JSONRef { JSONRef(document: self, index: 0) }
+    package var root: JSONRef { JSONRef(document: self, index: 0) }
 }
 
 /// One value inside a `JSONDocument`.
-struct JSONRef: Sendable {
-    let document: JSONDocument
-    let index: Int
+package struct JSONRef: Sendable {
+    package let document: JSONDocument
+    package let index: Int
 
-    var entry: JSONDocument.Entry { document.entries[index] }
-    var kind: JSONDocument.Kind { entry.kind }
+    package init(document: JSONDocument, index: Int) {
+        self.document = document
+        self.index = index
+    }
 
-    var isNumber: Bool { kind == .number }
-    var isObject: Bool { kind == .object }
-    var isTrue: Bool { kind == .bool && entry.flag }
+    package var entry: JSONDocument.Entry { document.entries[index] }
+    package var kind: JSONDocument.Kind { entry.kind }
+
+    package var isNumber: Bool { kind == .number }
+    package var isObject: Bool { kind == .object }
+    package var isTrue: Bool { kind == .bool && entry.flag }
 
     /// A string value decoded (escapes resolved), or nil for other kinds.
-    var stringValue: String? {
+    package var stringValue: String? {
         guard kind == .string else { return nil }
         return String(decoding: textBytes, as: UTF8.self)
     }
 
     /// The UTF-8 bytes of a string value, escapes resolved.
-    var textBytes: ArraySlice<UInt8> {
+    package var textBytes: ArraySlice<UInt8> {
         let entry = entry
         guard entry.flag else { return document.bytes[Int(entry.start)..<Int(entry.end)] }
         return ArraySlice(document.bytes.withUnsafeBufferPointer {
@@ -64,7 +70,7 @@ struct JSONRef: Sendable {
     }
 
     /// A number that is an integer fitting 64 bits, read without allocating.
-    var int64Value: Int64? {
+    package var int64Value: Int64? {
         let entry = entry
         guard entry.kind == .number, entry.flag else { return nil }
         var index = Int(entry.start)
@@ -82,13 +88,13 @@ struct JSONRef: Sendable {
         return value
     }
 
-    var doubleValue: Double? {
+    package var doubleValue: Double? {
         guard kind == .number else { return nil }
         return Double(String(decoding: rawBytes, as: UTF8.self))
     }
 
     /// The value exactly as it was sent (a string with its quotes).
-    var rawBytes: ArraySlice<UInt8> {
+    package var rawBytes: ArraySlice<UInt8> {
         let entry = entry
         switch entry.kind {
         case .string: return document.bytes[Int(entry.start - 1)...Int(entry.end)]
@@ -96,16 +102,16 @@ struct JSONRef: Sendable {
         }
     }
 
-    var rawText: String { String(decoding: rawBytes, as: UTF8.self) }
+    package var rawText: String { String(decoding: rawBytes, as: UTF8.self) }
 
     /// The members of an object in the order sent, each as (key, value); empty for other kinds.
-    var members: Members { Members(document: document, parent: index) }
+    package var members: Members { Members(document: document, parent: index) }
 
     /// The elements of an array in order; empty for other kinds.
-    var elements: Elements { Elements(document: document, parent: index) }
+    package var elements: Elements { Elements(document: document, parent: index) }
 
     /// An object's member named `key`; of repeated keys the last, as JavaScript reads them.
-    subscript(key: String) -> JSONRef? {
+    package subscript(key: String) -> JSONRef? {
         var found: JSONRef?
         var key = key
         key.withUTF8 { name in
@@ -115,12 +121,12 @@ struct JSONRef: Sendable {
     }
 
     /// Whether a string value's text is exactly `name`.
-    func textEquals(_ name: StaticString) -> Bool {
+    package func textEquals(_ name: StaticString) -> Bool {
         textEquals(UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
     }
 
     /// Whether a string value's text is exactly `name`.
-    func textEquals(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
+    package func textEquals(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
         let entry = entry
         guard entry.kind == .string else { return false }
         if entry.flag { return textBytes.elementsEqual(name) }
@@ -132,7 +138,7 @@ struct JSONRef: Sendable {
 
     /// The value built as a `JSONValue` tree, for the few small objects read whole (the relay's
     /// `app` context) and for tests; numbers keep the parser's reading (exact integers).
-    var value: JSONValue {
+    package var value: JSONValue {
         switch kind {
         case .null: return .null
         case .bool: return .bool(entry.flag)
@@ -148,16 +154,16 @@ struct JSONRef: Sendable {
         }
     }
 
-    struct Members: Sequence {
+    package struct Members: Sequence {
         let document: JSONDocument
         let parent: Int
 
-        struct Iterator: IteratorProtocol {
+        package struct Iterator: IteratorProtocol {
             let document: JSONDocument
             var position: Int
             var remaining: Int
 
-            mutating func next() -> (key: JSONRef, value: JSONRef)? {
+            package mutating func next() -> (key: JSONRef, value: JSONRef)? {
                 guard remaining > 0 else { return nil }
                 remaining -= 1
                 let key = JSONRef(document: document, index: position)
@@ -167,22 +173,22 @@ struct JSONRef: Sendable {
             }
         }
 
-        func makeIterator() -> Iterator {
+        package func makeIterator() -> Iterator {
             let entry = document.entries[parent]
             return Iterator(document: document, position: parent + 1, remaining: entry.kind == .object ? Int(entry.count) : 0)
         }
     }
 
-    struct Elements: Sequence {
+    package struct Elements: Sequence {
         let document: JSONDocument
         let parent: Int
 
-        struct Iterator: IteratorProtocol {
+        package struct Iterator: IteratorProtocol {
             let document: JSONDocument
             var position: Int
             var remaining: Int
 
-            mutating func next() -> JSONRef? {
+            package mutating func next() -> JSONRef? {
                 guard remaining > 0 else { return nil }
                 remaining -= 1
                 let element = JSONRef(document: document, index: position)
@@ -191,7 +197,7 @@ struct JSONRef: Sendable {
             }
         }
 
-        func makeIterator() -> Iterator {
+        package func makeIterator() -> Iterator {
             let entry = document.entries[parent]
             return Iterator(document: document, position: parent + 1, remaining: entry.kind == .array ? Int(entry.count) : 0)
         }
@@ -203,19 +209,19 @@ struct JSONRef: Sendable {
 /// Foundation's `JSONDecoder` into an enum costs about 20 µs per SDK record (ARCHITECTURE.md's
 /// performance model); this reads each byte once, keeps integers exact, validates UTF-8 and bounds
 /// nesting depth while it parses, so hostile input is refused before it costs memory.
-struct JSONParser {
+package struct JSONParser {
     /// Why bytes are not an acceptable JSON document; `offset` is where the parser stopped.
-    struct Failure: Error, Equatable {
-        enum Kind: Equatable {
+    package struct Failure: Error, Equatable {
+        package enum Kind: Equatable {
             case syntax
             case invalidUTF8
             case tooDeep
         }
 
-        let kind: Kind
-        let offset: Int
+        package let kind: Kind
+        package let offset: Int
 
-        var message: String {
+        package var message: String {
             switch kind {
             case .syntax: return "not valid JSON (at byte \(offset))"
             case .invalidUTF8: return "not valid UTF-8 (at byte \(offset))"
@@ -225,7 +231,7 @@ struct JSONParser {
     }
 
     /// Parses one complete JSON document; nothing but whitespace may follow it.
-    static func parse(_ bytes: [UInt8], maxDepth: Int) throws(Failure) -> JSONDocument {
+    package static func parse(_ bytes: [UInt8], maxDepth: Int) throws(Failure) -> JSONDocument {
         // Offsets are kept in 32 bits; the gateway's size limits are far below this.
         guard bytes.count < Int(Int32.max) else { throw Failure(kind: .syntax, offset: 0) }
         let entries = try bytes.withUnsafeBufferPointer { (buffer) throws(Failure) in
@@ -240,7 +246,7 @@ struct JSONParser {
     }
 
     /// Parses a document and builds it as a `JSONValue` tree.
-    static func parseValue(_ bytes: [UInt8], maxDepth: Int) throws(Failure) -> JSONValue {
+    package static func parseValue(_ bytes: [UInt8], maxDepth: Int) throws(Failure) -> JSONValue {
         try parse(bytes, maxDepth: maxDepth).root.value
     }
 
@@ -414,7 +420,7 @@ struct JSONParser {
 
     private func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
 
-    static func hexValue(_ byte: UInt8) -> UInt32? {
+    package static func hexValue(_ byte: UInt8) -> UInt32? {
         switch byte {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): return UInt32(byte - UInt8(ascii: "0"))
         case UInt8(ascii: "a")...UInt8(ascii: "f"): return UInt32(byte - UInt8(ascii: "a") + 10)
@@ -424,7 +430,7 @@ struct JSONParser {
     }
 
     /// Well-formed UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF).
-    static func isValidUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    package static func isValidUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         var index = 0
         let count = bytes.count
         while index < count {
@@ -467,7 +473,7 @@ struct JSONParser {
 
     /// The UTF-8 text of a string the parser checked, escapes resolved. A lone surrogate becomes
     /// U+FFFD: browsers produce them and PostgreSQL cannot store them.
-    static func unescape(_ raw: UnsafeBufferPointer<UInt8>) -> [UInt8] {
+    package static func unescape(_ raw: UnsafeBufferPointer<UInt8>) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(raw.count)
         var index = raw.startIndex

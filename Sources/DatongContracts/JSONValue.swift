@@ -1,7 +1,7 @@
 /// A JSON value built as a tree, for the few small objects the gateway reads whole (a relay's `app`
 /// context and its presets); records are read straight from their `JSONDocument`. Integers stay
 /// exact (`int`) rather than passing through Double.
-enum JSONValue: Sendable, Equatable {
+package enum JSONValue: Sendable, Equatable {
     case null
     case bool(Bool)
     case int(Int64)
@@ -10,13 +10,13 @@ enum JSONValue: Sendable, Equatable {
     case array([JSONValue])
     case object([String: JSONValue])
 
-    var stringValue: String? {
+    package var stringValue: String? {
         if case .string(let value) = self { return value }
         return nil
     }
 
     /// JSON text with object keys sorted, so equal values give equal text.
-    func write(to out: inout [UInt8]) {
+    package func write(to out: inout [UInt8]) {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let value): out.append(contentsOf: (value ? "true" : "false").utf8)
@@ -45,7 +45,7 @@ enum JSONValue: Sendable, Equatable {
     private static let hexDigits = Array("0123456789abcdef".utf8)
 
     /// A JSON string: UTF-8 copied as it is, only quotes, backslashes and control characters escaped.
-    static func writeString(utf8: some Collection<UInt8>, to out: inout [UInt8]) {
+    package static func writeString(utf8: some Collection<UInt8>, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         // Most strings need no escape: copy them whole.
         if !utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {

@@ -1,0 +1,202 @@
+/// A contract type with a hand-written JSON form for the hot paths between services: the same
+/// document `JSONEncoder` writes and `JSONDecoder` reads (camelCase keys, absent optionals left
+/// out), at a fraction of the cost per field. The Codable conformance stays the reference.
+package protocol JSONBytesCodable {
+    /// The value as JSON text.
+    var jsonBytes: [UInt8] { get }
+    /// Reads the value from JSON text; a problem names the field.
+    init(jsonBytes: [UInt8]) throws(ContractDecodingError)
+}
+
+/// Why a request body is not the contract's document: which field, and what is wrong with it.
+package struct ContractDecodingError: Error, Sendable, Equatable {
+    package let message: String
+
+    package init(_ message: String) { self.message = message }
+}
+
+extension CollectBatch: JSONBytesCodable {
+    package var jsonBytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(64 + records.reduce(0) { $0 + $1.properties.utf8.count + 400 })
+        var batch = JSONObjectWriter(&out)
+        batch.int("receivedAt", receivedAt, &out)
+        batch.array("records", records, &out) { $0.write(to: &$1) }
+        batch.array("rejected", rejected, &out) { $0.write(to: &$1) }
+        batch.finish(&out)
+        return out
+    }
+
+    package init(jsonBytes: [UInt8]) throws(ContractDecodingError) {
+        let root: JSONRef
+        do {
+            root = try JSONParser.parse(jsonBytes, maxDepth: 8).root
+        } catch {
+            throw ContractDecodingError("the batch is \(error.message)")
+        }
+        guard root.isObject else { throw ContractDecodingError("the batch is not a JSON object") }
+        var receivedAt: Int64?
+        var records: [CollectRecord] = []
+        var rejected: [RejectedRecord] = []
+        for (key, value) in root.members {
+            if key.textEquals("receivedAt") {
+                receivedAt = try Field.int(value, "receivedAt")
+            } else if key.textEquals("records") {
+                guard value.kind == .array else { throw ContractDecodingError("records is not an array") }
+                records.reserveCapacity(Int(value.entry.count))
+                for (index, element) in value.elements.enumerated() { records.append(try CollectRecord(element, path: "records[\(index)]")) }
+            } else if key.textEquals("rejected") {
+                guard value.kind == .array else { throw ContractDecodingError("rejected is not an array") }
+                for (index, element) in value.elements.enumerated() { rejected.append(try RejectedRecord(element, path: "rejected[\(index)]")) }
+            }
+        }
+        guard let receivedAt else { throw ContractDecodingError("receivedAt is missing") }
+        self.init(receivedAt: receivedAt, records: records, rejected: rejected)
+    }
+}
+
+extension CollectRecord {
+    fileprivate func write(to out: inout [UInt8]) {
+        var record = JSONObjectWriter(&out)
+        record.string("project", project, &out)
+        record.string("type", type, &out)
+        record.string("event", event, &out)
+        record.int("time", time, &out)
+        record.string("distinctId", distinctId, &out)
+        record.int("userId", userId, &out)
+        record.string("anonymousId", anonymousId, &out)
+        record.string("loginId", loginId, &out)
+        record.string("lib", lib, &out)
+        record.string("libVersion", libVersion, &out)
+        record.string("appVersion", appVersion, &out)
+        record.bool("hybridH5", hybridH5, &out)
+        record.string("properties", properties, &out)
+        record.string("itemType", itemType, &out)
+        record.string("itemId", itemId, &out)
+        record.finish(&out)
+    }
+
+    fileprivate init(_ value: JSONRef, path: String) throws(ContractDecodingError) {
+        guard value.isObject else { throw ContractDecodingError("\(path) is not an object") }
+        var project: String?, type: String?, event: String?, time: Int64?, distinctId: String?, userId: Int64?
+        var anonymousId: String?, loginId: String?, lib: String?, libVersion: String?, appVersion: String?
+        var hybridH5: Bool?, properties: String?, itemType: String?, itemId: String?
+        for (key, field) in value.members {
+            if key.textEquals("project") { project = try Field.string(field, path, "project") }
+            else if key.textEquals("type") { type = try Field.string(field, path, "type") }
+            else if key.textEquals("event") { event = try Field.string(field, path, "event") }
+            else if key.textEquals("time") { time = try Field.int(field, "\(path).time") }
+            else if key.textEquals("distinctId") { distinctId = try Field.string(field, path, "distinctId") }
+            else if key.textEquals("userId") { userId = field.kind == .null ? nil : try Field.int(field, "\(path).userId") }
+            else if key.textEquals("anonymousId") { anonymousId = try Field.string(field, path, "anonymousId") }
+            else if key.textEquals("loginId") { loginId = try Field.string(field, path, "loginId") }
+            else if key.textEquals("lib") { lib = try Field.string(field, path, "lib") }
+            else if key.textEquals("libVersion") { libVersion = try Field.string(field, path, "libVersion") }
+            else if key.textEquals("appVersion") { appVersion = try Field.string(field, path, "appVersion") }
+            else if key.textEquals("hybridH5") {
+                guard field.kind == .bool else { throw ContractDecodingError("\(path).hybridH5 is not a boolean") }
+                hybridH5 = field.isTrue
+            }
+            else if key.textEquals("properties") { properties = try Field.string(field, path, "properties") }
+            else if key.textEquals("itemType") { itemType = try Field.string(field, path, "itemType") }
+            else if key.textEquals("itemId") { itemId = try Field.string(field, path, "itemId") }
+        }
+        guard let project else { throw ContractDecodingError("\(path).project is missing") }
+        guard let type else { throw ContractDecodingError("\(path).type is missing") }
+        guard let time else { throw ContractDecodingError("\(path).time is missing") }
+        guard let hybridH5 else { throw ContractDecodingError("\(path).hybridH5 is missing") }
+        guard let properties else { throw ContractDecodingError("\(path).properties is missing") }
+        self.init(
+            project: project, type: type, event: event, time: time, distinctId: distinctId, userId: userId,
+            anonymousId: anonymousId, loginId: loginId, lib: lib, libVersion: libVersion, appVersion: appVersion,
+            hybridH5: hybridH5, properties: properties, itemType: itemType, itemId: itemId
+        )
+    }
+}
+
+extension RejectedRecord {
+    fileprivate func write(to out: inout [UInt8]) {
+        var record = JSONObjectWriter(&out)
+        record.string("project", project, &out)
+        record.string("reason", reason, &out)
+        record.string("raw", raw, &out)
+        record.finish(&out)
+    }
+
+    fileprivate init(_ value: JSONRef, path: String) throws(ContractDecodingError) {
+        guard value.isObject else { throw ContractDecodingError("\(path) is not an object") }
+        var project: String?, reason: String?, raw: String?
+        for (key, field) in value.members {
+            if key.textEquals("project") { project = try Field.string(field, path, "project") }
+            else if key.textEquals("reason") { reason = try Field.string(field, path, "reason") }
+            else if key.textEquals("raw") { raw = try Field.string(field, path, "raw") }
+        }
+        guard let project, let reason, let raw else { throw ContractDecodingError("\(path) needs project, reason and raw") }
+        self.init(project: project, reason: reason, raw: raw)
+    }
+}
+
+/// Reading one field; `null` is an absent optional.
+private enum Field {
+    static func string(_ value: JSONRef, _ path: String, _ name: String) throws(ContractDecodingError) -> String? {
+        switch value.kind {
+        case .null: return nil
+        case .string: return value.stringValue
+        default: throw ContractDecodingError("\(path).\(name) is not a string")
+        }
+    }
+
+    static func int(_ value: JSONRef, _ path: String) throws(ContractDecodingError) -> Int64 {
+        guard let int = value.int64Value else { throw ContractDecodingError("\(path) is not an integer") }
+        return int
+    }
+}
+
+/// Writes one JSON object member by member into a caller's buffer; absent optionals are left
+/// out, as `JSONEncoder` does.
+private struct JSONObjectWriter {
+    private var empty = true
+
+    init(_ out: inout [UInt8]) {
+        out.append(UInt8(ascii: "{"))
+    }
+
+    private mutating func key(_ name: StaticString, _ out: inout [UInt8]) {
+        if !empty { out.append(UInt8(ascii: ",")) }
+        empty = false
+        out.append(UInt8(ascii: "\""))
+        out.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+        out.append(contentsOf: "\":".utf8)
+    }
+
+    mutating func string(_ name: StaticString, _ value: String?, _ out: inout [UInt8]) {
+        guard let value else { return }
+        key(name, &out)
+        JSONValue.writeString(utf8: value.utf8, to: &out)
+    }
+
+    mutating func int(_ name: StaticString, _ value: Int64?, _ out: inout [UInt8]) {
+        guard let value else { return }
+        key(name, &out)
+        out.append(contentsOf: String(value).utf8)
+    }
+
+    mutating func bool(_ name: StaticString, _ value: Bool, _ out: inout [UInt8]) {
+        key(name, &out)
+        out.append(contentsOf: (value ? "true" : "false").utf8)
+    }
+
+    mutating func array<Element>(_ name: StaticString, _ values: [Element], _ out: inout [UInt8], _ write: (Element, inout [UInt8]) -> Void) {
+        key(name, &out)
+        out.append(UInt8(ascii: "["))
+        for (index, value) in values.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            write(value, &out)
+        }
+        out.append(UInt8(ascii: "]"))
+    }
+
+    func finish(_ out: inout [UInt8]) {
+        out.append(UInt8(ascii: "}"))
+    }
+}

@@ -1,0 +1,44 @@
+import DatongContracts
+import Foundation
+import Testing
+
+/// The hand-written JSON of batches between the services is the same document Codable reads and writes.
+@Suite("Batch JSON between the services")
+struct ContractJSONTests {
+    static let batch = CollectBatch(receivedAt: 1_795_273_200_000, records: [
+        CollectRecord(
+            project: "default", type: "track", event: "$AppClick", time: 1_795_273_119_736, distinctId: "a\"b\\c", userId: 42,
+            anonymousId: "anon", loginId: nil, lib: "iOS", libVersion: "4.5.0", appVersion: "2.3.0", hybridH5: true,
+            properties: #"{"$carrier":"中国移动","price":129.5,"s":"tab\there \"quoted\" 😀"}"#
+        ),
+        CollectRecord(project: "shop", type: "item_set", event: nil, time: 1, distinctId: nil, userId: nil,
+                      properties: "{}", itemType: "book", itemId: "42"),
+    ], rejected: [RejectedRecord(project: "default", reason: "bad\nreason", raw: "{\u{1}}")])
+
+    @Test("what the gateway writes, Codable reads; what Codable writes, the collector reads")
+    func agreesWithCodable() throws {
+        let ours = Self.batch.jsonBytes
+        #expect(try JSONDecoder().decode(CollectBatch.self, from: Data(ours)) == Self.batch)
+        let theirs = try JSONEncoder().encode(Self.batch)
+        #expect(try CollectBatch(jsonBytes: Array(theirs)) == Self.batch)
+        #expect(try CollectBatch(jsonBytes: ours) == Self.batch)
+    }
+
+    @Test("a body that is not a batch is refused naming the field", arguments: [
+        ("[]", "not a JSON object"),
+        (#"{"records":[]}"#, "receivedAt is missing"),
+        (#"{"receivedAt":1,"records":[{"project":"p","type":"track","time":1,"hybridH5":false}]}"#, "records[0].properties is missing"),
+        (#"{"receivedAt":1,"records":[{"project":1,"type":"track","time":1,"hybridH5":false,"properties":"{}"}]}"#, "records[0].project is not a string"),
+        (#"{"receivedAt":1.5,"records":[]}"#, "receivedAt is not an integer"),
+        (#"{"receivedAt":1,"records":[],"rejected":[{"project":"p"}]}"#, "rejected[0] needs project, reason and raw"),
+        ("{", "not valid JSON"),
+    ])
+    func refused(body: String, expected: String) {
+        do {
+            _ = try CollectBatch(jsonBytes: Array(body.utf8))
+            Issue.record("\(body) was read")
+        } catch {
+            #expect(error.message.contains(expected), "\(error.message)")
+        }
+    }
+}
