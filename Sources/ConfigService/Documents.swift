@@ -60,7 +60,9 @@ enum DocumentValidator {
             } else {
                 problems.append(DocumentProblem(path: "", message: "a \(kind.rawValue) is a JSON array of strings"))
             }
-        case .trackingTable, .remoteConfig, .visualConfig:
+        case .trackingTable:
+            problems += TrackingTable.problems(value)
+        case .remoteConfig, .visualConfig:
             if !(value is [String: Any]) {
                 problems.append(DocumentProblem(path: "", message: "a \(kind.rawValue) is a JSON object"))
             }
