@@ -60,7 +60,7 @@ public func buildConfigApplication(
         let scope = try DocumentScope(platform: request.uri.queryParameters["platform"].map(String.init),
                                       appID: request.uri.queryParameters["app_id"].map(String.init))
         guard let document = try await store.latest(project: project, kind: kind, scope: scope) else {
-            throw ServiceError(.notFound, "no_document", "no \(kind.rawValue) is published for project '\(project)' and this platform/app")
+            throw noDocument(project, kind)
         }
         var headers: HTTPFields = [.eTag: document.etag, .cacheControl: "no-cache"]
         headers[.documentVersion] = String(document.version)
@@ -69,6 +69,59 @@ public func buildConfigApplication(
             return Response(status: .notModified, headers: headers)
         }
         return jsonResponse(.ok, document.body, headers: headers)
+    }
+
+    router.get("/v1/projects/:project/:kind/versions") { request, context in
+        try auth.authorize(request)
+        let (project, kind, scope) = try documentAddress(request, context)
+        let versions = try await store.versions(project: project, kind: kind, scope: scope)
+        guard !versions.isEmpty else { throw noDocument(project, kind) }
+        return try jsonResponse(.ok, encoding: versions)
+    }
+
+    router.get("/v1/projects/:project/:kind/versions/:version") { request, context in
+        try auth.authorize(request)
+        let (project, kind, scope) = try documentAddress(request, context)
+        let number = try versionNumber(context.parameters.get("version"), name: "version")
+        guard let document = try await store.version(number, project: project, kind: kind, scope: scope) else {
+            throw noVersion(number, project, kind)
+        }
+        var headers: HTTPFields = [.eTag: document.etag]
+        headers[.documentVersion] = String(document.version)
+        return jsonResponse(.ok, document.body, headers: headers)
+    }
+
+    router.get("/v1/projects/:project/:kind/diff") { request, context in
+        try auth.authorize(request)
+        let (project, kind, scope) = try documentAddress(request, context)
+        let from = try versionNumber(request.uri.queryParameters["from"].map(String.init), name: "from")
+        let to = try versionNumber(request.uri.queryParameters["to"].map(String.init), name: "to")
+        guard let old = try await store.version(from, project: project, kind: kind, scope: scope) else { throw noVersion(from, project, kind) }
+        guard let new = try await store.version(to, project: project, kind: kind, scope: scope) else { throw noVersion(to, project, kind) }
+        let options: JSONSerialization.ReadingOptions = [.fragmentsAllowed]
+        let changes = DocumentDiff.changes(
+            from: try JSONSerialization.jsonObject(with: Data(old.body.utf8), options: options),
+            to: try JSONSerialization.jsonObject(with: Data(new.body.utf8), options: options)
+        )
+        let body = try JSONSerialization.data(withJSONObject: ["from": from, "to": to, "changes": changes], options: [.sortedKeys])
+        return jsonResponse(.ok, String(decoding: body, as: UTF8.self))
+    }
+
+    router.post("/v1/projects/:project/:kind/rollback") { request, context in
+        try auth.authorize(request)
+        let (project, kind, scope) = try documentAddress(request, context)
+        let target = try versionNumber(request.uri.queryParameters["to"].map(String.init), name: "to")
+        let note = request.uri.queryParameters["note"].map(String.init)
+        guard let version = try await store.rollback(to: target, project: project, kind: kind, scope: scope, note: note),
+              let published = try await store.version(version, project: project, kind: kind, scope: scope)
+        else {
+            throw noVersion(target, project, kind)
+        }
+        context.logger.info("audit.document.rolled_back", metadata: [
+            "project": "\(project)", "kind": "\(kind.rawValue)", "version": "\(version)", "to": "\(target)",
+            "platform": "\(scope.platform)", "app_id": "\(scope.appID)",
+        ])
+        return try jsonResponse(.created, encoding: PublishResult(project: project, kind: kind, version: version, etag: published.etag))
     }
 
     var app = makeServiceApplication(name: "config-service", router: router, server: settings.server, runtime: runtime)
@@ -88,6 +141,28 @@ private func projectParameter(_ context: DatongRequestContext) throws -> String 
         throw ServiceError.invalidProject
     }
     return project
+}
+
+/// The project, kind and scope (`platform`, `app_id`) a document request names.
+private func documentAddress(_ request: Request, _ context: DatongRequestContext) throws -> (String, DocumentKind, DocumentScope) {
+    let scope = try DocumentScope(platform: request.uri.queryParameters["platform"].map(String.init),
+                                  appID: request.uri.queryParameters["app_id"].map(String.init))
+    return (try projectParameter(context), try kindParameter(context), scope)
+}
+
+private func versionNumber(_ raw: String?, name: String) throws -> Int {
+    guard let raw, let number = Int(raw), number > 0 else {
+        throw ServiceError.badRequest("invalid_version", "\(name) must be a version number (1, 2, …)")
+    }
+    return number
+}
+
+private func noDocument(_ project: String, _ kind: DocumentKind) -> ServiceError {
+    ServiceError(.notFound, "no_document", "no \(kind.rawValue) is published for project '\(project)' and this platform/app")
+}
+
+private func noVersion(_ number: Int, _ project: String, _ kind: DocumentKind) -> ServiceError {
+    ServiceError(.notFound, "no_version", "project '\(project)' has no version \(number) of its \(kind.rawValue) for this platform/app")
 }
 
 private func kindParameter(_ context: DatongRequestContext) throws -> DocumentKind {

@@ -73,4 +73,59 @@ struct ConfigStore: Sendable {
             }
         }
     }
+
+    /// Every version of the document for exactly this scope, newest first.
+    func versions(project: String, kind: DocumentKind, scope: DocumentScope) async throws -> [DocumentVersion] {
+        try await pool.withConnection { connection in
+            try connection.query(
+                """
+                SELECT version, etag, note, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+                FROM config.documents WHERE project = $1 AND kind = $2 AND platform = $3 AND app_id = $4
+                ORDER BY version DESC
+                """,
+                [project, kind.rawValue, scope.platform, scope.appID]
+            ).rows.compactMap { row in
+                guard let version = row[0].flatMap(Int.init), let etag = row[1] else { return nil }
+                return DocumentVersion(version: version, etag: etag, note: row[2], publishedAt: row[3] ?? "")
+            }
+        }
+    }
+
+    /// Version `number` of the document, or nil.
+    func version(_ number: Int, project: String, kind: DocumentKind, scope: DocumentScope) async throws -> StoredDocument? {
+        try await pool.withConnection { connection in
+            try connection.query(
+                """
+                SELECT version, etag, body::text FROM config.documents
+                WHERE project = $1 AND kind = $2 AND platform = $3 AND app_id = $4 AND version = $5
+                """,
+                [project, kind.rawValue, scope.platform, scope.appID, String(number)]
+            ).rows.first.flatMap { row in
+                guard let version = row[0].flatMap(Int.init), let etag = row[1], let body = row[2] else { return nil }
+                return StoredDocument(version: version, etag: etag, body: body)
+            }
+        }
+    }
+
+    /// Publishes version `number` again as the newest version (same body, same ETag); nil when
+    /// there is no such version.
+    func rollback(to number: Int, project: String, kind: DocumentKind, scope: DocumentScope, note: String?) async throws -> Int? {
+        try await pool.transaction { connection in
+            try connection.query(
+                "SELECT pg_advisory_xact_lock(hashtext($1))",
+                ["config.documents/\(project)/\(kind.rawValue)/\(scope.platform)/\(scope.appID)"]
+            )
+            return try connection.query(
+                """
+                INSERT INTO config.documents (project, kind, platform, app_id, version, body, etag, note)
+                SELECT $1, $2, $3, $4,
+                       (SELECT max(version) + 1 FROM config.documents WHERE project = $1 AND kind = $2 AND platform = $3 AND app_id = $4),
+                       body, etag, coalesce($6, 'rollback to version ' || $5)
+                FROM config.documents WHERE project = $1 AND kind = $2 AND platform = $3 AND app_id = $4 AND version = $5::integer
+                RETURNING version
+                """,
+                [project, kind.rawValue, scope.platform, scope.appID, String(number), note]
+            ).scalar.flatMap(Int.init)
+        }
+    }
 }

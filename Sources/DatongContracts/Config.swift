@@ -53,3 +53,19 @@ public enum DatongHeader {
     /// The version number of a served config document.
     public static let documentVersion = "X-Datong-Version"
 }
+
+/// One published version of a document, as the version history lists it.
+public struct DocumentVersion: Codable, Sendable, Equatable {
+    public var version: Int
+    public var etag: String
+    public var note: String?
+    /// When it was published (UTC, ISO 8601).
+    public var publishedAt: String
+
+    public init(version: Int, etag: String, note: String?, publishedAt: String) {
+        self.version = version
+        self.etag = etag
+        self.note = note
+        self.publishedAt = publishedAt
+    }
+}

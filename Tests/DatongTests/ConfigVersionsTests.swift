@@ -1,0 +1,76 @@
+import DatongContracts
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+/// Version history, diff and rollback of config-service documents, over HTTP against a real database.
+@Suite("config-service: versions, diff and rollback")
+struct ConfigVersionsTests {
+    static let admin: HTTPFields = [.authorization: "Bearer \(RunningServices.adminToken)"]
+
+    @Test("a table's versions are listed, read, compared and rolled back; a rollback serves the old ETag again")
+    func history() async throws {
+        try await RunningServices.run { services in
+            let config = services.config
+            let path = "/v1/projects/default/tracking-table?platform=ios"
+            func publish(_ body: String, note: String) async throws -> PublishResult {
+                let answer = try await config.execute(uri: path + "&note=\(note)", method: .put, headers: Self.admin, body: ByteBuffer(string: body))
+                #expect(answer.status == .created)
+                return try JSONDecoder().decode(PublishResult.self, from: Data(buffer: answer.body))
+            }
+            let first = try await publish(#"{"PAGEPV":{"Home":{"userDefined":{"pageid":"1"},"pagePara":{}}}}"#, note: "first")
+            let second = try await publish(
+                #"{"PAGEPV":{"Home":{"userDefined":{"pageid":"2"},"pagePara":{}}},"GESTURE":{"Home/tap:":{"userDefined":{},"pagePara":{}}}}"#,
+                note: "second"
+            )
+
+            let listed = try await config.execute(uri: "/v1/projects/default/tracking-table/versions?platform=ios", method: .get, headers: Self.admin)
+            let versions = try JSONDecoder().decode([DocumentVersion].self, from: Data(buffer: listed.body))
+            #expect(versions.map(\.version) == [2, 1])
+            #expect(versions.map(\.note) == ["second", "first"])
+            #expect(versions.map(\.etag) == [second.etag, first.etag])
+
+            let old = try await config.execute(uri: "/v1/projects/default/tracking-table/versions/1?platform=ios", method: .get, headers: Self.admin)
+            #expect(old.status == .ok)
+            #expect(old.headers[.eTag] == first.etag)
+            #expect(try old.json()["PAGEPV"] != nil)
+
+            let diff = try await config.execute(uri: "/v1/projects/default/tracking-table/diff?platform=ios&from=1&to=2", method: .get, headers: Self.admin)
+            let changes = try #require(try diff.json()["changes"] as? [[String: Any]])
+            #expect(changes.map { "\($0["op"] ?? "") \($0["path"] ?? "")" } == [
+                "add /GESTURE", "replace /PAGEPV/Home/userDefined/pageid",
+            ])
+            #expect(changes.last?["from"] as? String == "1")
+            #expect(changes.last?["to"] as? String == "2")
+
+            let rolled = try await config.execute(uri: "/v1/projects/default/tracking-table/rollback?platform=ios&to=1", method: .post, headers: Self.admin)
+            #expect(rolled.status == .created)
+            let third = try JSONDecoder().decode(PublishResult.self, from: Data(buffer: rolled.body))
+            #expect(third.version == 3)
+            #expect(third.etag == first.etag)
+            // An app that still holds version 1 revalidates with 304; the newest is version 3.
+            let revalidated = try await config.execute(uri: path, method: .get, headers: [.ifNoneMatch: first.etag])
+            #expect(revalidated.status == .notModified)
+            #expect(revalidated.headers[HTTPField.Name("X-Datong-Version")!] == "3")
+        }
+    }
+
+    @Test("history requests that cannot be answered say why", arguments: [
+        ("/v1/projects/default/remote-config/versions", HTTPRequest.Method.get, true, HTTPResponse.Status.notFound),
+        ("/v1/projects/default/remote-config/versions/7", .get, true, .notFound),
+        ("/v1/projects/default/remote-config/versions/zero", .get, true, .badRequest),
+        ("/v1/projects/default/remote-config/diff?from=1", .get, true, .badRequest),
+        ("/v1/projects/default/remote-config/rollback?to=1", .post, true, .notFound),
+        ("/v1/projects/default/remote-config/versions", .get, false, .unauthorized),
+        ("/v1/projects/default/remote-config/rollback?to=1", .post, false, .unauthorized),
+    ])
+    func refusals(uri: String, method: HTTPRequest.Method, authorized: Bool, status: HTTPResponse.Status) async throws {
+        try await RunningServices.run { services in
+            let answer = try await services.config.execute(uri: uri, method: method, headers: authorized ? Self.admin : [:])
+            #expect(answer.status == status)
+            #expect(try answer.json()["error"] is String)
+        }
+    }
+}
