@@ -32,6 +32,14 @@ public func buildConfigApplication(
         let kind = try kindParameter(context)
         let scope = try DocumentScope(platform: request.uri.queryParameters["platform"].map(String.init),
                                       appID: request.uri.queryParameters["app_id"].map(String.init))
+        let minimum = try AppVersion.parameter(request.uri.queryParameters["min_app_version"].map(String.init), name: "min_app_version")
+        let maximum = try AppVersion.parameter(request.uri.queryParameters["max_app_version"].map(String.init), name: "max_app_version")
+        if let minimum, let maximum, maximum.padded.lexicographicallyPrecedes(minimum.padded) {
+            throw ServiceError.badRequest("invalid_app_version", "min_app_version is above max_app_version")
+        }
+        if minimum != nil || maximum != nil, kind == .serverURLWhitelist || kind == .h5DomainWhitelist {
+            throw ServiceError.badRequest("invalid_app_version", "whitelists apply to every app version; publish them without min_app_version or max_app_version")
+        }
         guard try await store.projectExists(project) else {
             throw ServiceError(.notFound, "unknown_project", "project '\(project)' does not exist; create it with PUT /v1/projects/\(project)")
         }
@@ -45,7 +53,10 @@ public func buildConfigApplication(
         case .success(let canonical):
             let etag = DocumentValidator.etag(ofCanonical: canonical)
             let note = request.uri.queryParameters["note"].map(String.init)
-            let version = try await store.publish(project: project, kind: kind, scope: scope, canonical: canonical, etag: etag, note: note)
+            let version = try await store.publish(
+                project: project, kind: kind, scope: scope, canonical: canonical, etag: etag, note: note,
+                minAppVersion: minimum, maxAppVersion: maximum
+            )
             context.logger.info("audit.document.published", metadata: [
                 "project": "\(project)", "kind": "\(kind.rawValue)", "version": "\(version)",
                 "platform": "\(scope.platform)", "app_id": "\(scope.appID)",
@@ -59,7 +70,8 @@ public func buildConfigApplication(
         let kind = try kindParameter(context)
         let scope = try DocumentScope(platform: request.uri.queryParameters["platform"].map(String.init),
                                       appID: request.uri.queryParameters["app_id"].map(String.init))
-        guard let document = try await store.latest(project: project, kind: kind, scope: scope) else {
+        let appVersion = try AppVersion.parameter(request.uri.queryParameters["app_version"].map(String.init), name: "app_version")
+        guard let document = try await store.latest(project: project, kind: kind, scope: scope, appVersion: appVersion) else {
             throw noDocument(project, kind)
         }
         var headers: HTTPFields = [.eTag: document.etag, .cacheControl: "no-cache"]

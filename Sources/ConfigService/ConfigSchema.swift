@@ -24,5 +24,10 @@ enum ConfigSchema {
                 PRIMARY KEY (project, kind, platform, app_id, version)
             );
             """),
+        Migration(version: 2, name: "app-version targeting", sql: """
+            -- Inclusive bounds on the app version a document version is for (NULL: unbounded), as
+            -- integer arrays so that 2.10.0 sorts after 2.9.1.
+            ALTER TABLE config.documents ADD COLUMN min_app_version integer[], ADD COLUMN max_app_version integer[];
+            """),
     ]
 }

@@ -37,7 +37,10 @@ struct ConfigStore: Sendable {
 
     /// Publishes `canonical` as the next version of the document; versions are numbered per
     /// (project, kind, scope) and never reused.
-    func publish(project: String, kind: DocumentKind, scope: DocumentScope, canonical: String, etag: String, note: String?) async throws -> Int {
+    func publish(
+        project: String, kind: DocumentKind, scope: DocumentScope, canonical: String, etag: String, note: String?,
+        minAppVersion: AppVersion? = nil, maxAppVersion: AppVersion? = nil
+    ) async throws -> Int {
         try await pool.transaction { connection in
             try connection.query(
                 "SELECT pg_advisory_xact_lock(hashtext($1))",
@@ -45,28 +48,32 @@ struct ConfigStore: Sendable {
             )
             let next = try connection.query(
                 """
-                INSERT INTO config.documents (project, kind, platform, app_id, version, body, etag, note)
-                SELECT $1, $2, $3, $4, coalesce(max(version), 0) + 1, $5::jsonb, $6, $7
+                INSERT INTO config.documents (project, kind, platform, app_id, version, body, etag, note, min_app_version, max_app_version)
+                SELECT $1, $2, $3, $4, coalesce(max(version), 0) + 1, $5::jsonb, $6, $7, $8::integer[], $9::integer[]
                 FROM config.documents WHERE project = $1 AND kind = $2 AND platform = $3 AND app_id = $4
                 RETURNING version
                 """,
-                [project, kind.rawValue, scope.platform, scope.appID, canonical, etag, note]
+                [project, kind.rawValue, scope.platform, scope.appID, canonical, etag, note, minAppVersion?.arrayLiteral, maxAppVersion?.arrayLiteral]
             ).scalar.flatMap(Int.init)
             guard let next else { throw PostgresError.unexpectedResult("no version returned") }
             return next
         }
     }
 
-    /// The newest version for exactly this scope.
-    func latest(project: String, kind: DocumentKind, scope: DocumentScope) async throws -> StoredDocument? {
+    /// The newest version for exactly this scope that targets `appVersion`; without an app version,
+    /// the newest version that targets no particular app versions.
+    func latest(project: String, kind: DocumentKind, scope: DocumentScope, appVersion: AppVersion? = nil) async throws -> StoredDocument? {
         try await pool.withConnection { connection in
             try connection.query(
                 """
                 SELECT version, etag, body::text FROM config.documents
                 WHERE project = $1 AND kind = $2 AND platform = $3 AND app_id = $4
+                  AND CASE WHEN $5::integer[] IS NULL THEN min_app_version IS NULL AND max_app_version IS NULL
+                           ELSE (min_app_version IS NULL OR min_app_version <= $5::integer[])
+                            AND (max_app_version IS NULL OR max_app_version >= $5::integer[]) END
                 ORDER BY version DESC LIMIT 1
                 """,
-                [project, kind.rawValue, scope.platform, scope.appID]
+                [project, kind.rawValue, scope.platform, scope.appID, appVersion?.arrayLiteral]
             ).rows.first.flatMap { row in
                 guard let version = row[0].flatMap(Int.init), let etag = row[1], let body = row[2] else { return nil }
                 return StoredDocument(version: version, etag: etag, body: body)
@@ -79,14 +86,18 @@ struct ConfigStore: Sendable {
         try await pool.withConnection { connection in
             try connection.query(
                 """
-                SELECT version, etag, note, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+                SELECT version, etag, note, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+                       min_app_version::text, max_app_version::text
                 FROM config.documents WHERE project = $1 AND kind = $2 AND platform = $3 AND app_id = $4
                 ORDER BY version DESC
                 """,
                 [project, kind.rawValue, scope.platform, scope.appID]
             ).rows.compactMap { row in
                 guard let version = row[0].flatMap(Int.init), let etag = row[1] else { return nil }
-                return DocumentVersion(version: version, etag: etag, note: row[2], publishedAt: row[3] ?? "")
+                return DocumentVersion(
+                    version: version, etag: etag, note: row[2], publishedAt: row[3] ?? "",
+                    minAppVersion: AppVersion.dotted(fromArray: row[4]), maxAppVersion: AppVersion.dotted(fromArray: row[5])
+                )
             }
         }
     }
@@ -117,10 +128,10 @@ struct ConfigStore: Sendable {
             )
             return try connection.query(
                 """
-                INSERT INTO config.documents (project, kind, platform, app_id, version, body, etag, note)
+                INSERT INTO config.documents (project, kind, platform, app_id, version, body, etag, note, min_app_version, max_app_version)
                 SELECT $1, $2, $3, $4,
                        (SELECT max(version) + 1 FROM config.documents WHERE project = $1 AND kind = $2 AND platform = $3 AND app_id = $4),
-                       body, etag, coalesce($6, 'rollback to version ' || $5)
+                       body, etag, coalesce($6, 'rollback to version ' || $5), min_app_version, max_app_version
                 FROM config.documents WHERE project = $1 AND kind = $2 AND platform = $3 AND app_id = $4 AND version = $5::integer
                 RETURNING version
                 """,

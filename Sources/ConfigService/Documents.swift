@@ -23,6 +23,45 @@ struct DocumentScope: Sendable, Hashable {
     }
 }
 
+/// An app version such as `2.3.0`: one to four numbers, compared number by number (2.10 > 2.9).
+struct AppVersion: Sendable, Equatable {
+    let parts: [Int]
+
+    init?(_ text: String) {
+        let pieces = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard (1...4).contains(pieces.count) else { return nil }
+        var parts: [Int] = []
+        for piece in pieces {
+            guard (1...9).contains(piece.count), piece.allSatisfy(\.isASCII), let number = Int(piece), number >= 0 else { return nil }
+            parts.append(number)
+        }
+        self.parts = parts
+    }
+
+    /// Reads a query parameter; a malformed version is a 400 naming the parameter.
+    static func parameter(_ text: String?, name: String) throws -> AppVersion? {
+        guard let text, !text.isEmpty else { return nil }
+        guard let version = AppVersion(text) else {
+            throw ServiceError.badRequest("invalid_app_version", "\(name) must be a version like 2.3.0 (one to four numbers)")
+        }
+        return version
+    }
+
+    /// Four numbers, missing ones 0, so that 2.3 and 2.3.0 are the same version.
+    var padded: [Int] { parts + Array(repeating: 0, count: 4 - parts.count) }
+
+    /// PostgreSQL's text form of the `integer[]` it is stored and compared as.
+    var arrayLiteral: String { "{" + padded.map(String.init).joined(separator: ",") + "}" }
+
+    /// The dotted form (at least three numbers) of a stored `integer[]` (`{2,3,0,0}` is 2.3.0).
+    static func dotted(fromArray text: String?) -> String? {
+        guard let text else { return nil }
+        var parts = text.trimmingCharacters(in: CharacterSet(charactersIn: "{}")).split(separator: ",").map(String.init)
+        while parts.count > 3, parts.last == "0" { parts.removeLast() }
+        return parts.joined(separator: ".")
+    }
+}
+
 /// A problem found in a document, at a JSON path.
 struct DocumentProblem: Codable, Sendable, Equatable {
     let path: String

@@ -61,11 +61,16 @@ public struct DocumentVersion: Codable, Sendable, Equatable {
     public var note: String?
     /// When it was published (UTC, ISO 8601).
     public var publishedAt: String
+    /// The app versions it targets (inclusive); absent: unbounded.
+    public var minAppVersion: String?
+    public var maxAppVersion: String?
 
-    public init(version: Int, etag: String, note: String?, publishedAt: String) {
+    public init(version: Int, etag: String, note: String?, publishedAt: String, minAppVersion: String? = nil, maxAppVersion: String? = nil) {
         self.version = version
         self.etag = etag
         self.note = note
         self.publishedAt = publishedAt
+        self.minAppVersion = minAppVersion
+        self.maxAppVersion = maxAppVersion
     }
 }

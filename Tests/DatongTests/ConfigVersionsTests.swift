@@ -57,6 +57,35 @@ struct ConfigVersionsTests {
         }
     }
 
+    @Test("a version published for a range of app versions is served to those apps only")
+    func appVersionTargeting() async throws {
+        try await RunningServices.run { services in
+            let config = services.config
+            let base = "/v1/projects/default/remote-config?platform=android"
+            func publish(_ body: String, _ range: String) async throws -> HTTPResponse.Status {
+                try await config.execute(uri: base + range, method: .put, headers: Self.admin, body: ByteBuffer(string: body)).status
+            }
+            #expect(try await publish(#"{"v":"all"}"#, "") == .created)
+            #expect(try await publish(#"{"v":"new"}"#, "&min_app_version=2.10") == .created)
+            #expect(try await publish(#"{"v":"old"}"#, "&max_app_version=2.9.9") == .created)
+            #expect(try await publish(#"{"v":"x"}"#, "&min_app_version=3&max_app_version=2") == .badRequest)
+            #expect(try await publish(#"{"v":"x"}"#, "&min_app_version=2.x") == .badRequest)
+            func served(_ appVersion: String?) async throws -> String? {
+                let uri = base + (appVersion.map { "&app_version=\($0)" } ?? "")
+                return try await config.execute(uri: uri, method: .get).json()["v"] as? String
+            }
+            #expect(try await served("2.10.0") == "new")   // 2.10 sorts after 2.9
+            #expect(try await served("2.9") == "old")
+            #expect(try await served(nil) == "all")        // no app version: the untargeted version
+            let listed = try await config.execute(uri: "/v1/projects/default/remote-config/versions?platform=android", method: .get, headers: Self.admin)
+            let versions = try JSONDecoder().decode([DocumentVersion].self, from: Data(buffer: listed.body))
+            #expect(versions.map(\.minAppVersion) == [nil, "2.10.0", nil])
+            #expect(versions.map(\.maxAppVersion) == ["2.9.9", nil, nil])
+            let invalid = try await config.execute(uri: base + "&app_version=latest", method: .get)
+            #expect(invalid.status == .badRequest)
+        }
+    }
+
     @Test("history requests that cannot be answered say why", arguments: [
         ("/v1/projects/default/remote-config/versions", HTTPRequest.Method.get, true, HTTPResponse.Status.notFound),
         ("/v1/projects/default/remote-config/versions/7", .get, true, .notFound),
