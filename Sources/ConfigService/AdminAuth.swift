@@ -1,27 +1,58 @@
+import DatongPostgres
 import DatongRuntime
 import Hummingbird
 
-/// Checks the admin API's bearer token. The configured token is kept only as its SHA-256, and the
-/// comparison takes the same time wherever the digests differ.
+/// Who may use the admin API: the first token, from the `ADMIN_TOKEN` setting (named `bootstrap`),
+/// and the tokens made through the API (`POST /v1/admin-tokens`). Every token is kept only as its
+/// SHA-256; the setting's is compared in constant time, the others are found by their digest.
 struct AdminAuth: Sendable {
-    private let tokenDigest: [UInt8]?
+    static let bootstrapName = "bootstrap"
 
-    init(token: String?) {
-        tokenDigest = token.map { SHA256Digest.hash(Array($0.utf8)) }
+    private let bootstrapDigest: [UInt8]?
+    private let pool: PostgresPool
+
+    init(bootstrapToken: String?, pool: PostgresPool) {
+        bootstrapDigest = bootstrapToken.map { SHA256Digest.hash(Array($0.utf8)) }
+        self.pool = pool
     }
 
-    func authorize(_ request: Request) throws {
-        guard let expected = tokenDigest else {
-            throw ServiceError(.unauthorized, "admin_disabled", "the admin API is disabled: start config-service with ADMIN_TOKEN set")
-        }
+    /// The name of the token the request carries; 401 when it carries none or an unknown one.
+    func authorize(_ request: Request) async throws -> String {
         guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
-            throw ServiceError(.unauthorized, "missing_token", "send the admin token as 'Authorization: Bearer <token>'")
+            throw ServiceError(.unauthorized, "missing_token", "send an admin token as 'Authorization: Bearer <token>'")
         }
-        let presented = SHA256Digest.hash(Array(header.dropFirst("Bearer ".count).utf8))
-        var difference: UInt8 = 0
-        for (a, b) in zip(presented, expected) { difference |= a ^ b }
-        guard difference == 0 else {
-            throw ServiceError(.unauthorized, "invalid_token", "the admin token is not valid")
+        let token = Array(header.dropFirst("Bearer ".count).utf8)
+        let presented = SHA256Digest.hash(token)
+        if let expected = bootstrapDigest {
+            var difference: UInt8 = 0
+            for (a, b) in zip(presented, expected) { difference |= a ^ b }
+            if difference == 0 { return Self.bootstrapName }
         }
+        let hex = SHA256Digest.hex(token)
+        let name = try await pool.withConnection { connection in
+            try connection.query("SELECT name FROM config.admin_tokens WHERE sha256 = $1", [hex]).scalar
+        }
+        guard let name else {
+            throw ServiceError(.unauthorized, "invalid_token", "the admin token is not valid (or was revoked)")
+        }
+        return name
+    }
+
+    /// A new random token: 32 bytes from the system's secure generator, as hex.
+    static func newToken() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        for _ in 0..<32 {
+            let byte = UInt8.random(in: 0...255, using: &generator)
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// What is stored for a token: the hex SHA-256 of its text.
+    static func digestHex(of token: String) -> String {
+        SHA256Digest.hex(Array(token.utf8))
     }
 }

@@ -9,25 +9,25 @@ public func buildConfigApplication(
 ) -> some ApplicationProtocol {
     let database = ServiceDatabase(settings: settings.database, logger: runtime.logger)
     let store = ConfigStore(pool: database.pool)
-    let auth = AdminAuth(token: settings.adminToken)
+    let auth = AdminAuth(bootstrapToken: settings.adminToken, pool: database.pool)
     let router = makeServiceRouter(runtime: runtime, readiness: [database.readiness])
     let documentLimit = settings.maxDocumentBytes
 
     router.get("/v1/projects") { request, _ in
-        try auth.authorize(request)
+        _ = try await auth.authorize(request)
         return try jsonResponse(.ok, encoding: try await store.listProjects())
     }
 
     router.put("/v1/projects/:project") { request, context in
-        try auth.authorize(request)
+        let actor = try await auth.authorize(request)
         let project = try projectParameter(context)
-        let created = try await store.createProject(project)
-        context.logger.info("audit.project.put", metadata: ["project": "\(project)", "created": "\(created)"])
+        let created = try await store.createProject(project, actor: actor)
+        context.logger.info("audit.project.put", metadata: ["project": "\(project)", "created": "\(created)", "actor": "\(actor)"])
         return jsonResponse(created ? .created : .ok, #"{"name":"\#(project)"}"#)
     }
 
     router.put("/v1/projects/:project/:kind") { request, context in
-        try auth.authorize(request)
+        let actor = try await auth.authorize(request)
         let project = try projectParameter(context)
         let kind = try kindParameter(context)
         let scope = try DocumentScope(platform: request.uri.queryParameters["platform"].map(String.init),
@@ -55,11 +55,11 @@ public func buildConfigApplication(
             let note = request.uri.queryParameters["note"].map(String.init)
             let version = try await store.publish(
                 project: project, kind: kind, scope: scope, canonical: canonical, etag: etag, note: note,
-                minAppVersion: minimum, maxAppVersion: maximum
+                minAppVersion: minimum, maxAppVersion: maximum, actor: actor
             )
             context.logger.info("audit.document.published", metadata: [
                 "project": "\(project)", "kind": "\(kind.rawValue)", "version": "\(version)",
-                "platform": "\(scope.platform)", "app_id": "\(scope.appID)",
+                "platform": "\(scope.platform)", "app_id": "\(scope.appID)", "actor": "\(actor)",
             ])
             return try jsonResponse(.created, encoding: PublishResult(project: project, kind: kind, version: version, etag: etag))
         }
@@ -84,7 +84,7 @@ public func buildConfigApplication(
     }
 
     router.get("/v1/projects/:project/:kind/versions") { request, context in
-        try auth.authorize(request)
+        _ = try await auth.authorize(request)
         let (project, kind, scope) = try documentAddress(request, context)
         let versions = try await store.versions(project: project, kind: kind, scope: scope)
         guard !versions.isEmpty else { throw noDocument(project, kind) }
@@ -92,7 +92,7 @@ public func buildConfigApplication(
     }
 
     router.get("/v1/projects/:project/:kind/versions/:version") { request, context in
-        try auth.authorize(request)
+        _ = try await auth.authorize(request)
         let (project, kind, scope) = try documentAddress(request, context)
         let number = try versionNumber(context.parameters.get("version"), name: "version")
         guard let document = try await store.version(number, project: project, kind: kind, scope: scope) else {
@@ -104,7 +104,7 @@ public func buildConfigApplication(
     }
 
     router.get("/v1/projects/:project/:kind/diff") { request, context in
-        try auth.authorize(request)
+        _ = try await auth.authorize(request)
         let (project, kind, scope) = try documentAddress(request, context)
         let from = try versionNumber(request.uri.queryParameters["from"].map(String.init), name: "from")
         let to = try versionNumber(request.uri.queryParameters["to"].map(String.init), name: "to")
@@ -120,25 +120,77 @@ public func buildConfigApplication(
     }
 
     router.post("/v1/projects/:project/:kind/rollback") { request, context in
-        try auth.authorize(request)
+        let actor = try await auth.authorize(request)
         let (project, kind, scope) = try documentAddress(request, context)
         let target = try versionNumber(request.uri.queryParameters["to"].map(String.init), name: "to")
         let note = request.uri.queryParameters["note"].map(String.init)
-        guard let version = try await store.rollback(to: target, project: project, kind: kind, scope: scope, note: note),
+        guard let version = try await store.rollback(to: target, project: project, kind: kind, scope: scope, note: note, actor: actor),
               let published = try await store.version(version, project: project, kind: kind, scope: scope)
         else {
             throw noVersion(target, project, kind)
         }
         context.logger.info("audit.document.rolled_back", metadata: [
             "project": "\(project)", "kind": "\(kind.rawValue)", "version": "\(version)", "to": "\(target)",
-            "platform": "\(scope.platform)", "app_id": "\(scope.appID)",
+            "platform": "\(scope.platform)", "app_id": "\(scope.appID)", "actor": "\(actor)",
         ])
         return try jsonResponse(.created, encoding: PublishResult(project: project, kind: kind, version: version, etag: published.etag))
+    }
+
+    router.post("/v1/admin-tokens") { request, context in
+        let actor = try await auth.authorize(request)
+        let body = try await collectBody(request, limit: 4096)
+        guard let name = (try? JSONDecoder().decode(TokenRequest.self, from: Data(buffer: body)))?.name, isTokenName(name) else {
+            throw ServiceError.badRequest("invalid_token_name", #"send {"name": "…"}: 1 to 64 letters, digits, '.', '-' or '_'"#)
+        }
+        guard name != AdminAuth.bootstrapName else {
+            throw ServiceError(.conflict, "token_exists", "'\(AdminAuth.bootstrapName)' is the ADMIN_TOKEN setting's name")
+        }
+        let token = AdminAuth.newToken()
+        guard try await store.createToken(name: name, digestHex: AdminAuth.digestHex(of: token), actor: actor) else {
+            throw ServiceError(.conflict, "token_exists", "a token named '\(name)' exists; revoke it first or choose another name")
+        }
+        context.logger.info("audit.token.created", metadata: ["name": "\(name)", "actor": "\(actor)"])
+        return try jsonResponse(.created, encoding: NewAdminToken(name: name, token: token))
+    }
+
+    router.get("/v1/admin-tokens") { request, _ in
+        _ = try await auth.authorize(request)
+        return try jsonResponse(.ok, encoding: try await store.listTokens())
+    }
+
+    router.delete("/v1/admin-tokens/:name") { request, context in
+        let actor = try await auth.authorize(request)
+        let name = context.parameters.get("name") ?? ""
+        guard try await store.revokeToken(name: name, actor: actor) else {
+            throw ServiceError(.notFound, "unknown_token", "no token is named '\(name.prefix(64))'")
+        }
+        context.logger.info("audit.token.revoked", metadata: ["name": "\(name)", "actor": "\(actor)"])
+        return Response(status: .noContent)
+    }
+
+    router.get("/v1/audit") { request, _ in
+        _ = try await auth.authorize(request)
+        let project = request.uri.queryParameters["project"].map(String.init)
+        if let project, !ProjectName.isValid(project) { throw ServiceError.invalidProject }
+        let limitText = request.uri.queryParameters["limit"].map(String.init) ?? "100"
+        guard let limit = Int(limitText), (1...1000).contains(limit) else {
+            throw ServiceError.badRequest("invalid_limit", "limit must be 1 to 1000")
+        }
+        return try jsonResponse(.ok, encoding: try await store.auditTrail(project: project, limit: limit))
     }
 
     var app = makeServiceApplication(name: "config-service", router: router, server: settings.server, runtime: runtime)
     database.attach(to: &app, schema: ConfigSchema.name, migrations: ConfigSchema.migrations, logger: runtime.logger)
     return app
+}
+
+private struct TokenRequest: Decodable {
+    let name: String
+}
+
+private func isTokenName(_ name: String) -> Bool {
+    (1...64).contains(name.utf8.count)
+        && name.utf8.allSatisfy { $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || ($0 < 0x80 && (Character(UnicodeScalar($0)).isLetter || Character(UnicodeScalar($0)).isNumber)) }
 }
 
 private struct InvalidDocument: Encodable {

@@ -29,5 +29,28 @@ enum ConfigSchema {
             -- integer arrays so that 2.10.0 sorts after 2.9.1.
             ALTER TABLE config.documents ADD COLUMN min_app_version integer[], ADD COLUMN max_app_version integer[];
             """),
+        Migration(version: 3, name: "admin tokens and the audit trail", sql: """
+            -- Admin tokens made through the API, kept only as the hex SHA-256 of the token.
+            CREATE TABLE config.admin_tokens (
+                name       text        PRIMARY KEY,
+                sha256     text        NOT NULL UNIQUE,
+                created_at timestamptz NOT NULL DEFAULT now(),
+                created_by text        NOT NULL
+            );
+            -- Who changed what, when: written in the transaction that makes the change.
+            CREATE TABLE config.audit (
+                id       bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                at       timestamptz NOT NULL DEFAULT now(),
+                actor    text        NOT NULL,
+                action   text        NOT NULL,
+                project  text,
+                kind     text,
+                platform text,
+                app_id   text,
+                version  integer,
+                detail   text
+            );
+            CREATE INDEX audit_project_at ON config.audit (project, at);
+            """),
     ]
 }

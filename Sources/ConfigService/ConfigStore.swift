@@ -21,11 +21,13 @@ struct ConfigStore: Sendable {
     }
 
     /// Creates the project if it does not exist; true when it was created now.
-    func createProject(_ name: String) async throws -> Bool {
-        try await pool.withConnection { connection in
-            try connection.query(
+    func createProject(_ name: String, actor: String) async throws -> Bool {
+        try await pool.transaction { connection in
+            let created = try connection.query(
                 "INSERT INTO config.projects (name) VALUES ($1) ON CONFLICT DO NOTHING", [name]
             ).affectedRows == 1
+            if created { try Self.audit(actor, "project.created", project: name, on: connection) }
+            return created
         }
     }
 
@@ -39,7 +41,7 @@ struct ConfigStore: Sendable {
     /// (project, kind, scope) and never reused.
     func publish(
         project: String, kind: DocumentKind, scope: DocumentScope, canonical: String, etag: String, note: String?,
-        minAppVersion: AppVersion? = nil, maxAppVersion: AppVersion? = nil
+        minAppVersion: AppVersion? = nil, maxAppVersion: AppVersion? = nil, actor: String
     ) async throws -> Int {
         try await pool.transaction { connection in
             try connection.query(
@@ -56,6 +58,7 @@ struct ConfigStore: Sendable {
                 [project, kind.rawValue, scope.platform, scope.appID, canonical, etag, note, minAppVersion?.arrayLiteral, maxAppVersion?.arrayLiteral]
             ).scalar.flatMap(Int.init)
             guard let next else { throw PostgresError.unexpectedResult("no version returned") }
+            try Self.audit(actor, "document.published", project: project, kind: kind, scope: scope, version: next, detail: note, on: connection)
             return next
         }
     }
@@ -120,13 +123,13 @@ struct ConfigStore: Sendable {
 
     /// Publishes version `number` again as the newest version (same body, same ETag); nil when
     /// there is no such version.
-    func rollback(to number: Int, project: String, kind: DocumentKind, scope: DocumentScope, note: String?) async throws -> Int? {
+    func rollback(to number: Int, project: String, kind: DocumentKind, scope: DocumentScope, note: String?, actor: String) async throws -> Int? {
         try await pool.transaction { connection in
             try connection.query(
                 "SELECT pg_advisory_xact_lock(hashtext($1))",
                 ["config.documents/\(project)/\(kind.rawValue)/\(scope.platform)/\(scope.appID)"]
             )
-            return try connection.query(
+            let version = try connection.query(
                 """
                 INSERT INTO config.documents (project, kind, platform, app_id, version, body, etag, note, min_app_version, max_app_version)
                 SELECT $1, $2, $3, $4,
@@ -137,6 +140,69 @@ struct ConfigStore: Sendable {
                 """,
                 [project, kind.rawValue, scope.platform, scope.appID, String(number), note]
             ).scalar.flatMap(Int.init)
+            if let version {
+                try Self.audit(actor, "document.rolled_back", project: project, kind: kind, scope: scope, version: version,
+                               detail: "to version \(number)", on: connection)
+            }
+            return version
         }
+    }
+
+    // MARK: Admin tokens and the audit trail
+
+    /// Stores a new token's digest under `name`; false when the name is taken.
+    func createToken(name: String, digestHex: String, actor: String) async throws -> Bool {
+        try await pool.transaction { connection in
+            let created = try connection.query(
+                "INSERT INTO config.admin_tokens (name, sha256, created_by) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                [name, digestHex, actor]
+            ).affectedRows == 1
+            if created { try Self.audit(actor, "token.created", detail: name, on: connection) }
+            return created
+        }
+    }
+
+    func listTokens() async throws -> [AdminTokenInfo] {
+        try await pool.withConnection { connection in
+            try connection.query(
+                "SELECT name, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), created_by FROM config.admin_tokens ORDER BY name"
+            ).rows.map { AdminTokenInfo(name: $0[0] ?? "", createdAt: $0[1] ?? "", createdBy: $0[2] ?? "") }
+        }
+    }
+
+    /// Revokes the token named `name`; false when there is none.
+    func revokeToken(name: String, actor: String) async throws -> Bool {
+        try await pool.transaction { connection in
+            let revoked = try connection.query("DELETE FROM config.admin_tokens WHERE name = $1", [name]).affectedRows == 1
+            if revoked { try Self.audit(actor, "token.revoked", detail: name, on: connection) }
+            return revoked
+        }
+    }
+
+    /// The newest `limit` entries of the audit trail, for one project or all.
+    func auditTrail(project: String?, limit: Int) async throws -> [AuditRecord] {
+        try await pool.withConnection { connection in
+            try connection.query(
+                """
+                SELECT to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), actor, action, project, kind,
+                       nullif(platform, ''), nullif(app_id, ''), version, detail
+                FROM config.audit WHERE $1::text IS NULL OR project = $1 ORDER BY id DESC LIMIT $2::integer
+                """,
+                [project, String(limit)]
+            ).rows.map { row in
+                AuditRecord(at: row[0] ?? "", actor: row[1] ?? "", action: row[2] ?? "", project: row[3], kind: row[4],
+                            platform: row[5], appId: row[6], version: row[7].flatMap(Int.init), detail: row[8])
+            }
+        }
+    }
+
+    private static func audit(
+        _ actor: String, _ action: String, project: String? = nil, kind: DocumentKind? = nil, scope: DocumentScope? = nil,
+        version: Int? = nil, detail: String? = nil, on connection: PostgresConnection
+    ) throws {
+        try connection.query(
+            "INSERT INTO config.audit (actor, action, project, kind, platform, app_id, version, detail) VALUES ($1, $2, $3, $4, $5, $6, $7::integer, $8)",
+            [actor, action, project, kind?.rawValue, scope?.platform, scope?.appID, version.map(String.init), detail]
+        )
     }
 }

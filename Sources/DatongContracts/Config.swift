@@ -74,3 +74,57 @@ public struct DocumentVersion: Codable, Sendable, Equatable {
         self.maxAppVersion = maxAppVersion
     }
 }
+
+/// An admin token as listed (its value is never shown again after it was made).
+public struct AdminTokenInfo: Codable, Sendable, Equatable {
+    public var name: String
+    public var createdAt: String
+    public var createdBy: String
+
+    public init(name: String, createdAt: String, createdBy: String) {
+        self.name = name
+        self.createdAt = createdAt
+        self.createdBy = createdBy
+    }
+}
+
+/// A token just made: the only time its value is shown.
+public struct NewAdminToken: Codable, Sendable, Equatable {
+    public var name: String
+    public var token: String
+
+    public init(name: String, token: String) {
+        self.name = name
+        self.token = token
+    }
+}
+
+/// One change in config-service's audit trail: who did what, when.
+public struct AuditRecord: Codable, Sendable, Equatable {
+    public var at: String
+    /// The name of the admin token used (`bootstrap` for ADMIN_TOKEN).
+    public var actor: String
+    /// `project.created`, `document.published`, `document.rolled_back`, `token.created`, `token.revoked`.
+    public var action: String
+    public var project: String?
+    public var kind: String?
+    public var platform: String?
+    public var appId: String?
+    public var version: Int?
+    public var detail: String?
+
+    public init(
+        at: String, actor: String, action: String, project: String? = nil, kind: String? = nil, platform: String? = nil,
+        appId: String? = nil, version: Int? = nil, detail: String? = nil
+    ) {
+        self.at = at
+        self.actor = actor
+        self.action = action
+        self.project = project
+        self.kind = kind
+        self.platform = platform
+        self.appId = appId
+        self.version = version
+        self.detail = detail
+    }
+}

@@ -86,6 +86,50 @@ struct ConfigVersionsTests {
         }
     }
 
+    @Test("admin tokens are made, used, listed and revoked; only their digests are stored; every change is in the audit trail")
+    func tokensAndAudit() async throws {
+        try await RunningServices.run { services in
+            let config = services.config
+            let made = try await config.execute(uri: "/v1/admin-tokens", method: .post, headers: Self.admin, body: ByteBuffer(string: #"{"name":"ci-deploy"}"#))
+            #expect(made.status == .created)
+            let token = try JSONDecoder().decode(NewAdminToken.self, from: Data(buffer: made.body)).token
+            #expect(token.count == 64)
+            let deploy: HTTPFields = [.authorization: "Bearer \(token)"]
+
+            let shop = try await config.execute(uri: "/v1/projects/shop", method: .put, headers: deploy)
+            #expect(shop.status == .created)
+            let published = try await config.execute(uri: "/v1/projects/shop/remote-config?note=launch", method: .put, headers: deploy,
+                                                      body: ByteBuffer(string: #"{"configs":{}}"#))
+            #expect(published.status == .created)
+
+            let again = try await config.execute(uri: "/v1/admin-tokens", method: .post, headers: deploy, body: ByteBuffer(string: #"{"name":"ci-deploy"}"#))
+            #expect(again.status == .conflict)
+            let badName = try await config.execute(uri: "/v1/admin-tokens", method: .post, headers: deploy, body: ByteBuffer(string: #"{"name":"a b"}"#))
+            #expect(badName.status == .badRequest)
+
+            let listed = try await config.execute(uri: "/v1/admin-tokens", method: .get, headers: Self.admin)
+            #expect(try JSONDecoder().decode([AdminTokenInfo].self, from: Data(buffer: listed.body)).map { [$0.name, $0.createdBy] } == [["ci-deploy", "bootstrap"]])
+            #expect(!listed.text.contains(token))
+            let stored = try await TestDatabase.rows(services.databaseURL, "SELECT sha256 = encode(sha256(convert_to($1, 'UTF8')), 'hex') FROM config.admin_tokens", [token])
+            #expect(stored == [["t"]])
+
+            let revoked = try await config.execute(uri: "/v1/admin-tokens/ci-deploy", method: .delete, headers: Self.admin)
+            #expect(revoked.status == .noContent)
+            let refused = try await config.execute(uri: "/v1/projects", method: .get, headers: deploy)
+            #expect(refused.status == .unauthorized)
+
+            let trail = try await config.execute(uri: "/v1/audit?limit=10", method: .get, headers: Self.admin)
+            let records = try JSONDecoder().decode([AuditRecord].self, from: Data(buffer: trail.body))
+            #expect(records.map { "\($0.actor) \($0.action) \($0.project ?? "-")" } == [
+                "bootstrap token.revoked -", "ci-deploy document.published shop", "ci-deploy project.created shop", "bootstrap token.created -",
+            ])
+            #expect(records[1].version == 1)
+            #expect(records[1].detail == "launch")
+            let shopOnly = try await config.execute(uri: "/v1/audit?project=shop", method: .get, headers: Self.admin)
+            #expect(try JSONDecoder().decode([AuditRecord].self, from: Data(buffer: shopOnly.body)).count == 2)
+        }
+    }
+
     @Test("history requests that cannot be answered say why", arguments: [
         ("/v1/projects/default/remote-config/versions", HTTPRequest.Method.get, true, HTTPResponse.Status.notFound),
         ("/v1/projects/default/remote-config/versions/7", .get, true, .notFound),
