@@ -11,6 +11,7 @@ let package = Package(
         .executable(name: "collector", targets: ["RunCollector"]),
         .executable(name: "gateway-bench", targets: ["GatewayBench"]),
         .executable(name: "collector-bench", targets: ["CollectorBench"]),
+        .executable(name: "datongctl", targets: ["RunDatongctl"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -22,6 +23,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
     ],
     targets: [
         // C libraries, through pkg-config.
@@ -96,6 +98,19 @@ let package = Package(
         .executableTarget(name: "RunConfig", dependencies: ["ConfigService", "DatongRuntime"]),
         .executableTarget(name: "RunCollector", dependencies: ["Collector", "DatongRuntime"]),
 
+        // The admin command line: config-service documents from files, versions, diffs, rollbacks.
+        .target(
+            name: "DatongCtl",
+            dependencies: [
+                "DatongContracts",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+        .executableTarget(name: "RunDatongctl", dependencies: ["DatongCtl"]),
+
         // Benchmarks: print figures measured on this machine (README, Benchmarks).
         .executableTarget(
             name: "GatewayBench",
@@ -118,7 +133,7 @@ let package = Package(
         .testTarget(
             name: "DatongTests",
             dependencies: [
-                "Gateway", "Identity", "ConfigService", "Collector",
+                "Gateway", "Identity", "ConfigService", "Collector", "DatongCtl",
                 "DatongContracts", "DatongRuntime", "DatongPostgres",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -1,0 +1,74 @@
+import DatongCtl
+import Foundation
+import Testing
+
+/// `datongctl` against a running config-service: what it prints and the exit codes scripts rely on.
+@Suite("datongctl")
+struct DatongctlTests {
+    private func file(_ text: String) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("datongctl-\(UUID().uuidString).json").path
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    @Test("publish, versions, show, diff and rollback from the command line")
+    func lifecycle() async throws {
+        try await RunningServices.run { services in
+            let environment = ["DATONG_CONFIG_URL": "http://127.0.0.1:\(services.config.port!)", "DATONG_ADMIN_TOKEN": RunningServices.adminToken]
+            func ctl(_ arguments: String...) async -> (output: String, exitCode: Int32) {
+                await Datongctl.run(arguments, environment: environment)
+            }
+            let first = try file(#"{"PAGEPV":{"Home":{"userDefined":{"pageid":"1"},"pagePara":{}}}}"#)
+            let second = try file(#"{"PAGEPV":{"Home":{"userDefined":{"pageid":"2"},"pagePara":{}}}}"#)
+            let published = await ctl("publish", "default", "tracking-table", first, "--platform", "ios", "--note", "first")
+            #expect(published.exitCode == 0)
+            #expect(published.output.hasPrefix("published default/tracking-table version 1"))
+            #expect(await ctl("publish", "default", "tracking-table", second, "--platform", "ios").exitCode == 0)
+
+            let versions = await ctl("versions", "default", "tracking-table", "--platform", "ios")
+            #expect(versions.exitCode == 0)
+            #expect(versions.output.split(separator: "\n").map { $0.prefix(1) } == ["2", "1"])
+            #expect(versions.output.contains("\tfirst"))
+
+            let shown = await ctl("show", "default", "tracking-table", "1", "--platform", "ios")
+            #expect(shown.output.contains(#""pageid": "1""#) || shown.output.contains(#""pageid":"1""#))
+
+            let diff = await ctl("diff", "default", "tracking-table", "1", "2", "--platform", "ios")
+            #expect(diff.output == #"~ /PAGEPV/Home/userDefined/pageid "1" -> "2""#)
+
+            let rolled = await ctl("rollback", "default", "tracking-table", "1", "--platform", "ios")
+            #expect(rolled.exitCode == 0)
+            #expect(rolled.output.hasPrefix("restored version 1 of default/tracking-table as version 3"))
+        }
+    }
+
+    @Test("refusals and mistakes exit with their codes and say why")
+    func failures() async throws {
+        try await RunningServices.run { services in
+            let url = "http://127.0.0.1:\(services.config.port!)"
+            let environment = ["DATONG_CONFIG_URL": url, "DATONG_ADMIN_TOKEN": RunningServices.adminToken]
+            let invalid = try file(#"{"BUTTONS":{},"PAGEPV":{"a/b":{"userDefined":{},"pagePara":{}}}}"#)
+            let refused = await Datongctl.run(["publish", "default", "tracking-table", invalid], environment: environment)
+            #expect(refused.exitCode == 1)
+            #expect(refused.output.contains("HTTP 422"))
+            #expect(refused.output.contains("/BUTTONS: unknown section"))
+            #expect(refused.output.contains("/PAGEPV/a~1b: "))
+
+            let wrongToken = await Datongctl.run(["versions", "default", "remote-config", "--token", "nope"], environment: ["DATONG_CONFIG_URL": url])
+            #expect(wrongToken.exitCode == 1)
+            #expect(wrongToken.output.contains("401"))
+            let noToken = await Datongctl.run(["versions", "default", "remote-config"], environment: ["DATONG_CONFIG_URL": url])
+            #expect(noToken.exitCode == 2)
+            #expect(noToken.output.contains("DATONG_ADMIN_TOKEN"))
+            let unknownKind = await Datongctl.run(["versions", "default", "colours"], environment: environment)
+            #expect(unknownKind.exitCode == 2)
+            let missingFile = await Datongctl.run(["publish", "default", "remote-config", "/nonexistent/x.json"], environment: environment)
+            #expect(missingFile.exitCode == 2)
+            let badArguments = await Datongctl.run(["diff", "default", "remote-config", "one"], environment: environment)
+            #expect(badArguments.exitCode == 2)
+            let unreachable = await Datongctl.run(["versions", "default", "remote-config", "--url", "http://127.0.0.1:1"], environment: environment)
+            #expect(unreachable.exitCode == 3)
+            #expect(unreachable.output.contains("cannot reach config-service"))
+        }
+    }
+}
