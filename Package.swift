@@ -11,6 +11,7 @@ let package = Package(
         .executable(name: "collector", targets: ["RunCollector"]),
         .executable(name: "gateway-bench", targets: ["GatewayBench"]),
         .executable(name: "collector-bench", targets: ["CollectorBench"]),
+        .executable(name: "config-bench", targets: ["ConfigBench"]),
         .executable(name: "datongctl", targets: ["RunDatongctl"]),
     ],
     dependencies: [
@@ -127,6 +128,16 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
+        .executableTarget(
+            name: "ConfigBench",
+            dependencies: [
+                "ConfigService", "DatongPostgres", "DatongRuntime",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
 

@@ -2,7 +2,7 @@
 // commit, dedup, all indexes) into PostgreSQL, next to a raw binary COPY of the same rows into the
 // same table in the same run.
 //
-//   scripts/bench-collector [--rounds N] [--batches N] [--concurrency N] [--connections N] [--only collector|copy]
+//   scripts/bench collector [--rounds N] [--batches N] [--concurrency N] [--connections N] [--only collector|copy]
 //
 // (the script starts a throwaway PostgreSQL and sets DATABASE_URL; the bench creates a fresh
 // database in it for each path and round).
@@ -31,7 +31,7 @@ let recordsPerBatch = 50
 let connections = option("--connections", default: 4)
 
 guard let adminURL = ProcessInfo.processInfo.environment["DATABASE_URL"] else {
-    print("collector-bench: set DATABASE_URL to a PostgreSQL server (scripts/bench-collector starts one)")
+    print("collector-bench: set DATABASE_URL to a PostgreSQL server (scripts/bench collector starts one)")
     exit(2)
 }
 let logger: Logger = {

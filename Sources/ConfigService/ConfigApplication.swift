@@ -71,7 +71,7 @@ public func buildConfigApplication(
         let scope = try DocumentScope(platform: request.uri.queryParameters["platform"].map(String.init),
                                       appID: request.uri.queryParameters["app_id"].map(String.init))
         let appVersion = try AppVersion.parameter(request.uri.queryParameters["app_version"].map(String.init), name: "app_version")
-        guard let document = try await store.latest(project: project, kind: kind, scope: scope, appVersion: appVersion) else {
+        guard let document = try await store.cachedLatest(project: project, kind: kind, scope: scope, appVersion: appVersion) else {
             throw noDocument(project, kind)
         }
         var headers: HTTPFields = [.eTag: document.etag, .cacheControl: "no-cache"]

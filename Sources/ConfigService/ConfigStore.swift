@@ -2,7 +2,7 @@ import DatongContracts
 import DatongPostgres
 
 /// A published document version as served.
-struct StoredDocument: Sendable {
+struct StoredDocument: Sendable, Equatable {
     let version: Int
     let etag: String
     let body: String
@@ -11,6 +11,16 @@ struct StoredDocument: Sendable {
 /// Projects and document versions in PostgreSQL.
 struct ConfigStore: Sendable {
     let pool: PostgresPool
+    let cache = DocumentCache()
+
+    /// `latest`, answered from the cache when this process read it within the last second.
+    func cachedLatest(project: String, kind: DocumentKind, scope: DocumentScope, appVersion: AppVersion?) async throws -> StoredDocument? {
+        let key = DocumentCache.Key(project: project, kind: kind.rawValue, platform: scope.platform, appID: scope.appID, appVersion: appVersion?.padded)
+        if let cached = cache.lookup(key) { return cached }
+        let document = try await latest(project: project, kind: kind, scope: scope, appVersion: appVersion)
+        cache.store(document, for: key)
+        return document
+    }
 
     func listProjects() async throws -> [ProjectInfo] {
         try await pool.withConnection { connection in
@@ -43,7 +53,7 @@ struct ConfigStore: Sendable {
         project: String, kind: DocumentKind, scope: DocumentScope, canonical: String, etag: String, note: String?,
         minAppVersion: AppVersion? = nil, maxAppVersion: AppVersion? = nil, actor: String
     ) async throws -> Int {
-        try await pool.transaction { connection in
+        let version = try await pool.transaction { connection in
             try connection.query(
                 "SELECT pg_advisory_xact_lock(hashtext($1))",
                 ["config.documents/\(project)/\(kind.rawValue)/\(scope.platform)/\(scope.appID)"]
@@ -61,6 +71,8 @@ struct ConfigStore: Sendable {
             try Self.audit(actor, "document.published", project: project, kind: kind, scope: scope, version: next, detail: note, on: connection)
             return next
         }
+        cache.invalidate(project: project, kind: kind.rawValue)
+        return version
     }
 
     /// The newest version for exactly this scope that targets `appVersion`; without an app version,
@@ -124,7 +136,8 @@ struct ConfigStore: Sendable {
     /// Publishes version `number` again as the newest version (same body, same ETag); nil when
     /// there is no such version.
     func rollback(to number: Int, project: String, kind: DocumentKind, scope: DocumentScope, note: String?, actor: String) async throws -> Int? {
-        try await pool.transaction { connection in
+        defer { cache.invalidate(project: project, kind: kind.rawValue) }
+        return try await pool.transaction { connection in
             try connection.query(
                 "SELECT pg_advisory_xact_lock(hashtext($1))",
                 ["config.documents/\(project)/\(kind.rawValue)/\(scope.platform)/\(scope.appID)"]

@@ -1,4 +1,6 @@
+@testable import ConfigService
 import DatongContracts
+import DatongPostgres
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -127,6 +129,36 @@ struct ConfigVersionsTests {
             #expect(records[1].detail == "launch")
             let shopOnly = try await config.execute(uri: "/v1/audit?project=shop", method: .get, headers: Self.admin)
             #expect(try JSONDecoder().decode([AuditRecord].self, from: Data(buffer: shopOnly.body)).count == 2)
+        }
+    }
+
+    @Test("a publish through one replica is served by another within a second; its own reads see it at once")
+    func replicaFreshness() async throws {
+        let url = try await TestDatabase.create()
+        try await TestDatabase.withPool(url) { pool in
+            try await Migrator.migrate(schema: ConfigSchema.name, migrations: ConfigSchema.migrations, pool: pool, logger: TestDatabase.logger)
+            let replicaA = ConfigStore(pool: pool)
+            let replicaB = ConfigStore(pool: pool)
+            let scope = try DocumentScope(platform: "ios", appID: nil)
+            func publish(_ store: ConfigStore, _ body: String) async throws -> Int {
+                try await store.publish(project: "default", kind: .remoteConfig, scope: scope, canonical: body, etag: "\"\(body.count)\"", note: nil, actor: "test")
+            }
+            func served(_ store: ConfigStore) async throws -> Int? {
+                try await store.cachedLatest(project: "default", kind: .remoteConfig, scope: scope, appVersion: nil)?.version
+            }
+            _ = try await publish(replicaA, #"{"v":1}"#)
+            #expect(try await served(replicaB) == 1)
+            _ = try await publish(replicaA, #"{"v":22}"#)
+            #expect(try await served(replicaA) == 2)
+            let clock = ContinuousClock()
+            let start = clock.now
+            while try await served(replicaB) != 2 {
+                guard clock.now - start < .milliseconds(1_500) else {
+                    Issue.record("replica B still serves version 1 after 1.5 s")
+                    break
+                }
+                try await Task.sleep(for: .milliseconds(50))
+            }
         }
     }
 
