@@ -43,6 +43,9 @@ public func buildGatewayApplication(
     router.post("/debug") { request, context in try await uploads.handle(request, context: context, mode: .debug) }
     router.get("/debug") { request, context in try await uploads.handle(request, context: context, mode: .debug) }
     router.post("/v1/bridge") { request, context in try await bridge.handle(request, context: context) }
+    let sdkConfig = SDKConfigHandler(config: config)
+    router.get("/config/:file") { request, context in try await sdkConfig.remote(request, context: context) }
+    router.get("/config/visualized/:file") { request, context in try await sdkConfig.visual(request, context: context) }
 
     return makeServiceApplication(
         name: "bridge-gateway", router: SDKPathRouter(inner: router), server: settings.server, runtime: runtime,

@@ -25,18 +25,27 @@ struct SDKPathResponder<Inner: HTTPResponder>: HTTPResponder where Inner.Context
     }
 }
 
-/// The upload paths SDKs build from a server URL.
+/// The upload and config paths SDKs build from a server URL.
 enum SDKPaths {
     /// The last segments the SDKs use.
     static let endpoints: Set<Substring> = ["sa", "sa.gif", "debug"]
 
-    /// `/prefix/sa.gif?q` → `/sa.gif?q`; nil when the path needs no change.
+    /// `/prefix/sa.gif?q` → `/sa.gif?q`, `/prefix/config/iOS.conf?q` → `/config/iOS.conf?q`; nil when
+    /// the path needs no change.
     static func unprefixed(_ path: String) -> String? {
         let end = path.firstIndex(of: "?") ?? path.endIndex
         let route = path[..<end]
         guard let slash = route.lastIndex(of: "/"), slash != route.startIndex else { return nil }
         let last = route[route.index(after: slash)...]
-        guard endpoints.contains(last) else { return nil }
-        return String(path[slash...])
+        if endpoints.contains(last) { return String(path[slash...]) }
+        // Config downloads: …/config/X.conf and …/config/visualized/X.conf.
+        guard last.hasSuffix(".conf"), let config = route.range(of: "/config/", options: .backwards),
+              config.lowerBound != route.startIndex
+        else { return nil }
+        let rest = route[config.upperBound...]
+        guard !rest.contains("/") || (rest.hasPrefix("visualized/") && rest.dropFirst("visualized/".count).contains("/") == false) else {
+            return nil
+        }
+        return String(path[config.lowerBound...])
     }
 }

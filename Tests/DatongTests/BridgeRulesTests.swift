@@ -227,12 +227,15 @@ struct BridgeRulesTests {
 
     @Test("uploads under any path prefix are routed as the SDKs mean them", arguments: [
         ("/api/v2/sa.gif?project=p&data=x", "/sa.gif?project=p&data=x"), ("/collect/sa", "/sa"), ("/a/debug", "/debug"),
+        ("/api/config/iOS.conf?v=1", "/config/iOS.conf?v=1"), ("/a/b/config/visualized/Web.conf", "/config/visualized/Web.conf"),
     ])
     func prefixes(path: String, routed: String) {
         #expect(SDKPaths.unprefixed(path) == routed)
     }
 
-    @Test("other paths are left alone", arguments: ["/sa", "/sa.gif?x=/y/sa", "/v1/bridge", "/health", "/a/sa/b", "/"])
+    @Test("other paths are left alone", arguments: [
+        "/sa", "/sa.gif?x=/y/sa", "/v1/bridge", "/health", "/a/sa/b", "/", "/config/iOS.conf", "/a/config/x/y/z.conf", "/a/config/iOS.json",
+    ])
     func unchangedPaths(path: String) {
         #expect(SDKPaths.unprefixed(path) == nil)
     }

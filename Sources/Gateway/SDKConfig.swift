@@ -1,0 +1,127 @@
+import DatongContracts
+import DatongRuntime
+import Foundation
+import Hummingbird
+import Logging
+
+/// The Sensors-compatible config downloads (PROTOCOL.md section 5), served on the same host and
+/// port as `/sa` because SDKs derive the config URL from the upload URL. The documents come from
+/// config-service: the most specific one published for the app (platform + app id, then platform,
+/// then all apps) wins.
+struct SDKConfigHandler: Sendable {
+    let config: ServiceClient
+
+    /// The switches an SDK gets when nothing is published: everything on, the app's own settings.
+    static var defaultSwitches: [String: Any] {
+        ["disableSDK": false, "disableDebugMode": false, "autoTrackMode": -1, "event_blacklist": [String](), "effect_mode": 0]
+    }
+
+    /// The remote-config platforms by the file the SDK asks for.
+    static let remotePlatforms = ["iOS.conf": "ios", "Android.conf": "android"]
+    /// The visual-config platforms by file.
+    static let visualPlatforms = ["iOS.conf": "ios", "Android.conf": "android", "Web.conf": "web"]
+
+    /// `GET …/config/{iOS,Android}.conf?v=&nv=&app_id=&project=`: 200 with `{"v", "configs"}`, or 304
+    /// when `v` is the current version. With nothing published the answer is the defaults, version "0".
+    func remote(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        let file = context.parameters.get("file") ?? ""
+        guard let platform = Self.remotePlatforms[file] else {
+            throw ServiceError(.notFound, "unknown_config", "there is no config file '\(file.prefix(64))'; use iOS.conf or Android.conf")
+        }
+        let query = request.uri.queryParameters
+        let project = try requestProject(query["project"].map(String.init))
+        let document = try await newest(.remoteConfig, project: project, platform: platform, appID: query["app_id"].map(String.init), context: context)
+        let version = document.map { Self.version(ofETag: $0.etag) } ?? "0"
+        if query["v"].map(String.init) == version {
+            return Response(status: .notModified, headers: [.cacheControl: "no-cache"])
+        }
+        var configs = Self.defaultSwitches
+        var answer: [String: Any] = ["v": version]
+        if let document, let published = try? JSONSerialization.jsonObject(with: Data(document.body)) as? [String: Any] {
+            // A published remote config is the SDK's answer without `v`: `{"configs": {…}, "nv": …}`.
+            for (key, value) in published where key != "v" && key != "configs" { answer[key] = value }
+            for (key, value) in published["configs"] as? [String: Any] ?? [:] { configs[key] = value }
+        }
+        answer["configs"] = configs
+        let body = try JSONSerialization.data(withJSONObject: answer, options: [.sortedKeys])
+        return jsonResponse(.ok, String(decoding: body, as: UTF8.self), headers: [.cacheControl: "no-cache"])
+    }
+
+    /// `GET …/config/visualized/{iOS,Android,Web}.conf?app_id=&project=&v=`: 200 with the events,
+    /// 304 when `v` is current, 205 when nothing is published (the SDK clears its cache). Web may ask
+    /// for JSONP with `callbackName`, answered as `NAME(status, config)`.
+    func visual(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        let file = context.parameters.get("file") ?? ""
+        guard let platform = Self.visualPlatforms[file] else {
+            throw ServiceError(.notFound, "unknown_config", "there is no visual config file '\(file.prefix(64))'; use iOS.conf, Android.conf or Web.conf")
+        }
+        let query = request.uri.queryParameters
+        var callback: String?
+        if let name = query["callbackName"].map(String.init) {
+            guard platform == "web", Self.isCallbackName(name) else {
+                throw ServiceError.badRequest("invalid_callback", "callbackName must be a JavaScript identifier path (letters, digits, _, $ and dots, at most 64 characters), for Web.conf only")
+            }
+            callback = name
+        }
+        let project = try requestProject(query["project"].map(String.init))
+        let appID = query["app_id"].map(String.init)
+        let document = try await newest(.visualConfig, project: project, platform: platform, appID: appID, context: context)
+        guard let document else { return Self.answer(.resetContent, nil, callback: callback) }
+        let version = Self.version(ofETag: document.etag)
+        if query["v"].map(String.init) == version { return Self.answer(.notModified, nil, callback: callback) }
+        var answer = (try? JSONSerialization.jsonObject(with: Data(document.body)) as? [String: Any]) ?? [:]
+        answer["version"] = version
+        answer["os"] = file.replacingOccurrences(of: ".conf", with: "")
+        answer["project"] = project
+        if let appID { answer["app_id"] = appID }
+        if answer["events"] == nil { answer["events"] = [Any]() }
+        let body = String(decoding: try JSONSerialization.data(withJSONObject: answer, options: [.sortedKeys]), as: UTF8.self)
+        return Self.answer(.ok, body, callback: callback)
+    }
+
+    /// A visual-config answer, plain or as JSONP (always HTTP 200 then: a script tag sees no status).
+    private static func answer(_ status: HTTPResponse.Status, _ body: String?, callback: String?) -> Response {
+        guard let callback else {
+            guard let body else { return Response(status: status, headers: [.cacheControl: "no-cache"]) }
+            return jsonResponse(status, body, headers: [.cacheControl: "no-cache"])
+        }
+        let script = "\(callback)(\(status.code), \(body ?? "null"))"
+        return Response(
+            status: .ok, headers: [.contentType: "application/javascript; charset=utf-8", .cacheControl: "no-cache"],
+            body: .init(byteBuffer: ByteBuffer(string: script))
+        )
+    }
+
+    /// The most specific published document: for the app on this platform, for the platform, for all.
+    private func newest(
+        _ kind: DocumentKind, project: String, platform: String, appID: String?, context: DatongRequestContext
+    ) async throws -> (etag: String, body: [UInt8])? {
+        var scopes: [[(String, String)]] = [[("platform", platform)], []]
+        if let appID, !appID.isEmpty { scopes.insert([("platform", platform), ("app_id", appID)], at: 0) }
+        for scope in scopes {
+            var components = URLComponents()
+            components.path = "/v1/projects/\(project)/\(kind.rawValue)"
+            components.queryItems = scope.isEmpty ? nil : scope.map { URLQueryItem(name: $0.0, value: $0.1) }
+            switch try await config.fetchDocument(components.string ?? components.path, etag: nil, maxBytes: 1 << 20, logger: context.logger) {
+            case .document(let etag, let body): return (etag ?? "", body)
+            case .absent, .notModified: continue
+            }
+        }
+        return nil
+    }
+
+    /// The version string SDKs cache: the start of the document's ETag (its SHA-256), the same on
+    /// every replica and unchanged by a rollback to the same content.
+    static func version(ofETag etag: String) -> String {
+        String(etag.filter { $0.isHexDigit }.prefix(16))
+    }
+
+    /// `sa_jsonp_1`, `window.sensors.cb`: what may be written before `(` in a script.
+    static func isCallbackName(_ name: String) -> Bool {
+        guard (1...64).contains(name.utf8.count), !name.hasPrefix("."), !name.hasSuffix("."), !name.contains("..") else { return false }
+        return name.utf8.allSatisfy { byte in
+            (byte | 0x20) >= UInt8(ascii: "a") && (byte | 0x20) <= UInt8(ascii: "z") || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+                || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "$") || byte == UInt8(ascii: ".")
+        } && !(name.first?.isNumber ?? true)
+    }
+}
