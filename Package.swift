@@ -113,10 +113,14 @@ let package = Package(
         .executableTarget(name: "RunDatongctl", dependencies: ["DatongCtl"]),
 
         // Benchmarks: print figures measured on this machine (README, Benchmarks).
+        .target(
+            name: "BenchSupport",
+            dependencies: ["DatongPostgres", .product(name: "Logging", package: "swift-log")]
+        ),
         .executableTarget(
             name: "GatewayBench",
             dependencies: [
-                "Gateway",
+                "Gateway", "BenchSupport",
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
@@ -124,7 +128,7 @@ let package = Package(
         .executableTarget(
             name: "CollectorBench",
             dependencies: [
-                "Collector", "DatongContracts", "DatongPostgres", "DatongRuntime",
+                "BenchSupport", "Collector", "DatongContracts", "DatongPostgres", "DatongRuntime",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -133,7 +137,7 @@ let package = Package(
         .executableTarget(
             name: "ConfigBench",
             dependencies: [
-                "ConfigService", "DatongPostgres", "DatongRuntime",
+                "BenchSupport", "ConfigService", "DatongPostgres", "DatongRuntime",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -7,6 +7,7 @@
 // (the script starts a throwaway PostgreSQL and sets DATABASE_URL; the bench creates a fresh
 // database in it for each path and round).
 import AsyncHTTPClient
+import BenchSupport
 import Collector
 import DatongContracts
 import DatongPostgres
@@ -15,30 +16,18 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
-import Synchronization
 
-let arguments = CommandLine.arguments
-func option(_ name: String, default value: Int) -> Int {
-    guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count, let parsed = Int(arguments[index + 1]), parsed > 0 else {
-        return value
-    }
-    return parsed
-}
-let rounds = option("--rounds", default: 3)
-let batchCount = option("--batches", default: 2_000)
-let concurrency = option("--concurrency", default: 32)
+let rounds = Bench.option("--rounds", default: 3)
+let batchCount = Bench.option("--batches", default: 2_000)
+let concurrency = Bench.option("--concurrency", default: 32)
 let recordsPerBatch = 50
-let connections = option("--connections", default: 4)
+let connections = Bench.option("--connections", default: 4)
 
 guard let adminURL = ProcessInfo.processInfo.environment["DATABASE_URL"] else {
     print("collector-bench: set DATABASE_URL to a PostgreSQL server (scripts/bench collector starts one)")
     exit(2)
 }
-let logger: Logger = {
-    var logger = Logger(label: "collector-bench")
-    logger.logLevel = .error
-    return logger
-}()
+let logger = Bench.quietLogger("collector-bench")
 
 // MARK: Realistic batches: app events and H5 events relayed by apps, ~600 bytes of properties each.
 
@@ -78,13 +67,7 @@ print("  HTTP: \(concurrency) concurrent requests over keep-alive connections; c
 
 /// A fresh database with the collector's schema (tables, partitions for the corpus, indexes).
 func freshDatabase() async throws -> String {
-    let admin = PostgresPool(url: adminURL, maxConnections: 1, logger: logger)
-    let name = "datong_bench_\(UInt64.random(in: 0...UInt64.max))"
-    try await admin.withConnection { try $0.execute("CREATE DATABASE \(name)") }
-    await admin.close()
-    var components = URLComponents(string: adminURL)!
-    components.path = "/\(name)"
-    let url = components.string!
+    let url = try await Bench.freshDatabase(adminURL: adminURL, logger: logger)
     let pool = PostgresPool(url: url, maxConnections: 1, logger: logger)
     try await Migrator.migrate(schema: "collector", migrations: CollectorRows.migrations, pool: pool, logger: logger)
     await pool.close()
@@ -112,7 +95,7 @@ func throughCollector() async throws -> Duration {
     let clock = ContinuousClock()
     let elapsed = try await clock.measure {
         try await withThrowingTaskGroup(of: Void.self) { group in
-            let next = ManagedAtomicCounter()
+            let next = WorkCounter()
             for _ in 0..<concurrency {
                 group.addTask {
                     while let index = next.take(below: bodies.count) {
@@ -151,7 +134,7 @@ func rawCopy() async throws -> Duration {
     let clock = ContinuousClock()
     let elapsed = try await clock.measure {
         try await withThrowingTaskGroup(of: Void.self) { group in
-            let next = ManagedAtomicCounter()
+            let next = WorkCounter()
             for _ in 0..<connections {
                 group.addTask {
                     while let index = next.take(below: data.count) {
@@ -168,16 +151,6 @@ func rawCopy() async throws -> Duration {
     return elapsed
 }
 
-/// Hands out indexes 0, 1, 2, … to concurrent workers.
-final class ManagedAtomicCounter: Sendable {
-    private let next = Atomic<Int>(0)
-
-    func take(below count: Int) -> Int? {
-        let index = next.add(1, ordering: .relaxed).oldValue
-        return index < count ? index : nil
-    }
-}
-
 /// Every event is in the table exactly once.
 func check(_ url: String) async throws {
     let pool = PostgresPool(url: url, maxConnections: 1, logger: logger)
@@ -191,23 +164,22 @@ func check(_ url: String) async throws {
 var collectorRates: [Double] = []
 var copyRates: [Double] = []
 // `--only collector` or `--only copy` runs one path (for profiling it).
-let only = arguments.firstIndex(of: "--only").flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil }
+let only = Bench.text("--only")
 for _ in 0..<rounds {
     if only != "collector" {
         let copy = try await rawCopy()
-        copyRates.append(Double(totalEvents) / copy.seconds)
+        copyRates.append(Double(totalEvents) / Bench.seconds(copy))
     }
     if only != "copy" {
         let http = try await throughCollector()
-        collectorRates.append(Double(totalEvents) / http.seconds)
+        collectorRates.append(Double(totalEvents) / Bench.seconds(http))
     }
 }
 guard !copyRates.isEmpty, !collectorRates.isEmpty else {
     print("events/s: \((copyRates + collectorRates).map { Int($0) })")
     exit(0)
 }
-func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
-let copyRate = median(copyRates), collectorRate = median(collectorRates)
+let copyRate = Bench.median(copyRates), collectorRate = Bench.median(collectorRates)
 print("path                                                     events/s   vs raw COPY")
 print("raw binary COPY of the same rows (baseline)       \(pad(copyRate))        1.00x")
 print("collector HTTP API: JSON batches, dedup, commit   \(pad(collectorRate))        \(String(format: "%.2f", collectorRate / copyRate))x")
@@ -216,13 +188,4 @@ print("(each round: \(copyRates.map { pad($0) }.joined(separator: " ")) | \(coll
 func pad(_ rate: Double) -> String {
     let text = String(Int(rate.rounded()))
     return String(repeating: " ", count: max(0, 9 - text.count)) + text
-}
-
-struct BenchError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
-
-extension Duration {
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

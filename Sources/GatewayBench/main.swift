@@ -4,20 +4,14 @@
 //   swift run -c release gateway-bench [--rounds N] [--uploads N] [--only TEXT]
 //
 // `--only TEXT` runs the baseline and the paths whose name contains TEXT (for profiling one path).
+import BenchSupport
 import CompressNIO
 import Foundation
 import Gateway
 import NIOCore
 
-let arguments = CommandLine.arguments
-func option(_ name: String, default value: Int) -> Int {
-    guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count, let parsed = Int(arguments[index + 1]), parsed > 0 else {
-        return value
-    }
-    return parsed
-}
-let rounds = option("--rounds", default: 7)
-let uploadCount = option("--uploads", default: 200)
+let rounds = Bench.option("--rounds", default: 7)
+let uploadCount = Bench.option("--uploads", default: 200)
 let recordsPerUpload = 50
 let limits = UploadLimits()
 let now = Int64(Date().timeIntervalSince1970 * 1000)
@@ -178,7 +172,7 @@ let allPaths: [Path] = [
     },
 ]
 
-let only = arguments.firstIndex(of: "--only").flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil }
+let only = Bench.text("--only")
 let paths = allPaths.enumerated().filter { $0.offset == 0 || only.map($0.element.name.contains) ?? true }.map(\.element)
 
 print("gateway-bench: \(uploadCount) requests x \(recordsPerUpload) records = \(eventsPerRound) events per round, \(rounds) rounds, median")
@@ -197,7 +191,7 @@ for _ in 0..<rounds {
         rates[position].append(Double(eventsPerRound) / seconds)
     }
 }
-let medians = rates.map { $0.sorted()[$0.count / 2] }
+let medians = rates.map(Bench.median)
 let baseline = medians[0]
 let nameWidth = paths.map(\.name.count).max()!
 print("path".padding(toLength: nameWidth, withPad: " ", startingAt: 0) + "   events/s   µs/event   vs baseline")
