@@ -21,9 +21,34 @@ public func buildConfigApplication(
     router.put("/v1/projects/:project") { request, context in
         let actor = try await auth.authorize(request)
         let project = try projectParameter(context)
+        // An optional body sets the ingestion token ({"token": "…"}) or clears it ({"token": null}).
+        let body = try await collectBody(request, limit: 4096)
+        var token: String??
+        if body.readableBytes > 0 {
+            guard let object = try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any], object.keys.contains("token") else {
+                throw ServiceError.badRequest("invalid_body", #"the body is optional; when sent it is {"token": "…"} or {"token": null}"#)
+            }
+            switch object["token"] {
+            case let text as String where (16...256).contains(text.utf8.count): token = .some(text)
+            case is NSNull: token = .some(nil)
+            default: throw ServiceError.badRequest("invalid_token", "an ingestion token is 16 to 256 characters (or null to remove it)")
+            }
+        }
         let created = try await store.createProject(project, actor: actor)
+        if let token {
+            _ = try await store.setIngestionToken(project: project, digestHex: token.map(AdminAuth.digestHex(of:)), actor: actor)
+        }
         context.logger.info("audit.project.put", metadata: ["project": "\(project)", "created": "\(created)", "actor": "\(actor)"])
         return jsonResponse(created ? .created : .ok, #"{"name":"\#(project)"}"#)
+    }
+
+    // Internal: what the gateway checks uploads against (no admin token; the digest only).
+    router.get("/v1/projects/:project/ingestion") { _, context in
+        let project = try projectParameter(context)
+        guard let token = try await store.ingestion(project: project) else {
+            throw ServiceError(.notFound, "unknown_project", "there is no project '\(project)'")
+        }
+        return try jsonResponse(.ok, encoding: ProjectIngestion(project: project, tokenSHA256: token))
     }
 
     router.put("/v1/projects/:project/:kind") { request, context in

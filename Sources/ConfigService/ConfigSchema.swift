@@ -52,5 +52,9 @@ enum ConfigSchema {
             );
             CREATE INDEX audit_project_at ON config.audit (project, at);
             """),
+        Migration(version: 4, name: "project ingestion tokens", sql: """
+            -- When set, uploads to the project must carry the token whose hex SHA-256 this is.
+            ALTER TABLE config.projects ADD COLUMN token_sha256 text;
+            """),
     ]
 }

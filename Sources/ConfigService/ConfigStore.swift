@@ -41,6 +41,28 @@ struct ConfigStore: Sendable {
         }
     }
 
+    /// Sets (a digest) or clears (nil) the ingestion token of an existing project; false when there
+    /// is no such project.
+    func setIngestionToken(project: String, digestHex: String?, actor: String) async throws -> Bool {
+        try await pool.transaction { connection in
+            let updated = try connection.query(
+                "UPDATE config.projects SET token_sha256 = $2 WHERE name = $1", [project, digestHex]
+            ).affectedRows == 1
+            if updated { try Self.audit(actor, digestHex == nil ? "project.token_cleared" : "project.token_set", project: project, on: connection) }
+            return updated
+        }
+    }
+
+    /// What the gateway needs to accept uploads for `project`: nil when there is no such project,
+    /// otherwise the hex SHA-256 of its ingestion token (nil inside when uploads need none).
+    func ingestion(project: String) async throws -> String?? {
+        try await pool.withConnection { connection in
+            let rows = try connection.query("SELECT token_sha256 FROM config.projects WHERE name = $1", [project]).rows
+            guard let row = rows.first else { return nil }
+            return .some(row[0])
+        }
+    }
+
     func projectExists(_ name: String) async throws -> Bool {
         try await pool.withConnection { connection in
             try connection.query("SELECT 1 FROM config.projects WHERE name = $1", [name]).rows.isEmpty == false

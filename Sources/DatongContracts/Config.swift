@@ -104,7 +104,8 @@ public struct AuditRecord: Codable, Sendable, Equatable {
     public var at: String
     /// The name of the admin token used (`bootstrap` for ADMIN_TOKEN).
     public var actor: String
-    /// `project.created`, `document.published`, `document.rolled_back`, `token.created`, `token.revoked`.
+    /// `project.created`, `project.token_set`, `project.token_cleared`, `document.published`,
+    /// `document.rolled_back`, `token.created`, `token.revoked`.
     public var action: String
     public var project: String?
     public var kind: String?
@@ -126,5 +127,17 @@ public struct AuditRecord: Codable, Sendable, Equatable {
         self.appId = appId
         self.version = version
         self.detail = detail
+    }
+}
+
+/// `GET /v1/projects/{project}/ingestion` on config-service: what the gateway checks uploads against.
+public struct ProjectIngestion: Codable, Sendable, Equatable {
+    public var project: String
+    /// The hex SHA-256 of the token uploads must carry; absent when the project needs none.
+    public var tokenSHA256: String?
+
+    public init(project: String, tokenSHA256: String?) {
+        self.project = project
+        self.tokenSHA256 = tokenSHA256
     }
 }

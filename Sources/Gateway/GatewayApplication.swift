@@ -18,8 +18,9 @@ public func buildGatewayApplication(
     let whitelists = WhitelistCache(
         config: config, refreshInterval: .seconds(settings.whitelistRefreshSeconds), logger: runtime.logger
     )
-    let uploads = UploadHandler(limits: settings.limits, ingest: ingest)
-    let bridge = BridgeHandler(limits: settings.limits, whitelists: whitelists, ingest: ingest)
+    let projects = ProjectDirectory(config: config, refreshInterval: .seconds(settings.whitelistRefreshSeconds))
+    let uploads = UploadHandler(limits: settings.limits, ingest: ingest, projects: projects)
+    let bridge = BridgeHandler(limits: settings.limits, whitelists: whitelists, ingest: ingest, projects: projects)
 
     let router = makeServiceRouter(runtime: runtime, readiness: [
         ReadinessCheck("identity-service") { await identity.isHealthy() },

@@ -5,6 +5,8 @@ struct NormalizedRecord: Sendable, Equatable {
     var collect: CollectRecord
     /// nil for item records, which belong to no user.
     var identity: IdentityRecord?
+    /// The record's own ingestion token, when it names its own project (never for bridged records).
+    var token: String? = nil
 }
 
 /// Validates one SDK record and normalizes it (PROTOCOL.md section 2). Pure: the same record and
@@ -150,7 +152,8 @@ struct RecordNormalizer: Sendable {
             project: project, type: type, distinctId: distinctID ?? "",
             originalId: originalID, identities: identities, isLoginId: isLoginID, lib: libName
         )
-        return .success(NormalizedRecord(collect: collect, identity: identity))
+        let token = bridged == nil ? fields.token?.stringValue : nil
+        return .success(NormalizedRecord(collect: collect, identity: identity, token: token))
     }
 
     /// Epoch milliseconds from a JSON number; 10-digit values are seconds.

@@ -18,6 +18,8 @@ struct RecordFields {
     var hybrid: JSONRef?
     /// Where the page's SDK meant to send a bridged record.
     var serverURL: JSONRef?
+    /// The record's own ingestion token (with its own `project`).
+    var token: JSONRef?
 
     init(_ record: JSONRef) {
         for (key, value) in record.members {
@@ -36,6 +38,7 @@ struct RecordFields {
             else if key.textEquals("item_id") { itemID = value }
             else if key.textEquals("_hybrid_h5") { hybrid = value }
             else if key.textEquals("server_url") { serverURL = value }
+            else if key.textEquals("token") { token = value }
         }
     }
 }

@@ -10,6 +10,7 @@ import Logging
 struct UploadHandler: Sendable {
     let limits: UploadLimits
     let ingest: Ingest
+    let projects: ProjectDirectory
 
     /// A 1×1 transparent GIF, the answer to image beacons.
     static let pixel: [UInt8] = [
@@ -27,7 +28,9 @@ struct UploadHandler: Sendable {
     func handle(_ request: Request, context: DatongRequestContext, mode: Mode) async throws -> Response {
         let body = try await readRequestBody(request, limits: limits)
         let receivedAt = Ingest.now()
-        let upload = try PreparedUpload(query: request.uri.query, body: body, limits: limits, now: receivedAt)
+        var upload = try PreparedUpload(query: request.uri.query, body: body, limits: limits, now: receivedAt)
+        try await projects.check(project: upload.project, token: upload.token, logger: context.logger)
+        try await upload.checkRecordProjects(projects, logger: context.logger)
         let problems = upload.problems
 
         if mode == .debug, request.headers[.dryRun]?.lowercased() == "true" {
@@ -89,15 +92,23 @@ private struct DebugProblems: Encodable {
 /// An upload decoded and validated, before anything is stored: the gateway's hot path, parsed once.
 struct PreparedUpload: Sendable {
     let project: String
+    /// The request's ingestion token (`token=`).
+    let token: String?
     var accepted: [NormalizedRecord] = []
+    /// `acceptedIndexes[i]` is the position in `data_list` of `accepted[i]`.
+    var acceptedIndexes: [Int] = []
     var rejected: [RejectedRecord] = []
     var problems: [RecordProblem] = []
+    /// The text of accepted records that name another project than the request's, by position:
+    /// kept in case that project refuses them.
+    private var foreignRecords: [Int: String] = [:]
 
     /// Decodes the form parameters and payload and validates each record; a request that can never
     /// succeed throws a `ServiceError`, a bad record is kept as rejected with its reason.
     init(query: String?, body: [UInt8], limits: UploadLimits, now: Int64) throws {
         let parameters = FormParameters(query: query, body: body)
         project = try requestProject(parameters["project"])
+        token = parameters["token"]
         let values = try UploadPayload.records(from: parameters, limits: limits)
         let normalizer = RecordNormalizer(limits: limits)
         accepted.reserveCapacity(values.count)
@@ -105,11 +116,35 @@ struct PreparedUpload: Sendable {
             switch normalizer.normalize(value, defaultProject: project, now: now) {
             case .success(let record):
                 accepted.append(record)
+                acceptedIndexes.append(index)
+                if record.collect.project != project { foreignRecords[index] = value.rawText }
             case .failure(let rejection):
                 rejected.append(RejectedRecord(project: rejection.project, reason: rejection.reason, raw: value.rawText))
                 problems.append(RecordProblem(index: index, reason: rejection.reason))
             }
         }
+    }
+}
+
+extension PreparedUpload {
+    /// Records that name a project of their own must name one that exists, with its token (theirs,
+    /// or the request's); the others are kept as rejected with the reason.
+    mutating func checkRecordProjects(_ projects: ProjectDirectory, logger: Logger) async throws {
+        guard !foreignRecords.isEmpty else { return }
+        var kept: [NormalizedRecord] = []
+        var keptIndexes: [Int] = []
+        for (record, index) in zip(accepted, acceptedIndexes) {
+            if let raw = foreignRecords[index],
+               let refusal = try await projects.problem(project: record.collect.project, token: record.token ?? token, logger: logger) {
+                rejected.append(RejectedRecord(project: project, reason: refusal.message, raw: raw))
+                problems.append(RecordProblem(index: index, reason: refusal.message))
+            } else {
+                kept.append(record)
+                keptIndexes.append(index)
+            }
+        }
+        accepted = kept
+        acceptedIndexes = keptIndexes
     }
 }
 

@@ -122,7 +122,7 @@ struct ConfigVersionsTests {
 
             let trail = try await config.execute(uri: "/v1/audit?limit=10", method: .get, headers: Self.admin)
             let records = try JSONDecoder().decode([AuditRecord].self, from: Data(buffer: trail.body))
-            #expect(records.map { "\($0.actor) \($0.action) \($0.project ?? "-")" } == [
+            #expect(records.prefix(4).map { "\($0.actor) \($0.action) \($0.project ?? "-")" } == [
                 "bootstrap token.revoked -", "ci-deploy document.published shop", "ci-deploy project.created shop", "bootstrap token.created -",
             ])
             #expect(records[1].version == 1)

@@ -209,7 +209,7 @@ struct EndToEndTests {
             #expect(created.status == .created)
             let projects = try await services.config.execute(uri: "/v1/projects", method: .get, headers: admin)
             let names = try JSONDecoder().decode([ProjectInfo].self, from: Data(buffer: projects.body)).map(\.name)
-            #expect(names == ["default", "shop"])
+            #expect(names == ["default", "production", "proj_x", "shop"])
         }
     }
 }

@@ -179,7 +179,7 @@ struct GatewayTests {
             #expect(clock.now - start < .seconds(5))
 
             // An H5 domain whitelist keeps pages of other domains out.
-            #expect(try await services.config.execute(uri: "/v1/projects/production", method: .put, headers: Self.admin).status == .created)
+            #expect(try await services.config.execute(uri: "/v1/projects/production", method: .put, headers: Self.admin).status == .ok)
             let domains = try await services.config.execute(
                 uri: "/v1/projects/production/h5-domain-whitelist", method: .put, headers: Self.admin,
                 body: ByteBuffer(string: #"["*.shop.example.org"]"#)

@@ -134,6 +134,9 @@ struct RunningServices: Sendable {
     let config: any TestClientProtocol
     let databaseURL: String
     static let adminToken = "test-admin-token"
+    /// Created in config-service before the gateway starts: the JS fixture's pages and the app
+    /// contexts name `production`, the Python fixture's batch names `proj_x`.
+    static let fixtureProjects = ["production", "proj_x"]
 
     static func run(
         limits: UploadLimits = UploadLimits(timeWindowPastDays: 36_500),
@@ -153,6 +156,13 @@ struct RunningServices: Sendable {
         try await identity.test(.live) { identityClient in
             try await collector.test(.live) { collectorClient in
                 try await config.test(.live) { configClient in
+                    // The projects the fixtures upload to (`default` exists from the first migration).
+                    for project in fixtureProjects {
+                        let created = try await configClient.execute(
+                            uri: "/v1/projects/\(project)", method: .put, headers: [.authorization: "Bearer \(adminToken)"]
+                        )
+                        #expect(created.status == .created)
+                    }
                     let gateway = buildGatewayApplication(
                         settings: GatewaySettings(
                             server: server,

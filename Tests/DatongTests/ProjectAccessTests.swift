@@ -1,0 +1,60 @@
+import DatongContracts
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+/// Uploads reach only projects config-service knows, with their ingestion token when one is set.
+@Suite("bridge-gateway: projects and ingestion tokens")
+struct ProjectAccessTests {
+    static let admin: HTTPFields = [.authorization: "Bearer \(RunningServices.adminToken)"]
+    static let record = #"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d"}"#
+
+    private func upload(_ query: String, _ records: String, to services: RunningServices) async throws -> TestResponse {
+        let data = Data(records.utf8).base64EncodedString().addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        return try await services.gateway.execute(uri: "/sa?\(query)", method: .post, body: ByteBuffer(string: "data_list=\(data)"))
+    }
+
+    @Test("an unknown project is 404 and a missing or wrong token 403 (both retried by the SDKs); the right token is accepted")
+    func access() async throws {
+        try await RunningServices.run { services in
+            let unknown = try await upload("project=nowhere", "[\(Self.record)]", to: services)
+            #expect(unknown.status == .notFound)
+            #expect(try unknown.json()["error"] as? String == "unknown_project")
+
+            let token = "shop-ingestion-token-0123456789"
+            let created = try await services.config.execute(uri: "/v1/projects/shop", method: .put, headers: Self.admin,
+                                                            body: ByteBuffer(string: #"{"token":"\#(token)"}"#))
+            #expect(created.status == .created)
+            let stored = try await TestDatabase.rows(services.databaseURL, "SELECT token_sha256 <> $1 FROM config.projects WHERE name = 'shop'", [token])
+            #expect(stored == [["t"]])
+
+            let missing = try await upload("project=shop", "[\(Self.record)]", to: services)
+            #expect(missing.status == .forbidden)
+            #expect(try missing.json()["error"] as? String == "missing_token")
+            let wrong = try await upload("project=shop&token=guess", "[\(Self.record)]", to: services)
+            #expect(wrong.status == .forbidden)
+            #expect(try wrong.json()["error"] as? String == "invalid_token")
+            let right = try await upload("project=shop&token=\(token)", "[\(Self.record)]", to: services)
+            #expect(right.status == .ok)
+            #expect(try right.json()["stored"] as? Int == 1)
+
+            // A record naming a project of its own needs that project (and its token); the rest is stored.
+            let mixed = try await upload("project=default",
+                                         #"[\#(Self.record), {"type":"track","event":"F","time":1795273119736,"distinct_id":"d","project":"ghost"}]"#,
+                                         to: services)
+            #expect(mixed.status == .ok)
+            #expect(try mixed.json()["stored"] as? Int == 1)
+            #expect(try mixed.json()["rejected"] as? Int == 1)
+            let rejected = try await TestDatabase.rows(services.databaseURL, "SELECT project, raw::jsonb->>'project' FROM analytics.rejected")
+            #expect(rejected == [["default", "ghost"]])
+
+            // A relay for an unknown project is refused the same way once it holds a record.
+            let relay = try BridgeRulesTests.messages("android")
+            let body = try JSONSerialization.data(withJSONObject: ["app": GatewayTests.app(anonymousID: "a-1", idfv: "I-1"), "messages": [relay[0]]])
+            let refused = try await services.gateway.execute(uri: "/v1/bridge?project=nowhere", method: .post, body: ByteBuffer(data: body))
+            #expect(refused.status == .notFound)
+        }
+    }
+}
