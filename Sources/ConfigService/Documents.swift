@@ -101,10 +101,10 @@ enum DocumentValidator {
             }
         case .trackingTable:
             problems += TrackingTable.problems(value)
-        case .remoteConfig, .visualConfig:
-            if !(value is [String: Any]) {
-                problems.append(DocumentProblem(path: "", message: "a \(kind.rawValue) is a JSON object"))
-            }
+        case .remoteConfig:
+            problems += SDKDocuments.remoteConfigProblems(value)
+        case .visualConfig:
+            problems += SDKDocuments.visualConfigProblems(value)
         }
         guard problems.isEmpty else { return .failure(DocumentProblems(list: problems)) }
         guard let canonical = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .fragmentsAllowed]) else {

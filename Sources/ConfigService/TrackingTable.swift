@@ -121,7 +121,7 @@ enum TrackingTable {
             problems.append(.init(path: path + "/containIn", message: "missing: 0 reads from the target, 1 from the tapped cell"))
         case let text as String where text == "0" || text == "1":
             break
-        case let number as NSNumber where !isBoolean(number) && (number.doubleValue == 0 || number.doubleValue == 1):
+        case let number as NSNumber where !SDKDocuments.isBoolean(number) && (number.doubleValue == 0 || number.doubleValue == 1):
             break
         default:
             problems.append(.init(path: path + "/containIn", message: "must be 0 (the target) or 1 (the tapped cell)"))
@@ -130,11 +130,6 @@ enum TrackingTable {
             problems.append(.init(path: path + "/" + pointerToken(key), message: "unknown field; a parameter has propertyName, propertyPath and containIn"))
         }
         return problems
-    }
-
-    /// JSON `true` and `false` arrive as NSNumbers too; their type encoding is `c` (char).
-    private static func isBoolean(_ number: NSNumber) -> Bool {
-        String(cString: number.objCType) == "c"
     }
 
     private static let sectionNames = Section.allCases.map(\.rawValue).joined(separator: ", ")

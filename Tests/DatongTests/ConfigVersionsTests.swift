@@ -67,14 +67,14 @@ struct ConfigVersionsTests {
             func publish(_ body: String, _ range: String) async throws -> HTTPResponse.Status {
                 try await config.execute(uri: base + range, method: .put, headers: Self.admin, body: ByteBuffer(string: body)).status
             }
-            #expect(try await publish(#"{"v":"all"}"#, "") == .created)
-            #expect(try await publish(#"{"v":"new"}"#, "&min_app_version=2.10") == .created)
-            #expect(try await publish(#"{"v":"old"}"#, "&max_app_version=2.9.9") == .created)
-            #expect(try await publish(#"{"v":"x"}"#, "&min_app_version=3&max_app_version=2") == .badRequest)
-            #expect(try await publish(#"{"v":"x"}"#, "&min_app_version=2.x") == .badRequest)
+            #expect(try await publish(#"{"configs":{},"nv":"all"}"#, "") == .created)
+            #expect(try await publish(#"{"configs":{},"nv":"new"}"#, "&min_app_version=2.10") == .created)
+            #expect(try await publish(#"{"configs":{},"nv":"old"}"#, "&max_app_version=2.9.9") == .created)
+            #expect(try await publish(#"{"configs":{},"nv":"x"}"#, "&min_app_version=3&max_app_version=2") == .badRequest)
+            #expect(try await publish(#"{"configs":{},"nv":"x"}"#, "&min_app_version=2.x") == .badRequest)
             func served(_ appVersion: String?) async throws -> String? {
                 let uri = base + (appVersion.map { "&app_version=\($0)" } ?? "")
-                return try await config.execute(uri: uri, method: .get).json()["v"] as? String
+                return try await config.execute(uri: uri, method: .get).json()["nv"] as? String
             }
             #expect(try await served("2.10.0") == "new")   // 2.10 sorts after 2.9
             #expect(try await served("2.9") == "old")
@@ -159,6 +159,61 @@ struct ConfigVersionsTests {
                 }
                 try await Task.sleep(for: .milliseconds(50))
             }
+        }
+    }
+
+    /// Two valid versions of each kind, and a document of that kind with a mistake and where it is.
+    static let kinds: [(kind: String, first: String, second: String, bad: String, badPath: String)] = [
+        ("tracking-table", #"{"PAGEPV":{"Home":{"userDefined":{},"pagePara":{}}}}"#,
+         #"{"PAGEPV":{"Cart":{"userDefined":{},"pagePara":{}}}}"#, #"{"PAGEPV":{"a/b":{"userDefined":{},"pagePara":{}}}}"#, "/PAGEPV/a~1b"),
+        ("remote-config", #"{"configs":{"disableSDK":false}}"#, #"{"configs":{"disableSDK":true,"autoTrackMode":3}}"#,
+         #"{"configs":{"autoTrackMode":16}}"#, "/configs/autoTrackMode"),
+        ("visual-config", #"{"events":[]}"#, #"{"events":[{"event_name":"Buy","event_type":"appclick","event":{"element_path":"A/B"}}]}"#,
+         #"{"events":[{"event_name":"","event_type":"appclick","event":{}}]}"#, "/events/0/event_name"),
+        ("server-url-whitelist", #"["https://a.example.com/sa?project=p"]"#, #"["https://b.example.com/sa?project=p"]"#, #"["no host"]"#, "[0]"),
+        ("h5-domain-whitelist", #"["h5.example.com"]"#, #"["*.example.com"]"#, #"["ok.example.com", ""]"#, "[1]"),
+    ]
+
+    @Test("every kind is published, read, revalidated, compared, rolled back, targeted (or not), and refused precisely when wrong",
+          arguments: kinds.map(\.kind))
+    func everyKind(kind: String) async throws {
+        let sample = try #require(Self.kinds.first { $0.kind == kind })
+        try await RunningServices.run { services in
+            let config = services.config
+            let path = "/v1/projects/default/\(kind)"
+            func publish(_ body: String, _ query: String = "") async throws -> TestResponse {
+                try await config.execute(uri: path + "?platform=android" + query, method: .put, headers: Self.admin, body: ByteBuffer(string: body))
+            }
+            let first = try JSONDecoder().decode(PublishResult.self, from: Data(buffer: try await publish(sample.first).body))
+            let second = try JSONDecoder().decode(PublishResult.self, from: Data(buffer: try await publish(sample.second).body))
+            #expect(first.version == 1)
+            #expect(second.version == 2)
+
+            let read = try await config.execute(uri: path + "?platform=android", method: .get)
+            #expect(read.status == .ok)
+            #expect(read.headers[.eTag] == second.etag)
+            #expect(try await config.execute(uri: path + "?platform=android", method: .get, headers: [.ifNoneMatch: second.etag]).status == .notModified)
+
+            let diff = try await config.execute(uri: path + "/diff?platform=android&from=1&to=2", method: .get, headers: Self.admin)
+            #expect(try #require(try diff.json()["changes"] as? [Any]).isEmpty == false)
+            let rolled = try await config.execute(uri: path + "/rollback?platform=android&to=1", method: .post, headers: Self.admin)
+            #expect(try JSONDecoder().decode(PublishResult.self, from: Data(buffer: rolled.body)).etag == first.etag)
+
+            let targeted = try await publish(sample.second, "&min_app_version=9")
+            if kind.hasSuffix("whitelist") {
+                #expect(targeted.status == .badRequest)
+            } else {
+                #expect(targeted.status == .created)
+                let newApp = try await config.execute(uri: path + "?platform=android&app_version=9.1", method: .get)
+                #expect(newApp.headers[.eTag] == second.etag)
+                let allApps = try await config.execute(uri: path + "?platform=android", method: .get)
+                #expect(allApps.headers[.eTag] == first.etag)
+            }
+
+            let refused = try await publish(sample.bad)
+            #expect(refused.status == .unprocessableContent)
+            let paths = try #require(try refused.json()["problems"] as? [[String: Any]]).compactMap { $0["path"] as? String }
+            #expect(paths == [sample.badPath], "\(refused.text)")
         }
     }
 
