@@ -14,7 +14,9 @@ public func buildCollectorApplication(
     )
     let router = makeServiceRouter(runtime: runtime, readiness: [database.readiness])
     let limit = settings.maxBatchBytes
+    let serviceToken = ServiceToken(settings.server.serviceToken)
     router.post("/v1/batches") { request, context in
+        try serviceToken.check(request)
         let body = try await collectBody(request, limit: limit)
         let batch: CollectBatch
         do {

@@ -43,7 +43,9 @@ public func buildConfigApplication(
     }
 
     // Internal: what the gateway checks uploads against (no admin token; the digest only).
-    router.get("/v1/projects/:project/ingestion") { _, context in
+    let serviceToken = ServiceToken(settings.server.serviceToken)
+    router.get("/v1/projects/:project/ingestion") { request, context in
+        try serviceToken.check(request)
         let project = try projectParameter(context)
         guard let token = try await store.ingestion(project: project) else {
             throw ServiceError(.notFound, "unknown_project", "there is no project '\(project)'")

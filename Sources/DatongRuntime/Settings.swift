@@ -54,18 +54,23 @@ public struct ServerSettings: Sendable {
     public var port: Int
     /// `LOG_LEVEL`: trace, debug, info, notice, warning, error, critical.
     public var logLevel: String
+    /// `SERVICE_TOKEN`: when set, the calls between services carry it and the internal endpoints
+    /// (resolve, batches, project ingestion settings) refuse requests without it.
+    public var serviceToken: String?
 
-    public init(host: String = "127.0.0.1", port: Int, logLevel: String = "info") {
+    public init(host: String = "127.0.0.1", port: Int, logLevel: String = "info", serviceToken: String? = nil) {
         self.host = host
         self.port = port
         self.logLevel = logLevel
+        self.serviceToken = serviceToken
     }
 
     public init(_ reader: SettingsReader, defaultPort: Int) throws {
         self.init(
             host: reader.string("HOST", default: "127.0.0.1"),
             port: try reader.int("PORT", default: defaultPort, range: 0...65535),
-            logLevel: try reader.logLevel("LOG_LEVEL", default: "info")
+            logLevel: try reader.logLevel("LOG_LEVEL", default: "info"),
+            serviceToken: reader.optionalString("SERVICE_TOKEN")
         )
     }
 }

@@ -11,9 +11,10 @@ public func buildGatewayApplication(
 ) -> some ApplicationProtocol {
     let http = HTTPClient.forServices(connectTimeout: .seconds(2))
     let timeout = TimeAmount.seconds(Int64(settings.upstreamTimeoutSeconds))
-    let identity = ServiceClient(name: "identity-service", baseURL: settings.identityURL, http: http, timeout: timeout)
-    let collector = ServiceClient(name: "collector", baseURL: settings.collectorURL, http: http, timeout: timeout)
-    let config = ServiceClient(name: "config-service", baseURL: settings.configURL, http: http, timeout: timeout)
+    let token = settings.server.serviceToken
+    let identity = ServiceClient(name: "identity-service", baseURL: settings.identityURL, http: http, timeout: timeout, serviceToken: token)
+    let collector = ServiceClient(name: "collector", baseURL: settings.collectorURL, http: http, timeout: timeout, serviceToken: token)
+    let config = ServiceClient(name: "config-service", baseURL: settings.configURL, http: http, timeout: timeout, serviceToken: token)
     let ingest = Ingest(identity: identity, collector: collector)
     let whitelists = WhitelistCache(
         config: config, refreshInterval: .seconds(settings.whitelistRefreshSeconds), logger: runtime.logger

@@ -13,6 +13,8 @@ struct ServiceClient: Sendable {
     let baseURL: String
     let http: HTTPClient
     let timeout: TimeAmount
+    /// `SERVICE_TOKEN`, sent with every call when set.
+    var serviceToken: String? = nil
 
     /// The most a service's answer may hold.
     static let maxResponseBytes = 64 << 20
@@ -74,6 +76,8 @@ struct ServiceClient: Sendable {
 
     /// Sends `request` and reads the whole answer; not getting one is a 503 for the caller.
     private func exchange(_ request: HTTPClientRequest, maxBytes: Int, logger: Logger) async throws -> (HTTPClientResponse, ByteBuffer) {
+        var request = request
+        if let serviceToken { request.headers.replaceOrAdd(name: "Authorization", value: "Bearer \(serviceToken)") }
         do {
             let response = try await http.execute(request, timeout: timeout)
             return (response, try await response.body.collect(upTo: maxBytes))

@@ -10,7 +10,9 @@ public func buildIdentityApplication(
     let store = PostgresIdentityStore(pool: database.pool)
     let router = makeServiceRouter(runtime: runtime, readiness: [database.readiness])
     let limit = settings.maxRequestBytes
+    let serviceToken = ServiceToken(settings.server.serviceToken)
     router.post("/v1/resolve") { request, _ in
+        try serviceToken.check(request)
         let resolve = try await decodeJSONBody(ResolveRequest.self, from: request, limit: limit)
         let users = try await store.resolve(resolve.records)
         return try jsonResponse(.ok, encoding: ResolveResponse(users: users))

@@ -132,8 +132,12 @@ enum TestDatabase {
 struct RunningServices: Sendable {
     let gateway: any TestClientProtocol
     let config: any TestClientProtocol
+    let identity: any TestClientProtocol
+    let collector: any TestClientProtocol
     let databaseURL: String
     static let adminToken = "test-admin-token"
+    /// Every service runs with it, so every test goes through the checks between services.
+    static let serviceToken = "test-service-token"
     /// Created in config-service before the gateway starts: the JS fixture's pages and the app
     /// contexts name `production`, the Python fixture's batch names `proj_x`.
     static let fixtureProjects = ["production", "proj_x"]
@@ -147,7 +151,7 @@ struct RunningServices: Sendable {
         let url = try await TestDatabase.create()
         let runtime = ServiceRuntime(logger: TestDatabase.logger)
         let database = DatabaseSettings(url: url, poolSize: 2, startupTimeout: 10)
-        let server = ServerSettings(port: 0)
+        let server = ServerSettings(port: 0, serviceToken: serviceToken)
         let identity = buildIdentityApplication(settings: IdentitySettings(server: server, database: database), runtime: runtime)
         let collector = buildCollectorApplication(settings: CollectorSettings(server: server, database: database), runtime: runtime)
         let config = buildConfigApplication(
@@ -175,7 +179,9 @@ struct RunningServices: Sendable {
                         runtime: runtime
                     )
                     try await gateway.test(.live) { gatewayClient in
-                        try await body(RunningServices(gateway: gatewayClient, config: configClient, databaseURL: url))
+                        try await body(RunningServices(
+                            gateway: gatewayClient, config: configClient, identity: identityClient, collector: collectorClient, databaseURL: url
+                        ))
                     }
                 }
             }

@@ -1,0 +1,26 @@
+import Hummingbird
+
+/// The shared secret of the calls between Datong's services (`SERVICE_TOKEN`). Internal endpoints
+/// check it; with no token configured they are open, as on a developer's machine.
+public struct ServiceToken: Sendable {
+    private let digest: [UInt8]?
+
+    public init(_ token: String?) {
+        digest = token.map { SHA256Digest.hash(Array($0.utf8)) }
+    }
+
+    /// 401 unless the request carries the token as `Authorization: Bearer …` (compared in constant
+    /// time) or no token is configured.
+    public func check(_ request: Request) throws {
+        guard let expected = digest else { return }
+        guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
+            throw ServiceError(.unauthorized, "missing_service_token", "this endpoint is for Datong's services: send the service token")
+        }
+        let presented = SHA256Digest.hash(Array(header.dropFirst("Bearer ".count).utf8))
+        var difference: UInt8 = 0
+        for (a, b) in zip(presented, expected) { difference |= a ^ b }
+        guard difference == 0 else {
+            throw ServiceError(.unauthorized, "invalid_service_token", "the service token is not valid")
+        }
+    }
+}
