@@ -33,14 +33,11 @@ struct PostgresIdentityStore: IdentityStore {
         let identity: IdentityKey
     }
 
-    private static func resolve(
-        _ records: [IdentityRecord], _ wanted: [[IdentityKey]], on connection: PostgresConnection
-    ) throws -> [ResolvedUser] {
+    /// The users that own `identities` (per project) now.
+    private static func lookUpOwners(_ identities: [String: Set<IdentityKey>], on connection: PostgresConnection) throws -> [Scoped: Int64] {
         var owners: [Scoped: Int64] = [:]
-        var byProject: [String: Set<IdentityKey>] = [:]
-        for (record, identities) in zip(records, wanted) { byProject[record.project, default: []].formUnion(identities) }
-        for (project, identities) in byProject where !identities.isEmpty {
-            let list = Array(identities)
+        for (project, keys) in identities where !keys.isEmpty {
+            let list = Array(keys)
             let rows = try connection.query(
                 """
                 SELECT i.key, i.value, i.user_id FROM identity.identities i
@@ -53,6 +50,35 @@ struct PostgresIdentityStore: IdentityStore {
                 guard let key = row[0], let value = row[1], let user = row[2].flatMap(Int64.init) else { continue }
                 owners[Scoped(project: project, identity: IdentityKey(key: key, value: value))] = user
             }
+        }
+        return owners
+    }
+
+    private static func resolve(
+        _ records: [IdentityRecord], _ wanted: [[IdentityKey]], on connection: PostgresConnection
+    ) throws -> [ResolvedUser] {
+        var byProject: [String: Set<IdentityKey>] = [:]
+        for (record, identities) in zip(records, wanted) { byProject[record.project, default: []].formUnion(identities) }
+        var owners = try lookUpOwners(byProject, on: connection)
+
+        // Identities nobody owns yet are about to be linked. Take a lock per identity, all at once
+        // and in one global order, so batches that link the same new identities in different
+        // orders wait for each other instead of deadlocking; then look again, so whoever comes
+        // second links to the user the first one made.
+        var unowned: [String: Set<IdentityKey>] = [:]
+        var lockNames: [String] = []
+        for (project, identities) in byProject {
+            for identity in identities where owners[Scoped(project: project, identity: identity)] == nil {
+                unowned[project, default: []].insert(identity)
+                lockNames.append("\(project)\u{1F}\(identity.key)\u{1F}\(identity.value)")
+            }
+        }
+        if !lockNames.isEmpty {
+            try connection.query(
+                "SELECT count(pg_advisory_xact_lock(k)) FROM (SELECT DISTINCT hashtextextended(x, 0) AS k FROM unnest($1::text[]) x ORDER BY 1) s",
+                [postgresTextArray(lockNames)]
+            )
+            owners.merge(try lookUpOwners(unowned, on: connection)) { _, new in new }
         }
 
         var results: [ResolvedUser] = []
@@ -96,7 +122,14 @@ struct PostgresIdentityStore: IdentityStore {
                 guard let owner else { throw PostgresError.unexpectedResult("identity vanished during resolve") }
                 owners[identity] = owner
                 if !linkedAny {
-                    // Nothing links to the user made above yet: adopt the winner instead.
+                    // Nothing links to the user made above yet: adopt the winner instead, and drop
+                    // the user this transaction made so no user without identities is left behind.
+                    if created {
+                        try connection.queryPrepared(
+                            "identity.drop_user", "DELETE FROM identity.users WHERE project = $1 AND user_id = $2",
+                            [identity.project, String(current)]
+                        )
+                    }
                     current = owner
                     created = false
                     linkedAny = true
