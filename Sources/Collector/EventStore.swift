@@ -193,10 +193,7 @@ final class PostgresEventStore: EventStore {
     private static func refold(_ keys: ProfileKeys, insertedIDs: Set<String>, on connection: PostgresConnection) throws {
         let touched = keys.touched(by: insertedIDs)
         guard !touched.lockNames.isEmpty else { return }
-        try connection.query(
-            "SELECT count(pg_advisory_xact_lock(\(profileLockClass), k)) FROM (SELECT DISTINCT hashtext(x) AS k FROM unnest($1::text[]) x ORDER BY 1) s",
-            [postgresTextArray(touched.lockNames)]
-        )
+        try connection.lockInOrder(touched.lockNames)
         if !touched.userProjects.isEmpty {
             try connection.query(refoldProfiles, [postgresTextArray(touched.userProjects), postgresTextArray(touched.userIDs)])
         }
@@ -206,9 +203,6 @@ final class PostgresEventStore: EventStore {
             ])
         }
     }
-
-    /// "prof" in ASCII: the advisory lock class (two-key form) for profile and item folds.
-    private static let profileLockClass = 0x7072_6F66
 
     private static let refoldProfiles = """
         WITH folded AS (

@@ -23,10 +23,8 @@ struct AdminAuth: Sendable {
         }
         let token = Array(header.dropFirst("Bearer ".count).utf8)
         let presented = SHA256Digest.hash(token)
-        if let expected = bootstrapDigest {
-            var difference: UInt8 = 0
-            for (a, b) in zip(presented, expected) { difference |= a ^ b }
-            if difference == 0 { return Self.bootstrapName }
+        if let expected = bootstrapDigest, SHA256Digest.equalInConstantTime(presented, expected) {
+            return Self.bootstrapName
         }
         let hex = SHA256Digest.hex(token)
         let name = try await pool.withConnection { connection in

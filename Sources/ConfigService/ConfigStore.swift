@@ -76,10 +76,8 @@ struct ConfigStore: Sendable {
         minAppVersion: AppVersion? = nil, maxAppVersion: AppVersion? = nil, actor: String
     ) async throws -> Int {
         let version = try await pool.transaction { connection in
-            try connection.query(
-                "SELECT pg_advisory_xact_lock(hashtext($1))",
-                ["config.documents/\(project)/\(kind.rawValue)/\(scope.platform)/\(scope.appID)"]
-            )
+            // Publishers of one document take turns, so version numbers never collide.
+            try connection.lockInOrder(["config.documents/\(project)/\(kind.rawValue)/\(scope.platform)/\(scope.appID)"])
             let next = try connection.query(
                 """
                 INSERT INTO config.documents (project, kind, platform, app_id, version, body, etag, note, min_app_version, max_app_version)
@@ -160,10 +158,8 @@ struct ConfigStore: Sendable {
     func rollback(to number: Int, project: String, kind: DocumentKind, scope: DocumentScope, note: String?, actor: String) async throws -> Int? {
         defer { cache.invalidate(project: project, kind: kind.rawValue) }
         return try await pool.transaction { connection in
-            try connection.query(
-                "SELECT pg_advisory_xact_lock(hashtext($1))",
-                ["config.documents/\(project)/\(kind.rawValue)/\(scope.platform)/\(scope.appID)"]
-            )
+            // Publishers of one document take turns, so version numbers never collide.
+            try connection.lockInOrder(["config.documents/\(project)/\(kind.rawValue)/\(scope.platform)/\(scope.appID)"])
             let version = try connection.query(
                 """
                 INSERT INTO config.documents (project, kind, platform, app_id, version, body, etag, note, min_app_version, max_app_version)

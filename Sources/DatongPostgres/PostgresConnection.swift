@@ -65,6 +65,17 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Runs one statement with parameters sent separately from the SQL text (never interpolated).
     /// Parameters are in PostgreSQL's text format; `nil` is SQL NULL.
     @discardableResult
+    /// Takes a transaction-scoped advisory lock per name (its 64-bit text hash), all in one
+    /// statement and in one global order, so transactions locking overlapping sets wait for each
+    /// other instead of deadlocking. The locks end with the transaction.
+    public func lockInOrder(_ names: [String]) throws {
+        guard !names.isEmpty else { return }
+        try query(
+            "SELECT count(pg_advisory_xact_lock(k)) FROM (SELECT DISTINCT hashtextextended(x, 0) AS k FROM unnest($1::text[]) x ORDER BY 1) s",
+            [postgresTextArray(names)]
+        )
+    }
+
     public func query(_ sql: String, _ parameters: [String?] = []) throws -> PostgresResult {
         let handle = try liveHandle()
         return try withCStrings(parameters) { values in

@@ -22,4 +22,12 @@ public enum SHA256Digest {
         }
         return String(decoding: out, as: UTF8.self)
     }
+
+    /// Whether two digests (or their hex texts) are equal, taking the same time wherever they differ.
+    public static func equalInConstantTime(_ a: some Collection<UInt8>, _ b: some Collection<UInt8>) -> Bool {
+        guard a.count == b.count else { return false }
+        var difference: UInt8 = 0
+        for (x, y) in zip(a, b) { difference |= x ^ y }
+        return difference == 0
+    }
 }

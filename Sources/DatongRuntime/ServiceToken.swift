@@ -17,9 +17,7 @@ public struct ServiceToken: Sendable {
             throw ServiceError(.unauthorized, "missing_service_token", "this endpoint is for Datong's services: send the service token")
         }
         let presented = SHA256Digest.hash(Array(header.dropFirst("Bearer ".count).utf8))
-        var difference: UInt8 = 0
-        for (a, b) in zip(presented, expected) { difference |= a ^ b }
-        guard difference == 0 else {
+        guard SHA256Digest.equalInConstantTime(presented, expected) else {
             throw ServiceError(.unauthorized, "invalid_service_token", "the service token is not valid")
         }
     }

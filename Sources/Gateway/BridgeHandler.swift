@@ -103,8 +103,9 @@ struct PreparedRelay: Sendable {
                 results[index].reason = reason
                 continue
             case .success(.record(let record)):
-                outcome = BridgeRewriter.rewrite(record, app: &app, project: project, whitelists: whitelists).flatMap { overrides in
-                    normalizer.normalize(record, bridged: overrides, defaultProject: project, now: now)
+                let fields = RecordFields(record)
+                outcome = BridgeRewriter.rewrite(record, fields: fields, app: &app, project: project, whitelists: whitelists).flatMap { overrides in
+                    normalizer.normalize(record, fields: fields, bridged: overrides, defaultProject: project, now: now)
                         .mapError { BridgeMessageProblem($0.reason) }
                 }
             }

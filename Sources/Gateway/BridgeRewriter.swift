@@ -100,10 +100,12 @@ enum BridgeRewriter {
     /// Checks where the record was meant to go and which page sent it, and says what the app puts in
     /// place of the record's own fields for `project`. An H5 `$SignUp` logs `app` in, so later
     /// messages of the same relay carry the login id.
+    /// - Parameter fields: `record`'s fields when the caller already read them (the normalizer reads
+    ///   the same ones next).
     static func rewrite(
-        _ record: JSONRef, app: inout AppContext, project: String, whitelists: ProjectWhitelists
+        _ record: JSONRef, fields: RecordFields? = nil, app: inout AppContext, project: String, whitelists: ProjectWhitelists
     ) -> Result<BridgeOverrides, BridgeMessageProblem> {
-        let fields = RecordFields(record)
+        let fields = fields ?? RecordFields(record)
         guard let url = fields.serverURL?.stringValue else {
             return .failure(.init("the record has no server_url, so where the page meant to send it cannot be checked"))
         }

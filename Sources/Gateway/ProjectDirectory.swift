@@ -47,10 +47,7 @@ final class ProjectDirectory: Sendable {
         guard let token, !token.isEmpty else {
             return ServiceError(.forbidden, "missing_token", "project '\(project)' needs its ingestion token: send token=… with the upload")
         }
-        let presented = Array(SHA256Digest.hex(Array(token.utf8)).utf8)
-        var difference: UInt8 = 0
-        for (a, b) in zip(presented, Array(expected.utf8)) { difference |= a ^ b }
-        guard difference == 0, presented.count == expected.utf8.count else {
+        guard SHA256Digest.equalInConstantTime(SHA256Digest.hex(Array(token.utf8)).utf8, expected.utf8) else {
             return ServiceError(.forbidden, "invalid_token", "the token is not project '\(project)'s ingestion token")
         }
         return nil

@@ -23,17 +23,18 @@ struct RecordNormalizer: Sendable {
 
     /// - Parameters:
     ///   - record: the record as sent, inside its parsed document.
+    ///   - fields: `record`'s top-level fields when the caller already read them.
     ///   - bridged: for a record an H5 page handed to an app, what the app puts in place of the
     ///     record's own fields (`BridgeRewriter`); nil for an ordinary upload.
     ///   - defaultProject: the request's project (`?project=`), used unless the record names its own.
     ///   - now: the server's clock in milliseconds since the Unix epoch.
     func normalize(
-        _ record: JSONRef, bridged: BridgeOverrides? = nil, defaultProject: String, now: Int64
+        _ record: JSONRef, fields: RecordFields? = nil, bridged: BridgeOverrides? = nil, defaultProject: String, now: Int64
     ) -> Result<NormalizedRecord, RecordRejection> {
         guard record.isObject else {
             return .failure(.init(project: defaultProject, reason: "the record is not a JSON object"))
         }
-        let fields = RecordFields(record)
+        let fields = fields ?? RecordFields(record)
         var project = defaultProject
         // A bridged record goes to the relay's project: the app removes the page's `project`.
         if bridged == nil, let override = fields.project {

@@ -74,10 +74,7 @@ struct PostgresIdentityStore: IdentityStore {
             }
         }
         if !lockNames.isEmpty {
-            try connection.query(
-                "SELECT count(pg_advisory_xact_lock(k)) FROM (SELECT DISTINCT hashtextextended(x, 0) AS k FROM unnest($1::text[]) x ORDER BY 1) s",
-                [postgresTextArray(lockNames)]
-            )
+            try connection.lockInOrder(lockNames)
             owners.merge(try lookUpOwners(unowned, on: connection)) { _, new in new }
         }
 
