@@ -102,15 +102,24 @@ struct CollectorTests {
     @Test("concurrent writers of one user's profile lose no record")
     func concurrentWriters() async throws {
         try await withStore { store, url in
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for writer in 0..<8 {
-                    group.addTask {
-                        for step in 0..<5 {
-                            _ = try await write(store, [profile("profile_increment", at: Int64(writer * 10 + step), #"{"n":1}"#)])
+            _ = try await write(store, [profile("profile_set", at: -1, "{}")])
+            // Each write in its own transaction, as separate collector replicas would (group commit
+            // inside one process would fold some of them together and hide the race).
+            try await TestDatabase.withPool(url) { pool in
+                let partitions = EventPartitions(pool: pool)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for writer in 0..<8 {
+                        group.addTask {
+                            for step in 0..<5 {
+                                let batch = CollectBatch(receivedAt: Self.base, records: [
+                                    profile("profile_increment", at: Int64(writer * 10 + step), #"{"n":1}"#),
+                                ])
+                                _ = try await PostgresEventStore.commit([batch], pool: pool, partitions: partitions, direct: true)
+                            }
                         }
                     }
+                    try await group.waitForAll()
                 }
-                try await group.waitForAll()
             }
             #expect(try await profileJSON(url)?["n"] as? Int == 40)
         }
