@@ -75,6 +75,7 @@ let package = Package(
             dependencies: [
                 "DatongContracts", "DatongRuntime", "DatongPostgres",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .target(

@@ -147,5 +147,25 @@ enum CollectorSchema {
                 FROM collector.ingest_counts GROUP BY project, minute;
             COMMENT ON VIEW analytics.ingest_counts IS 'Records received per project and minute: received = stored + duplicates + rejected.';
             """),
+        Migration(version: 3, name: "analytics.events shows each event's current user", sql: """
+            -- identity-service publishes analytics.user_canonical (merged users and the user they
+            -- belong to now). When the collector migrates first, an empty placeholder with the same
+            -- columns stands in; identity-service replaces it and this view reads the real one.
+            DO $$
+            BEGIN
+                IF to_regclass('analytics.user_canonical') IS NULL THEN
+                    CREATE VIEW analytics.user_canonical AS
+                        SELECT NULL::text AS project, NULL::bigint AS user_id, NULL::bigint AS canonical_user_id WHERE false;
+                END IF;
+            END $$;
+            CREATE OR REPLACE VIEW analytics.events AS
+                SELECT e.project, e.event_id, e.type, e.event, e.time, e.received_at, e.distinct_id,
+                       COALESCE(c.canonical_user_id, e.user_id) AS user_id,
+                       e.anonymous_id, e.login_id, e.lib, e.lib_version, e.app_version, e.hybrid_h5, e.properties,
+                       e.user_id AS stored_user_id
+                FROM collector.events e
+                LEFT JOIN analytics.user_canonical c ON c.project = e.project AND c.user_id = e.user_id;
+            COMMENT ON VIEW analytics.events IS 'One row per stored event (track, $SignUp, $BindID, $UnbindID); user_id is the current user (merges followed), stored_user_id the user it was stored with.';
+            """),
     ]
 }

@@ -136,6 +136,140 @@ extension RejectedRecord {
     }
 }
 
+extension ResolveRequest: JSONBytesCodable {
+    package var jsonBytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(16 + records.count * 256)
+        var request = JSONObjectWriter(&out)
+        request.array("records", records, &out) { $0.write(to: &$1) }
+        request.finish(&out)
+        return out
+    }
+
+    package init(jsonBytes: [UInt8]) throws(ContractDecodingError) {
+        let root: JSONRef
+        do {
+            root = try JSONParser.parse(jsonBytes, maxDepth: 8).root
+        } catch {
+            throw ContractDecodingError("the resolve request is \(error.message)")
+        }
+        guard root.isObject else { throw ContractDecodingError("the resolve request is not a JSON object") }
+        var records: [IdentityRecord]?
+        for (key, value) in root.members where key.textEquals("records") {
+            guard value.kind == .array else { throw ContractDecodingError("records is not an array") }
+            var list: [IdentityRecord] = []
+            list.reserveCapacity(Int(value.entry.count))
+            for (index, element) in value.elements.enumerated() { list.append(try IdentityRecord(element, path: "records[\(index)]")) }
+            records = list
+        }
+        guard let records else { throw ContractDecodingError("records is missing") }
+        self.init(records: records)
+    }
+}
+
+extension IdentityRecord {
+    fileprivate func write(to out: inout [UInt8]) {
+        var record = JSONObjectWriter(&out)
+        record.string("project", project, &out)
+        record.string("type", type, &out)
+        record.string("distinctId", distinctId, &out)
+        record.string("originalId", originalId, &out)
+        if let identities {
+            record.object("identities", &out) { out in
+                var object = JSONObjectWriter(&out)
+                for (key, value) in identities.sorted(by: { $0.key < $1.key }) { object.string(dynamic: key, value, &out) }
+                object.finish(&out)
+            }
+        }
+        record.bool("isLoginId", isLoginId, &out)
+        record.string("lib", lib, &out)
+        record.finish(&out)
+    }
+
+    fileprivate init(_ value: JSONRef, path: String) throws(ContractDecodingError) {
+        guard value.isObject else { throw ContractDecodingError("\(path) is not an object") }
+        var project: String?, type: String?, distinctId: String?, originalId: String?, lib: String?
+        var identities: [String: String]?, isLoginId = false
+        for (key, field) in value.members {
+            if key.textEquals("project") { project = try Field.string(field, path, "project") }
+            else if key.textEquals("type") { type = try Field.string(field, path, "type") }
+            else if key.textEquals("distinctId") { distinctId = try Field.string(field, path, "distinctId") }
+            else if key.textEquals("originalId") { originalId = try Field.string(field, path, "originalId") }
+            else if key.textEquals("lib") { lib = try Field.string(field, path, "lib") }
+            else if key.textEquals("isLoginId") {
+                guard field.kind == .bool else { throw ContractDecodingError("\(path).isLoginId is not a boolean") }
+                isLoginId = field.isTrue
+            } else if key.textEquals("identities") {
+                if field.kind == .null { continue }
+                guard field.isObject else { throw ContractDecodingError("\(path).identities is not an object") }
+                var found: [String: String] = [:]
+                for (name, text) in field.members {
+                    guard let name = name.stringValue, let text = try Field.string(text, path, "identities") else {
+                        throw ContractDecodingError("\(path).identities holds a value that is not a string")
+                    }
+                    found[name] = text
+                }
+                identities = found
+            }
+        }
+        guard let project else { throw ContractDecodingError("\(path).project is missing") }
+        guard let type else { throw ContractDecodingError("\(path).type is missing") }
+        guard let distinctId else { throw ContractDecodingError("\(path).distinctId is missing") }
+        self.init(
+            project: project, type: type, distinctId: distinctId, originalId: originalId,
+            identities: identities, isLoginId: isLoginId, lib: lib
+        )
+    }
+}
+
+extension ResolveResponse: JSONBytesCodable {
+    package var jsonBytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(16 + users.count * 40)
+        var response = JSONObjectWriter(&out)
+        response.array("users", users, &out) { user, out in
+            var object = JSONObjectWriter(&out)
+            object.int("userId", user.userId, &out)
+            object.bool("created", user.created, &out)
+            object.finish(&out)
+        }
+        response.finish(&out)
+        return out
+    }
+
+    package init(jsonBytes: [UInt8]) throws(ContractDecodingError) {
+        let root: JSONRef
+        do {
+            root = try JSONParser.parse(jsonBytes, maxDepth: 4).root
+        } catch {
+            throw ContractDecodingError("the resolve answer is \(error.message)")
+        }
+        guard root.isObject else { throw ContractDecodingError("the resolve answer is not a JSON object") }
+        var users: [ResolvedUser]?
+        for (key, value) in root.members where key.textEquals("users") {
+            guard value.kind == .array else { throw ContractDecodingError("users is not an array") }
+            var list: [ResolvedUser] = []
+            list.reserveCapacity(Int(value.entry.count))
+            for (index, element) in value.elements.enumerated() {
+                guard element.isObject else { throw ContractDecodingError("users[\(index)] is not an object") }
+                var userId: Int64?, created: Bool?
+                for (name, field) in element.members {
+                    if name.textEquals("userId") { userId = field.kind == .null ? nil : try Field.int(field, "users[\(index)].userId") }
+                    else if name.textEquals("created") {
+                        guard field.kind == .bool else { throw ContractDecodingError("users[\(index)].created is not a boolean") }
+                        created = field.isTrue
+                    }
+                }
+                guard let created else { throw ContractDecodingError("users[\(index)].created is missing") }
+                list.append(ResolvedUser(userId: userId, created: created))
+            }
+            users = list
+        }
+        guard let users else { throw ContractDecodingError("users is missing") }
+        self.init(users: users)
+    }
+}
+
 /// Reading one field; `null` is an absent optional.
 private enum Field {
     static func string(_ value: JSONRef, _ path: String, _ name: String) throws(ContractDecodingError) -> String? {
@@ -167,6 +301,20 @@ private struct JSONObjectWriter {
         out.append(UInt8(ascii: "\""))
         out.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
         out.append(contentsOf: "\":".utf8)
+    }
+
+    /// A member whose name is not known at compile time.
+    mutating func string(dynamic name: String, _ value: String, _ out: inout [UInt8]) {
+        if !empty { out.append(UInt8(ascii: ",")) }
+        empty = false
+        JSONValue.writeString(utf8: name.utf8, to: &out)
+        out.append(UInt8(ascii: ":"))
+        JSONValue.writeString(utf8: value.utf8, to: &out)
+    }
+
+    mutating func object(_ name: StaticString, _ out: inout [UInt8], _ write: (inout [UInt8]) -> Void) {
+        key(name, &out)
+        write(&out)
     }
 
     mutating func string(_ name: StaticString, _ value: String?, _ out: inout [UInt8]) {

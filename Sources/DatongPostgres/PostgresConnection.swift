@@ -62,9 +62,6 @@ public final class PostgresConnection: @unchecked Sendable {
         return try consume(PQexec(handle, sql), handle)
     }
 
-    /// Runs one statement with parameters sent separately from the SQL text (never interpolated).
-    /// Parameters are in PostgreSQL's text format; `nil` is SQL NULL.
-    @discardableResult
     /// Takes a transaction-scoped advisory lock per name (its 64-bit text hash), all in one
     /// statement and in one global order, so transactions locking overlapping sets wait for each
     /// other instead of deadlocking. The locks end with the transaction.
@@ -76,6 +73,9 @@ public final class PostgresConnection: @unchecked Sendable {
         )
     }
 
+    /// Runs one statement with parameters sent separately from the SQL text (never interpolated).
+    /// Parameters are in PostgreSQL's text format; `nil` is SQL NULL.
+    @discardableResult
     public func query(_ sql: String, _ parameters: [String?] = []) throws -> PostgresResult {
         let handle = try liveHandle()
         return try withCStrings(parameters) { values in

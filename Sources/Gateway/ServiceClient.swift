@@ -33,6 +33,9 @@ struct ServiceClient: Sendable {
         switch response.status.code {
         case 200..<300:
             do {
+                if let fast = Answer.self as? any JSONBytesCodable.Type, let answer = try fast.init(jsonBytes: Array(payload.readableBytesView)) as? Answer {
+                    return answer
+                }
                 return try JSONDecoder().decode(Answer.self, from: Data(buffer: payload))
             } catch {
                 logger.error("upstream.bad_answer", metadata: ["upstream": "\(name)", "error": "\(error)"])

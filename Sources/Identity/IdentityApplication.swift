@@ -1,23 +1,173 @@
 import DatongContracts
 import DatongRuntime
 import Hummingbird
+import Foundation
+import NIOCore
+import ServiceLifecycle
 
-/// Builds identity-service: `POST /v1/resolve` maps every record of an upload to its user.
+/// Builds identity-service: `POST /v1/resolve` maps every record of an upload to its user; the
+/// `/v1/projects/{project}/…` API links, unbinds, merges, undoes merges and shows users and their
+/// history. Every `/v1` call needs the service token.
 public func buildIdentityApplication(
     settings: IdentitySettings, runtime: ServiceRuntime
 ) -> some ApplicationProtocol {
     let database = ServiceDatabase(settings: settings.database, logger: runtime.logger)
-    let store = PostgresIdentityStore(pool: database.pool)
-    let router = makeServiceRouter(runtime: runtime, readiness: [database.readiness])
-    let limit = settings.maxRequestBytes
-    let serviceToken = ServiceToken(settings.server.serviceToken)
-    router.post("/v1/resolve") { request, _ in
-        try serviceToken.check(request)
-        let resolve = try await decodeJSONBody(ResolveRequest.self, from: request, limit: limit)
-        let users = try await store.resolve(resolve.records)
-        return try jsonResponse(.ok, encoding: ResolveResponse(users: users))
+    var services: [any Service] = []
+    var store = PostgresIdentityStore(pool: database.pool)
+    if settings.cacheEntries > 0 {
+        let cache = IdentityCache(capacity: settings.cacheEntries, maxStaleness: settings.cacheMaxStaleness)
+        store.cache = cache
+        services.append(CacheRefresher(
+            cache: cache, pool: database.pool, interval: .milliseconds(settings.cacheRefreshMilliseconds), logger: runtime.logger
+        ))
     }
-    var app = makeServiceApplication(name: "identity-service", router: router, server: settings.server, runtime: runtime)
+    let router = makeServiceRouter(runtime: runtime, readiness: [database.readiness])
+    let api = IdentityAPI(store: store, serviceToken: ServiceToken(settings.server.serviceToken), maxRequestBytes: settings.maxRequestBytes)
+    api.register(on: router)
+    var app = makeServiceApplication(name: "identity-service", router: router, server: settings.server, runtime: runtime, services: services)
     database.attach(to: &app, schema: IdentitySchema.name, migrations: IdentitySchema.migrations, logger: runtime.logger)
     return app
+}
+
+/// The HTTP face of the identity graph.
+struct IdentityAPI: Sendable {
+    let store: PostgresIdentityStore
+    let serviceToken: ServiceToken
+    let maxRequestBytes: Int
+
+    /// API bodies other than resolve are small.
+    static let maxCallBytes = 64 << 10
+
+    func register(on router: Router<DatongRequestContext>) {
+        router.post("/v1/resolve") { request, context in try await resolve(request, context: context) }
+        let projects = router.group("/v1/projects/:project")
+        projects.post("links") { request, context in
+            let project = try authorize(request, context)
+            let body = try await decodeJSONBody(LinkRequest.self, from: request, limit: Self.maxCallBytes)
+            let user = try await refusing {
+                try await store.link(project: project, identities: body.identities, cause: .api("link", actor: body.actor, requestID: context.requestID))
+            }
+            return try jsonResponse(.ok, encoding: UserAnswer(userId: user.userId ?? 0, created: user.created))
+        }
+        projects.post("unbind") { request, context in
+            let project = try authorize(request, context)
+            let body = try await decodeJSONBody(UnbindRequest.self, from: request, limit: Self.maxCallBytes)
+            let owner = try await refusing {
+                try await store.unbind(
+                    project: project, identity: IdentityKey(key: body.key, value: body.value),
+                    cause: .api("unbind", actor: body.actor, requestID: context.requestID)
+                )
+            }
+            guard let owner else { throw ServiceError(.notFound, "unknown_identity", "\(body.key)=\(body.value.prefix(64)) belongs to no user") }
+            return try jsonResponse(.ok, encoding: UserAnswer(userId: owner, created: false))
+        }
+        projects.get("identities") { request, context in
+            let project = try authorize(request, context)
+            let query = request.uri.queryParameters
+            guard let key = query["key"].map(String.init), let value = query["value"].map(String.init) else {
+                throw ServiceError.badRequest("missing_identity", "give the identity as ?key=…&value=…")
+            }
+            guard let user = try await store.owner(project: project, identity: IdentityKey(key: key, value: value)) else {
+                throw ServiceError(.notFound, "unknown_identity", "\(key)=\(value.prefix(64)) belongs to no user")
+            }
+            return try jsonResponse(.ok, encoding: UserAnswer(userId: user, created: false))
+        }
+        projects.get("users/:user") { request, context in
+            let project = try authorize(request, context)
+            let id = try Self.number(context, "user")
+            guard let user = try await store.user(project: project, id: id) else {
+                throw ServiceError(.notFound, "unknown_user", "project \(project) has no user \(id)")
+            }
+            return try jsonResponse(.ok, encoding: user)
+        }
+        projects.get("users/:user/history") { request, context in
+            let project = try authorize(request, context)
+            let id = try Self.number(context, "user")
+            guard try await store.user(project: project, id: id) != nil else {
+                throw ServiceError(.notFound, "unknown_user", "project \(project) has no user \(id)")
+            }
+            return try jsonResponse(.ok, encoding: try await store.history(project: project, user: id))
+        }
+        projects.post("merges") { request, context in
+            let project = try authorize(request, context)
+            let body = try await decodeJSONBody(MergeRequest.self, from: request, limit: Self.maxCallBytes)
+            let merge = try await refusing {
+                try await store.merge(
+                    project: project, from: body.fromUser, into: body.intoUser,
+                    cause: .api("merge", actor: body.actor, requestID: context.requestID)
+                )
+            }
+            return try jsonResponse(.created, encoding: merge)
+        }
+        projects.get("merges/:merge") { request, context in
+            let project = try authorize(request, context)
+            let id = try Self.number(context, "merge")
+            guard let merge = try await store.mergeRecord(project: project, id: id) else {
+                throw ServiceError(.notFound, "unknown_merge", "project \(project) has no merge \(id)")
+            }
+            return try jsonResponse(.ok, encoding: merge)
+        }
+        projects.post("merges/:merge/undo") { request, context in
+            let project = try authorize(request, context)
+            let id = try Self.number(context, "merge")
+            let body = try await Self.optionalBody(UndoRequest.self, request) ?? UndoRequest()
+            let merge = try await refusing {
+                try await store.undo(project: project, mergeID: id, cause: .api("undo", actor: body.actor, requestID: context.requestID))
+            }
+            return try jsonResponse(.ok, encoding: merge)
+        }
+    }
+
+    private func resolve(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        try serviceToken.check(request)
+        let body = try await collectBody(request, limit: maxRequestBytes)
+        let resolve: ResolveRequest
+        do {
+            resolve = try ResolveRequest(jsonBytes: Array(body.readableBytesView))
+        } catch {
+            throw ServiceError.badRequest("invalid_body", "the resolve request does not match the contract: \(error.message)")
+        }
+        for record in resolve.records where !ProjectName.isValid(record.project) { throw ServiceError.invalidProject }
+        let users = try await store.resolve(resolve.records, requestID: context.requestID)
+        return Response(
+            status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(bytes: ResolveResponse(users: users).jsonBytes))
+        )
+    }
+
+    /// Checks the service token and the project name; returns the project.
+    private func authorize(_ request: Request, _ context: DatongRequestContext) throws -> String {
+        try serviceToken.check(request)
+        guard let project = context.parameters.get("project"), ProjectName.isValid(project) else { throw ServiceError.invalidProject }
+        return project
+    }
+
+    /// A refusal of the graph (a login conflict, an unknown user or merge) is the caller's 4xx.
+    private func refusing<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let refusal as GraphRefusal {
+            let status: HTTPResponse.Status
+            switch refusal.code {
+            case "unknown_user", "unknown_merge": status = .notFound
+            case "login_conflict", "already_merged", "already_undone", "merged_since": status = .conflict
+            default: status = .unprocessableContent
+            }
+            throw ServiceError(status, refusal.code, refusal.message)
+        }
+    }
+
+    private static func number(_ context: DatongRequestContext, _ name: String) throws -> Int64 {
+        guard let text = context.parameters.get(name), let number = Int64(text), number > 0 else {
+            throw ServiceError.badRequest("invalid_\(name)", "\(name) must be a positive whole number")
+        }
+        return number
+    }
+
+    /// A JSON body that may be left out.
+    private static func optionalBody<T: Decodable>(_ type: T.Type, _ request: Request) async throws -> T? {
+        let body = try await collectBody(request, limit: maxCallBytes)
+        guard body.readableBytes > 0 else { return nil }
+        return try JSONDecoder().decode(T.self, from: Data(buffer: body))
+    }
 }

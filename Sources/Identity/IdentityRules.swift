@@ -1,15 +1,47 @@
 import DatongContracts
 
 /// One identity: a `$identity_*` key (or a custom `loginWithKey` key) and its value, in a project.
-struct IdentityKey: Hashable, Sendable {
+struct IdentityKey: Hashable, Sendable, Comparable {
     let key: String
     let value: String
+
+    static func < (a: IdentityKey, b: IdentityKey) -> Bool {
+        let (rankA, rankB) = (IdentityRules.rank(a.key), IdentityRules.rank(b.key))
+        return rankA != rankB ? rankA < rankB : (a.key, a.value) < (b.key, b.value)
+    }
+
+    var description: String { "\(key)=\(value)" }
+}
+
+/// What one record asks of the identity graph: which identities name its user, which of them it
+/// may take from another user (merging that user in), and which pair it detaches.
+struct IdentityPlan: Sendable, Equatable {
+    /// The record's legal identities, strongest first.
+    var identities: [IdentityKey]
+    /// Identities this record may link when nobody owns them but never takes from another user:
+    /// the keys a `$BindID` may not bind.
+    var neverMerged: Set<IdentityKey> = []
+    /// True for a `$UnbindID`: it finds its user and detaches `unbind`, and links nothing.
+    var linksNothing = false
+    /// The pair a `$UnbindID` detaches.
+    var unbind: IdentityKey? = nil
+    /// Why part of the record was refused (a forbidden unbind), for the history.
+    var refused: [String] = []
+
+    func mayMerge(_ identity: IdentityKey) -> Bool { !linksNothing && !neverMerged.contains(identity) }
 }
 
 /// Which identities a record carries, as PROTOCOL.md section 4 describes. Pure functions.
 enum IdentityRules {
     static let loginKey = "$identity_login_id"
     static let anonymousKey = "$identity_anonymous_id"
+    static let cookieKey = "$identity_cookie_id"
+    /// The app SDKs' device ids.
+    static let appDeviceKeys: Set<String> = ["$identity_idfv", "$identity_ios_uuid", "$identity_android_id", "$identity_android_uuid"]
+    /// Keys a `$BindID` may not bind.
+    static let unbindableByBind: Set<String> = [loginKey, anonymousKey, cookieKey]
+    /// Keys a `$UnbindID` may not detach.
+    static let notUnbindable: Set<String> = [loginKey, anonymousKey]
 
     /// Values that must never link anything (case-insensitive, also when quoted).
     static let illegalValues: Set<String> = [
@@ -23,22 +55,38 @@ enum IdentityRules {
         return !illegalValues.contains(trimmed.lowercased()) && value.utf8.count <= 255
     }
 
+    /// Login-class keys name a person, not a device: the login id and custom keys
+    /// (`loginWithKey`, or bound ones such as `$identity_mobile`). A user holds at most one value of
+    /// each, so two users holding different values of one are two people and never merge implicitly.
+    static func isLoginClass(_ key: String) -> Bool { rank(key) <= 1 }
+
     /// The kind of device id an old SDK (no `identities`) means by `distinct_id`, from `lib.$lib`.
     static func deviceKey(lib: String?) -> String {
         switch lib?.lowercased() {
-        case "js", "miniprogram", "mini program": return "$identity_cookie_id"
+        case "js", "miniprogram", "mini program": return cookieKey
         case "ios": return "$identity_idfv"
         case "android": return "$identity_android_id"
         default: return anonymousKey
         }
     }
 
+    /// Strength of a key: the login id, then custom keys, then the app's device ids, the anonymous
+    /// id and last the H5 cookie id, so a record relayed from an H5 page names the app's user first.
+    static func rank(_ key: String) -> Int {
+        switch key {
+        case loginKey: return 0
+        case anonymousKey: return 3
+        case cookieKey: return 4
+        default: return appDeviceKeys.contains(key) ? 2 : 1
+        }
+    }
+
     /// The record's legal identities, strongest first (the login id, then custom keys, then device
-    /// and anonymous ids), without repeats.
+    /// and anonymous ids, the cookie id last), without repeats.
     static func identities(of record: IdentityRecord) -> [IdentityKey] {
         var found: [IdentityKey] = []
         func add(_ key: String, _ value: String) {
-            guard isLegal(value), !key.isEmpty else { return }
+            guard isLegal(value), !key.isEmpty, key.utf8.count <= 255 else { return }
             let identity = IdentityKey(key: key, value: value)
             if !found.contains(identity) { found.append(identity) }
         }
@@ -52,14 +100,39 @@ enum IdentityRules {
             add(deviceKey(lib: record.lib), record.distinctId)
         }
         if record.type == "track_signup" {
-            if let identities = record.identities, identities[loginKey] == nil { add(loginKey, record.distinctId) }
+            if let identities = record.identities, identities[loginKey] == nil, splitKeyedDistinctID(record.distinctId) == nil {
+                add(loginKey, record.distinctId)
+            }
             if let original = record.originalId {
-                let deviceKey = record.identities?.first(where: { $0.value == original && $0.key != loginKey })?.key
+                let deviceKey = record.identities?.first(where: { $0.value == original && !isLoginClass($0.key) })?.key
                     ?? deviceKey(lib: record.lib)
                 add(deviceKey, original)
             }
         }
-        return found.sorted { rank($0.key) < rank($1.key) || (rank($0.key) == rank($1.key) && ($0.key, $0.value) < ($1.key, $1.value)) }
+        return found.sorted()
+    }
+
+    /// What the record asks of the graph. A `$BindID` (`track_id_bind`) links what it carries but
+    /// cannot take a login, anonymous or cookie id from another user; a `$UnbindID`
+    /// (`track_id_unbind`) detaches the one pair it carries, unless it is a login or anonymous id.
+    static func plan(for record: IdentityRecord) -> IdentityPlan {
+        let identities = identities(of: record)
+        var plan = IdentityPlan(identities: identities)
+        switch record.type {
+        case "track_id_bind":
+            plan.neverMerged = Set(identities.filter { unbindableByBind.contains($0.key) })
+        case "track_id_unbind":
+            plan.linksNothing = true
+            let detachable = identities.filter { !notUnbindable.contains($0.key) }
+            for refused in identities where notUnbindable.contains(refused.key) {
+                plan.refused.append("\(refused.key) cannot be unbound")
+            }
+            if detachable.count == 1 { plan.unbind = detachable[0] }
+            else if detachable.count > 1 { plan.refused.append("an unbind detaches one pair; this one names \(detachable.count)") }
+        default:
+            break
+        }
+        return plan
     }
 
     /// `distinct_id` of the form `$identity_key+value` (what `loginWithKey` produces).
@@ -68,14 +141,5 @@ enum IdentityRules {
         let key = String(distinctID[..<plus])
         let value = String(distinctID[distinctID.index(after: plus)...])
         return value.isEmpty ? nil : IdentityKey(key: key, value: value)
-    }
-
-    private static func rank(_ key: String) -> Int {
-        switch key {
-        case loginKey: return 0
-        case anonymousKey: return 3
-        case "$identity_cookie_id", "$identity_idfv", "$identity_ios_uuid", "$identity_android_id", "$identity_android_uuid": return 2
-        default: return 1
-        }
     }
 }

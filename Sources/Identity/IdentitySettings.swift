@@ -6,20 +6,35 @@ public struct IdentitySettings: Sendable {
     public var database: DatabaseSettings
     /// Largest resolve request accepted, in bytes (`IDENTITY_MAX_REQUEST_BYTES`).
     public var maxRequestBytes: Int
+    /// Identities kept in memory; 0 turns the cache off (`IDENTITY_CACHE_ENTRIES`).
+    public var cacheEntries: Int
+    /// How often the cache reads what other replicas changed, in milliseconds
+    /// (`IDENTITY_CACHE_REFRESH_MS`): a merge, undo or unbind is seen by every replica within it.
+    public var cacheRefreshMilliseconds: Int
 
     public static let defaultPort = 8107
 
-    public init(server: ServerSettings, database: DatabaseSettings, maxRequestBytes: Int = 16 << 20) {
+    public init(
+        server: ServerSettings, database: DatabaseSettings, maxRequestBytes: Int = 16 << 20,
+        cacheEntries: Int = 200_000, cacheRefreshMilliseconds: Int = 500
+    ) {
         self.server = server
         self.database = database
         self.maxRequestBytes = maxRequestBytes
+        self.cacheEntries = cacheEntries
+        self.cacheRefreshMilliseconds = cacheRefreshMilliseconds
     }
 
     public init(_ reader: SettingsReader) throws {
         self.init(
             server: try ServerSettings(reader, defaultPort: Self.defaultPort),
             database: try DatabaseSettings(reader, defaultPoolSize: 4),
-            maxRequestBytes: try reader.int("IDENTITY_MAX_REQUEST_BYTES", default: 16 << 20, range: 1024...(1 << 30))
+            maxRequestBytes: try reader.int("IDENTITY_MAX_REQUEST_BYTES", default: 16 << 20, range: 1024...(1 << 30)),
+            cacheEntries: try reader.int("IDENTITY_CACHE_ENTRIES", default: 200_000, range: 0...100_000_000),
+            cacheRefreshMilliseconds: try reader.int("IDENTITY_CACHE_REFRESH_MS", default: 500, range: 50...60_000)
         )
     }
+
+    /// How long the cache answers without a successful refresh before it stops answering.
+    var cacheMaxStaleness: Duration { .milliseconds(max(4 * cacheRefreshMilliseconds, 2000)) }
 }

@@ -1,139 +1,325 @@
 import DatongContracts
 import DatongPostgres
+import Foundation
 
-/// Where identities live.
-protocol IdentityStore: Sendable {
-    /// One user per record, in order.
-    func resolve(_ records: [IdentityRecord]) async throws -> [ResolvedUser]
-}
-
-/// Identities in PostgreSQL. The primary key on (project, key, value) is what guarantees one user
-/// per identity when replicas race: a link is an `INSERT … ON CONFLICT DO NOTHING`, and the loser
-/// adopts the winner's user.
-struct PostgresIdentityStore: IdentityStore {
+/// The identity graph in PostgreSQL, with the identities already known answered from `cache`.
+///
+/// The primary key on (project, key, value) keeps one user per identity; the graph's advisory locks
+/// (see `GraphTransaction`) keep replicas that change overlapping parts of the graph from deciding
+/// on stale owners. Every change that moves or detaches an identity writes it to
+/// `identity.invalidations`, which every replica's `CacheRefresher` reads.
+struct PostgresIdentityStore: Sendable {
     let pool: PostgresPool
+    var cache: IdentityCache? = nil
 
-    func resolve(_ records: [IdentityRecord]) async throws -> [ResolvedUser] {
-        let wanted = records.map { IdentityRules.identities(of: $0) }
+    /// One user per record, in order. Records whose identities the cache knows, all owned by one
+    /// user, need no query; the others are resolved in one transaction.
+    func resolve(_ records: [IdentityRecord], requestID: String = "") async throws -> [ResolvedUser] {
+        let plans = records.map(IdentityRules.plan(for:))
+        var results = [ResolvedUser?](repeating: nil, count: records.count)
+        var misses: [Int] = []
+        let epoch = cache?.epoch ?? 0
+        if let cache {
+            let known = cache.users(of: plans.indices.map { index in
+                let plan = plans[index]
+                // Unbinds and refusals change or note something: never from memory.
+                guard !plan.linksNothing, plan.refused.isEmpty else { return [] }
+                return plan.identities.map { ScopedIdentity(project: records[index].project, identity: $0) }
+            })
+            for index in records.indices {
+                if plans[index].identities.isEmpty {
+                    results[index] = ResolvedUser(userId: nil, created: false)
+                } else if let user = known[index] {
+                    results[index] = ResolvedUser(userId: user, created: false)
+                } else {
+                    misses.append(index)
+                }
+            }
+        } else {
+            misses = Array(records.indices)
+        }
+        guard !misses.isEmpty else { return results.map { $0! } }
+        let toResolve = misses
+
+        let (users, owners, invalidated) = try await write { transaction in
+            try transaction.prepare(toResolve.map { (plans[$0], records[$0].project) })
+            let users = try toResolve.map { index in
+                try transaction.apply(
+                    plans[index], project: records[index].project,
+                    cause: .record(records[index], index: index, requestID: requestID)
+                )
+            }
+            var learned: [(ScopedIdentity, Int64)] = []
+            for index in toResolve {
+                for identity in plans[index].identities {
+                    let scoped = ScopedIdentity(project: records[index].project, identity: identity)
+                    if let owner = transaction.owners[scoped] { learned.append((scoped, owner)) }
+                }
+            }
+            return (users, learned, transaction.invalidated)
+        }
+        cache?.update(learned: owners, readAt: epoch, forgetting: invalidated)
+        for (index, user) in zip(misses, users) { results[index] = user }
+        return results.map { $0! }
+    }
+
+    /// Links `identities` to one user through the API: like a record carrying them, but a clash of
+    /// login ids is refused (`GraphRefusal`) instead of recorded.
+    func link(project: String, identities: [String: String], cause: Cause) async throws -> ResolvedUser {
+        var plan = IdentityPlan(identities: [])
+        for (key, value) in identities {
+            guard !key.isEmpty, key.utf8.count <= 255 else { throw GraphRefusal(code: "invalid_identity", message: "identity keys are 1 to 255 bytes") }
+            guard IdentityRules.isLegal(value) else {
+                throw GraphRefusal(code: "illegal_identity", message: "\(key)=\(value.prefix(64)) is not a legal identity value")
+            }
+            plan.identities.append(IdentityKey(key: key, value: value))
+        }
+        guard !plan.identities.isEmpty else { throw GraphRefusal(code: "no_identities", message: "name at least one identity") }
+        plan.identities.sort()
+        let linking = plan
+        let epoch = cache?.epoch ?? 0
+        let (user, invalidated) = try await write { transaction in
+            (try transaction.apply(linking, project: project, cause: cause, strict: true), transaction.invalidated)
+        }
+        cache?.update(learned: [], readAt: epoch, forgetting: invalidated)
+        return user
+    }
+
+    /// Detaches one identity through the API; nil when nobody owns it.
+    func unbind(project: String, identity: IdentityKey, cause: Cause) async throws -> Int64? {
+        guard !IdentityRules.notUnbindable.contains(identity.key) else {
+            throw GraphRefusal(code: "cannot_unbind", message: "\(identity.key) cannot be unbound")
+        }
+        let scoped = ScopedIdentity(project: project, identity: identity)
+        let epoch = cache?.epoch ?? 0
+        let (owner, invalidated) = try await write { transaction -> (Int64?, [ScopedIdentity]) in
+            try transaction.lookUpOwners([scoped])
+            guard let owner = transaction.owners[scoped] else { return (nil, []) }
+            try transaction.lock(identities: [scoped], users: [UserRef(project: project, id: owner)], lookAgain: [scoped])
+            guard let current = transaction.owners[scoped] else { return (nil, []) }
+            try transaction.unbind(scoped, from: current, cause: cause)
+            return (current, transaction.invalidated)
+        }
+        cache?.update(learned: [], readAt: epoch, forgetting: invalidated)
+        return owner
+    }
+
+    /// Merges `from` into `into` on an operator's word: allowed even when both have login ids.
+    func merge(project: String, from: Int64, into: Int64, cause: Cause) async throws -> MergeRecord {
+        guard from != into else { throw GraphRefusal(code: "same_user", message: "a user cannot be merged into itself") }
+        let epoch = cache?.epoch ?? 0
+        let (record, invalidated) = try await write { transaction -> (MergeRecord, [ScopedIdentity]) in
+            try transaction.lock(identities: [ScopedIdentity](), users: [UserRef(project: project, id: from), UserRef(project: project, id: into)], lookAgain: [ScopedIdentity]())
+            for user in [from, into] {
+                let state = try transaction.connection.query(
+                    "SELECT merged_into FROM identity.users WHERE project = $1 AND user_id = $2", [project, String(user)]
+                ).rows
+                guard let row = state.first else { throw GraphRefusal(code: "unknown_user", message: "project \(project) has no user \(user)") }
+                if let merged = row[0] {
+                    throw GraphRefusal(code: "already_merged", message: "user \(user) was merged into user \(merged); merge that one")
+                }
+            }
+            let id = try transaction.merge(from, into: into, project: project, reason: "merged through the API", cause: cause)
+            guard let record = try Self.mergeRecord(project: project, id: id, on: transaction.connection) else {
+                throw PostgresError.unexpectedResult("merge \(id) vanished")
+            }
+            return (record, transaction.invalidated)
+        }
+        cache?.update(learned: [], readAt: epoch, forgetting: invalidated)
+        return record
+    }
+
+    /// Undoes a merge: the identities it moved go back to the user they came from (those the
+    /// survivor still holds), the merged user is live again, and every user that followed it
+    /// follows it again. Refused when the survivor was itself merged since (undo that first).
+    func undo(project: String, mergeID: Int64, cause: Cause) async throws -> MergeRecord {
+        let epoch = cache?.epoch ?? 0
+        let (record, invalidated) = try await write { transaction -> (MergeRecord, [ScopedIdentity]) in
+            guard let merge = try Self.mergeRecord(project: project, id: mergeID, on: transaction.connection) else {
+                throw GraphRefusal(code: "unknown_merge", message: "project \(project) has no merge \(mergeID)")
+            }
+            try transaction.lock(
+                identities: [ScopedIdentity](), users: [UserRef(project: project, id: merge.fromUser), UserRef(project: project, id: merge.intoUser)],
+                lookAgain: [ScopedIdentity]()
+            )
+            // Read again under the locks: another undo may have finished while this one waited.
+            guard let locked = try Self.mergeRecord(project: project, id: mergeID, on: transaction.connection), locked.undoneAt == nil else {
+                throw GraphRefusal(code: "already_undone", message: "merge \(mergeID) is already undone")
+            }
+            if let later = try transaction.connection.query(
+                """
+                SELECT merge_id FROM identity.merges
+                WHERE project = $1 AND from_user = $2 AND undone_at IS NULL ORDER BY merge_id DESC LIMIT 1
+                """,
+                [project, String(merge.intoUser)]
+            ).scalar {
+                throw GraphRefusal(
+                    code: "merged_since",
+                    message: "user \(merge.intoUser) was merged into another user since (merge \(later)); undo merge \(later) first"
+                )
+            }
+            let moved = try transaction.connection.query(
+                """
+                WITH moved AS (
+                    UPDATE identity.identities i SET user_id = m.from_user
+                    FROM identity.merges m, unnest(m.keys, m.vals) AS x(key, value)
+                    WHERE m.project = $1 AND m.merge_id = $2
+                      AND i.project = $1 AND i.user_id = m.into_user AND i.key = x.key AND i.value = x.value
+                    RETURNING i.key, i.value
+                ), invalidated AS (
+                    INSERT INTO identity.invalidations (project, key, value) SELECT $1, key, value FROM moved
+                )
+                SELECT key, value FROM moved
+                """,
+                [project, String(mergeID)]
+            ).rows
+            try transaction.connection.query(
+                """
+                WITH RECURSIVE followers(user_id) AS (
+                    SELECT user_id FROM identity.users WHERE project = $1 AND merged_into = $2
+                    UNION
+                    SELECT u.user_id FROM identity.users u JOIN followers f ON u.merged_into = f.user_id WHERE u.project = $1
+                ), revived AS (
+                    UPDATE identity.users SET merged_into = NULL WHERE project = $1 AND user_id = $2
+                ), unmapped AS (
+                    DELETE FROM identity.user_map WHERE project = $1 AND user_id = $2
+                ), undone AS (
+                    UPDATE identity.merges SET undone_at = now(), undone_by = $3 WHERE project = $1 AND merge_id = $4
+                )
+                UPDATE identity.user_map SET canonical_user_id = $2
+                WHERE project = $1 AND user_id IN (SELECT user_id FROM followers)
+                """,
+                [project, String(merge.fromUser), cause.actor, String(mergeID)]
+            )
+            guard let record = try Self.mergeRecord(project: project, id: mergeID, on: transaction.connection) else {
+                throw PostgresError.unexpectedResult("merge \(mergeID) vanished")
+            }
+            let invalidated = moved.compactMap { row -> ScopedIdentity? in
+                guard let key = row[0], let value = row[1] else { return nil }
+                return ScopedIdentity(project: project, identity: IdentityKey(key: key, value: value))
+            }
+            return (record, invalidated)
+        }
+        cache?.update(learned: [], readAt: epoch, forgetting: invalidated)
+        return record
+    }
+
+    // MARK: Reading through the API
+
+    func user(project: String, id: Int64) async throws -> UserRecord? {
+        try await pool.withConnection { connection in
+            guard let row = try connection.query(
+                """
+                SELECT u.user_id, coalesce(m.canonical_user_id, u.user_id), u.merged_into, to_char(u.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+                FROM identity.users u LEFT JOIN identity.user_map m ON m.project = u.project AND m.user_id = u.user_id
+                WHERE u.project = $1 AND u.user_id = $2
+                """,
+                [project, String(id)]
+            ).rows.first else { return nil }
+            let identities = try connection.query(
+                "SELECT key, value FROM identity.identities WHERE project = $1 AND user_id = $2 ORDER BY key, value LIMIT 10000",
+                [project, String(id)]
+            ).rows.compactMap { row in row[0].flatMap { key in row[1].map { IdentityPair(key: key, value: $0) } } }
+            return UserRecord(
+                project: project, userId: id, canonicalUserId: row[1].flatMap(Int64.init) ?? id,
+                mergedInto: row[2].flatMap(Int64.init), createdAt: row[3] ?? "", identities: identities
+            )
+        }
+    }
+
+    func owner(project: String, identity: IdentityKey) async throws -> Int64? {
+        try await pool.withConnection { connection in
+            try connection.query(
+                "SELECT user_id FROM identity.identities WHERE project = $1 AND key = $2 AND value = $3",
+                [project, identity.key, identity.value]
+            ).scalar.flatMap(Int64.init)
+        }
+    }
+
+    /// The merges a user took part in and its history entries, newest first (at most `limit` each).
+    func history(project: String, user: Int64, limit: Int = 1000) async throws -> UserHistory {
+        try await pool.withConnection { connection in
+            let merges = try connection.query(
+                Self.mergeSelect + " WHERE project = $1 AND (from_user = $2 OR into_user = $2) ORDER BY merge_id DESC LIMIT $3",
+                [project, String(user), String(limit)]
+            ).rows.compactMap { Self.mergeRecord(project: project, row: $0) }
+            let entries = try connection.query(
+                """
+                SELECT entry_id, kind, user_id, other_user, key, value, reason, actor, cause::text,
+                       to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+                FROM identity.history WHERE project = $1 AND (user_id = $2 OR other_user = $2)
+                ORDER BY entry_id DESC LIMIT $3
+                """,
+                [project, String(user), String(limit)]
+            ).rows.compactMap { row -> HistoryEntry? in
+                guard let id = row[0].flatMap(Int64.init), let kind = row[1], let reason = row[6], let actor = row[7] else { return nil }
+                return HistoryEntry(
+                    entryId: id, kind: kind, userId: row[2].flatMap(Int64.init), otherUser: row[3].flatMap(Int64.init),
+                    key: row[4], value: row[5], reason: reason, actor: actor, cause: Self.cause(row[8]), createdAt: row[9] ?? ""
+                )
+            }
+            return UserHistory(project: project, userId: user, merges: merges, entries: entries)
+        }
+    }
+
+    func mergeRecord(project: String, id: Int64) async throws -> MergeRecord? {
+        try await pool.withConnection { connection in try Self.mergeRecord(project: project, id: id, on: connection) }
+    }
+
+    // MARK: Helpers
+
+    private static let mergeSelect = """
+        SELECT merge_id, from_user, into_user, array_to_json(keys)::text, array_to_json(vals)::text, reason, actor, cause::text,
+               to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+               to_char(undone_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), undone_by
+        FROM identity.merges
+        """
+
+    private static func mergeRecord(project: String, id: Int64, on connection: PostgresConnection) throws -> MergeRecord? {
+        try connection.query(Self.mergeSelect + " WHERE project = $1 AND merge_id = $2", [project, String(id)])
+            .rows.first.flatMap { mergeRecord(project: project, row: $0) }
+    }
+
+    private static func mergeRecord(project: String, row: [String?]) -> MergeRecord? {
+        guard let id = row[0].flatMap(Int64.init), let from = row[1].flatMap(Int64.init), let into = row[2].flatMap(Int64.init),
+              let keys = row[3].flatMap(jsonStrings), let values = row[4].flatMap(jsonStrings), keys.count == values.count
+        else { return nil }
+        return MergeRecord(
+            project: project, mergeId: id, fromUser: from, intoUser: into,
+            identities: zip(keys, values).map { IdentityPair(key: $0, value: $1) },
+            reason: row[5] ?? "", actor: row[6] ?? "", cause: Self.cause(row[7]), createdAt: row[8] ?? "",
+            undoneAt: row[9], undoneBy: row[10]
+        )
+    }
+
+    /// A stored cause (snake_case JSON) as the API shows it.
+    private static func cause(_ text: String?) -> ChangeCause {
+        let decoder = JSONDecoder()
+        decoder.keyDecodingStrategy = .convertFromSnakeCase
+        return (try? decoder.decode(ChangeCause.self, from: Data((text ?? "{}").utf8))) ?? ChangeCause()
+    }
+
+    /// A JSON array of strings, as `array_to_json` writes it.
+    private static func jsonStrings(_ text: String) -> [String]? {
+        guard let root = try? JSONParser.parse(Array(text.utf8), maxDepth: 2).root, root.kind == .array else { return nil }
+        var strings: [String] = []
+        for element in root.elements {
+            guard let string = element.stringValue else { return nil }
+            strings.append(string)
+        }
+        return strings
+    }
+
+    /// Runs `body` in a transaction, again when two transactions deadlocked (locks taken late,
+    /// after the graph changed between a lookup and its locks).
+    private func write<T: Sendable>(_ body: @escaping @Sendable (GraphTransaction) throws -> T) async throws -> T {
         var attempt = 0
         while true {
             do {
-                return try await pool.transaction { connection in
-                    try Self.resolve(records, wanted, on: connection)
-                }
+                return try await pool.transaction { connection in try body(GraphTransaction(connection: connection)) }
             } catch let error as PostgresError where error.sqlState == "40P01" && attempt < 3 {
-                // Two batches linked the same new identities in different orders; try again.
                 attempt += 1
             }
         }
-    }
-
-    private struct Scoped: Hashable {
-        let project: String
-        let identity: IdentityKey
-    }
-
-    /// The users that own `identities` (per project) now.
-    private static func lookUpOwners(_ identities: [String: Set<IdentityKey>], on connection: PostgresConnection) throws -> [Scoped: Int64] {
-        var owners: [Scoped: Int64] = [:]
-        for (project, keys) in identities where !keys.isEmpty {
-            let list = Array(keys)
-            let rows = try connection.query(
-                """
-                SELECT i.key, i.value, i.user_id FROM identity.identities i
-                JOIN unnest($2::text[], $3::text[]) AS w(key, value) ON i.key = w.key AND i.value = w.value
-                WHERE i.project = $1
-                """,
-                [project, postgresTextArray(list.map(\.key)), postgresTextArray(list.map(\.value))]
-            ).rows
-            for row in rows {
-                guard let key = row[0], let value = row[1], let user = row[2].flatMap(Int64.init) else { continue }
-                owners[Scoped(project: project, identity: IdentityKey(key: key, value: value))] = user
-            }
-        }
-        return owners
-    }
-
-    private static func resolve(
-        _ records: [IdentityRecord], _ wanted: [[IdentityKey]], on connection: PostgresConnection
-    ) throws -> [ResolvedUser] {
-        var byProject: [String: Set<IdentityKey>] = [:]
-        for (record, identities) in zip(records, wanted) { byProject[record.project, default: []].formUnion(identities) }
-        var owners = try lookUpOwners(byProject, on: connection)
-
-        // Identities nobody owns yet are about to be linked. Take a lock per identity, all at once
-        // and in one global order, so batches that link the same new identities in different
-        // orders wait for each other instead of deadlocking; then look again, so whoever comes
-        // second links to the user the first one made.
-        var unowned: [String: Set<IdentityKey>] = [:]
-        var lockNames: [String] = []
-        for (project, identities) in byProject {
-            for identity in identities where owners[Scoped(project: project, identity: identity)] == nil {
-                unowned[project, default: []].insert(identity)
-                lockNames.append("\(project)\u{1F}\(identity.key)\u{1F}\(identity.value)")
-            }
-        }
-        if !lockNames.isEmpty {
-            try connection.lockInOrder(lockNames)
-            owners.merge(try lookUpOwners(unowned, on: connection)) { _, new in new }
-        }
-
-        var results: [ResolvedUser] = []
-        results.reserveCapacity(records.count)
-        for (record, identities) in zip(records, wanted) {
-            guard !identities.isEmpty else {
-                results.append(ResolvedUser(userId: nil, created: false))
-                continue
-            }
-            let scoped = identities.map { Scoped(project: record.project, identity: $0) }
-            var user = scoped.lazy.compactMap { owners[$0] }.first
-            var created = false
-            var linkedAny = user != nil
-            if user == nil {
-                user = try connection.queryPrepared(
-                    "identity.new_user", "INSERT INTO identity.users (project) VALUES ($1) RETURNING user_id", [record.project]
-                ).scalar.flatMap(Int64.init)
-                created = true
-            }
-            guard var current = user else { throw PostgresError.unexpectedResult("no user id returned") }
-            for identity in scoped where owners[identity] == nil {
-                let inserted = try connection.queryPrepared(
-                    "identity.link",
-                    """
-                    INSERT INTO identity.identities (project, key, value, user_id) VALUES ($1, $2, $3, $4)
-                    ON CONFLICT DO NOTHING RETURNING user_id
-                    """,
-                    [identity.project, identity.identity.key, identity.identity.value, String(current)]
-                ).scalar.flatMap(Int64.init)
-                if let inserted {
-                    owners[identity] = inserted
-                    linkedAny = true
-                    continue
-                }
-                // Another replica linked this identity first: it is that user's now.
-                let owner = try connection.queryPrepared(
-                    "identity.owner",
-                    "SELECT user_id FROM identity.identities WHERE project = $1 AND key = $2 AND value = $3",
-                    [identity.project, identity.identity.key, identity.identity.value]
-                ).scalar.flatMap(Int64.init)
-                guard let owner else { throw PostgresError.unexpectedResult("identity vanished during resolve") }
-                owners[identity] = owner
-                if !linkedAny {
-                    // Nothing links to the user made above yet: adopt the winner instead, and drop
-                    // the user this transaction made so no user without identities is left behind.
-                    if created {
-                        try connection.queryPrepared(
-                            "identity.drop_user", "DELETE FROM identity.users WHERE project = $1 AND user_id = $2",
-                            [identity.project, String(current)]
-                        )
-                    }
-                    current = owner
-                    created = false
-                    linkedAny = true
-                }
-            }
-            results.append(ResolvedUser(userId: current, created: created))
-        }
-        return results
     }
 }

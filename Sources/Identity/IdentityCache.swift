@@ -1,0 +1,195 @@
+import DatongPostgres
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// The owners of identities this replica has seen, so resolving known identities needs no query.
+///
+/// Freshness: an identity's owner only changes by a merge, an undo or an unbind, and every one of
+/// those writes the identity to `identity.invalidations`. `CacheRefresher` reads the entries of
+/// every transaction that finished since its last look, every `refreshInterval`, and forgets those
+/// identities. A change made through another replica is therefore seen here within one refresh
+/// interval plus the time of one refresh. If refreshing fails for `maxStaleness`, the cache stops
+/// answering (every resolve goes to PostgreSQL) until a refresh succeeds again.
+///
+/// A lookup made in PostgreSQL before a refresh forgot something is not learned afterwards: every
+/// forgetting starts a new epoch, and `update` learns only from reads of the current epoch.
+///
+/// Bounded: two generations of at most `capacity / 2` entries each; when the young one is full it
+/// becomes the old one and the old one is dropped, so the identities in use stay.
+final class IdentityCache: Sendable {
+    private struct State {
+        var young: [ScopedIdentity: Int64] = [:]
+        var old: [ScopedIdentity: Int64] = [:]
+        var epoch: UInt64 = 0
+        /// When the last refresh succeeded; nil before the first.
+        var refreshedAt: ContinuousClock.Instant?
+    }
+
+    private let state = Mutex(State())
+    private let generationSize: Int
+    let maxStaleness: Duration
+
+    init(capacity: Int, maxStaleness: Duration) {
+        generationSize = max(1, capacity / 2)
+        self.maxStaleness = maxStaleness
+    }
+
+    /// The epoch to pass to `update` with what a read that starts now learns.
+    var epoch: UInt64 { state.withLock { $0.epoch } }
+
+    var count: Int { state.withLock { $0.young.count + $0.old.count } }
+
+    /// For each list of identities, the user that owns all of them, when the cache knows every
+    /// one and they agree; nil otherwise (and for empty lists).
+    func users(of records: [[ScopedIdentity]]) -> [Int64?] {
+        let now = ContinuousClock.now
+        return state.withLock { state in
+            guard let refreshed = state.refreshedAt, refreshed.advanced(by: maxStaleness) > now else {
+                return [Int64?](repeating: nil, count: records.count)
+            }
+            return records.map { identities in
+                var user: Int64?
+                for identity in identities {
+                    var owner = state.young[identity]
+                    if owner == nil, let aged = state.old[identity] {
+                        owner = aged
+                        Self.insert(identity, aged, into: &state, generationSize: generationSize)
+                    }
+                    guard let owner, user == nil || user == owner else { return nil }
+                    user = owner
+                }
+                return user
+            }
+        }
+    }
+
+    /// Forgets `forgetting` (changes this replica made), then learns `learned` if no refresh or
+    /// change forgot anything since the read that found them began (`readAt`).
+    func update(learned: [(ScopedIdentity, Int64)], readAt: UInt64, forgetting: [ScopedIdentity]) {
+        state.withLock { state in
+            let current = state.epoch
+            if !forgetting.isEmpty { Self.forget(forgetting, in: &state) }
+            guard readAt == current, state.refreshedAt != nil else { return }
+            for (identity, user) in learned { Self.insert(identity, user, into: &state, generationSize: generationSize) }
+        }
+    }
+
+    /// A refresh read the invalidation log: forgets what changed elsewhere.
+    func refreshed(forgetting: [ScopedIdentity], at instant: ContinuousClock.Instant) {
+        state.withLock { state in
+            if !forgetting.isEmpty { Self.forget(forgetting, in: &state) }
+            // Reads that began before the first look may have missed changes the log will
+            // never show this replica: nothing they found is learned.
+            if state.refreshedAt == nil { state.epoch &+= 1 }
+            state.refreshedAt = instant
+        }
+    }
+
+    /// Refreshing failed for too long: forget everything (it is not used until a refresh works).
+    func clear() {
+        state.withLock { state in
+            state.young.removeAll()
+            state.old.removeAll()
+            state.epoch &+= 1
+        }
+    }
+
+    private static func forget(_ identities: [ScopedIdentity], in state: inout State) {
+        for identity in identities {
+            state.young[identity] = nil
+            state.old[identity] = nil
+        }
+        state.epoch &+= 1
+    }
+
+    private static func insert(_ identity: ScopedIdentity, _ user: Int64, into state: inout State, generationSize: Int) {
+        if state.young.count >= generationSize, state.young[identity] == nil {
+            state.old = state.young
+            state.young = [:]
+            state.young.reserveCapacity(generationSize)
+        }
+        state.young[identity] = user
+        state.old[identity] = nil
+    }
+}
+
+/// Keeps one replica's `IdentityCache` fresh by reading `identity.invalidations`.
+///
+/// Each look reads, in one statement and so from one snapshot, the entries written by
+/// transactions whose id is at least the previous look's horizon, and the horizon of now (the
+/// oldest transaction still running). Entries of a transaction that was still running at the
+/// previous look are therefore read once it has finished, whatever order transactions commit in.
+final class CacheRefresher: Service, Sendable {
+    private let cache: IdentityCache
+    private let pool: PostgresPool
+    private let interval: Duration
+    private let logger: Logger
+    private let horizon = Mutex<String?>(nil)
+
+    /// Entries older than this are deleted (a replica that could not look for this long has
+    /// cleared its cache anyway).
+    static let retention = "1 hour"
+
+    init(cache: IdentityCache, pool: PostgresPool, interval: Duration, logger: Logger) {
+        self.cache = cache
+        self.pool = pool
+        self.interval = interval
+        self.logger = logger
+    }
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown {
+            var failingSince: ContinuousClock.Instant?
+            var looks = 0
+            while true {
+                do {
+                    try await self.refresh()
+                    failingSince = nil
+                    looks += 1
+                    if looks % 600 == 0 { try await self.prune() }
+                } catch {
+                    let now = ContinuousClock.now
+                    let since = failingSince ?? now
+                    failingSince = since
+                    self.logger.warning("identity.cache_refresh_failed", metadata: ["error": "\(error)"])
+                    if now - since >= self.cache.maxStaleness { self.cache.clear() }
+                }
+                try await Task.sleep(for: self.interval)
+            }
+        }
+    }
+
+    /// One look at the invalidation log.
+    func refresh() async throws {
+        let started = ContinuousClock.now
+        let previous = horizon.withLock { $0 }
+        let rows = try await pool.withConnection { connection in
+            try connection.queryPrepared(
+                "identity.refresh",
+                """
+                SELECT pg_snapshot_xmin(pg_current_snapshot())::text, NULL, NULL, NULL
+                UNION ALL
+                SELECT NULL, project, key, value FROM identity.invalidations WHERE $1::xid8 IS NOT NULL AND xid >= $1::xid8
+                """,
+                [previous]
+            ).rows
+        }
+        var forgetting: [ScopedIdentity] = []
+        var next: String?
+        for row in rows {
+            if let horizon = row[0] { next = horizon; continue }
+            guard let project = row[1], let key = row[2], let value = row[3] else { continue }
+            forgetting.append(ScopedIdentity(project: project, identity: IdentityKey(key: key, value: value)))
+        }
+        // Before the first look nothing was cached, so nothing older needs forgetting.
+        horizon.withLock { $0 = next }
+        cache.refreshed(forgetting: forgetting, at: started)
+    }
+
+    private func prune() async throws {
+        try await pool.withConnection { connection in
+            try connection.query("DELETE FROM identity.invalidations WHERE created_at < now() - interval '\(Self.retention)'")
+        }
+    }
+}

@@ -1,0 +1,387 @@
+import DatongContracts
+import DatongPostgres
+
+/// An identity in its project.
+struct ScopedIdentity: Hashable, Sendable {
+    let project: String
+    let identity: IdentityKey
+}
+
+/// A user in its project.
+struct UserRef: Hashable, Sendable {
+    let project: String
+    let id: Int64
+}
+
+/// Who changed the graph and why: a record of an upload (its request id, position, type and
+/// distinct id) or a call of the API (its actor). Stored as JSON with every merge and history entry.
+struct Cause: Sendable {
+    let actor: String
+    let json: String
+
+    static func record(_ record: IdentityRecord, index: Int, requestID: String) -> Cause {
+        var out: [UInt8] = []
+        out.append(contentsOf: #"{"request_id":"#.utf8)
+        JSONValue.writeString(utf8: requestID.utf8, to: &out)
+        out.append(contentsOf: #","record":\#(index),"type":"#.utf8)
+        JSONValue.writeString(utf8: record.type.utf8, to: &out)
+        out.append(contentsOf: #","distinct_id":"#.utf8)
+        JSONValue.writeString(utf8: record.distinctId.utf8, to: &out)
+        out.append(UInt8(ascii: "}"))
+        return Cause(actor: "gateway", json: String(decoding: out, as: UTF8.self))
+    }
+
+    static func api(_ operation: String, actor: String?, requestID: String) -> Cause {
+        var out: [UInt8] = []
+        out.append(contentsOf: #"{"request_id":"#.utf8)
+        JSONValue.writeString(utf8: requestID.utf8, to: &out)
+        out.append(contentsOf: #","api":"#.utf8)
+        JSONValue.writeString(utf8: operation.utf8, to: &out)
+        out.append(UInt8(ascii: "}"))
+        return Cause(actor: actor ?? "api", json: String(decoding: out, as: UTF8.self))
+    }
+}
+
+/// Why an explicit link through the API was refused (a record in the same situation is stored,
+/// and the conflict only recorded).
+struct GraphRefusal: Error, Sendable {
+    let code: String
+    let message: String
+}
+
+/// The identity graph as one transaction sees and changes it.
+///
+/// Concurrency: every change takes transaction-scoped advisory locks first, on the identities it
+/// links and on every user whose identities it moves or reads to decide a merge, and reads the
+/// owners again after locking. Replicas changing overlapping parts of the graph therefore wait for
+/// each other, and none decides on owners another has just changed. A user is only ever changed
+/// under its lock, so a lookup made after locking is exact for every locked user.
+final class GraphTransaction {
+    let connection: PostgresConnection
+    /// Current owner of every identity this transaction looked at (absent: nobody owns it).
+    private(set) var owners: [ScopedIdentity: Int64] = [:]
+    /// Login-class identities (key → value) of the users this transaction looked at.
+    private var logins: [UserRef: [String: String]] = [:]
+    /// Identities whose owner this transaction changed or removed: caches must forget them.
+    private(set) var invalidated: [ScopedIdentity] = []
+    private var lockedIdentities: Set<ScopedIdentity> = []
+    private var lockedUsers: Set<UserRef> = []
+
+    init(connection: PostgresConnection) {
+        self.connection = connection
+    }
+
+    // MARK: Reading
+
+    /// Reads the owners of `identities` (one query per project) into `owners`.
+    func lookUpOwners(_ identities: some Collection<ScopedIdentity>) throws {
+        var byProject: [String: [IdentityKey]] = [:]
+        for identity in identities {
+            byProject[identity.project, default: []].append(identity.identity)
+            owners[identity] = nil
+        }
+        for (project, keys) in byProject {
+            let rows = try connection.queryPrepared(
+                "identity.owners",
+                """
+                SELECT i.key, i.value, i.user_id FROM identity.identities i
+                JOIN unnest($2::text[], $3::text[]) AS w(key, value) ON i.key = w.key AND i.value = w.value
+                WHERE i.project = $1
+                """,
+                [project, postgresTextArray(keys.map(\.key)), postgresTextArray(keys.map(\.value))]
+            ).rows
+            for row in rows {
+                guard let key = row[0], let value = row[1], let user = row[2].flatMap(Int64.init) else { continue }
+                owners[ScopedIdentity(project: project, identity: IdentityKey(key: key, value: value))] = user
+            }
+        }
+    }
+
+    /// The login-class identities of `user` (read once per transaction, then kept up to date).
+    func loginsOf(_ user: UserRef) throws -> [String: String] {
+        if let known = logins[user] { return known }
+        let rows = try connection.queryPrepared(
+            "identity.user_identities",
+            "SELECT key, value FROM identity.identities WHERE project = $1 AND user_id = $2",
+            [user.project, String(user.id)]
+        ).rows
+        var found: [String: String] = [:]
+        for row in rows {
+            guard let key = row[0], let value = row[1], IdentityRules.isLoginClass(key) else { continue }
+            found[key] = value
+        }
+        logins[user] = found
+        return found
+    }
+
+    // MARK: Locking
+
+    /// Takes the locks of `identities` and `users` this transaction does not hold yet (in one
+    /// global order), and reads again the owners of `lookAgain`. True when it took any lock.
+    @discardableResult
+    func lock(identities: some Collection<ScopedIdentity>, users: some Collection<UserRef>, lookAgain: some Collection<ScopedIdentity>) throws -> Bool {
+        let newIdentities = identities.filter { !lockedIdentities.contains($0) }
+        let newUsers = users.filter { !lockedUsers.contains($0) }
+        guard !newIdentities.isEmpty || !newUsers.isEmpty else { return false }
+        var names = newIdentities.map { "i\u{1F}\($0.project)\u{1F}\($0.identity.key)\u{1F}\($0.identity.value)" }
+        names += newUsers.map { "u\u{1F}\($0.project)\u{1F}\($0.id)" }
+        try connection.lockInOrder(names)
+        lockedIdentities.formUnion(newIdentities)
+        lockedUsers.formUnion(newUsers)
+        // Whatever was known about these users may have changed before the locks were granted.
+        for user in newUsers { logins[user] = nil }
+        try lookUpOwners(Array(lookAgain))
+        return true
+    }
+
+    func holds(identities: some Collection<ScopedIdentity>, users: some Collection<UserRef>) -> Bool {
+        identities.allSatisfy(lockedIdentities.contains) && users.allSatisfy(lockedUsers.contains)
+    }
+
+    // MARK: Changing
+
+    func newUser(project: String) throws -> Int64 {
+        guard let user = try connection.queryPrepared(
+            "identity.new_user", "INSERT INTO identity.users (project) VALUES ($1) RETURNING user_id", [project]
+        ).scalar.flatMap(Int64.init) else { throw PostgresError.unexpectedResult("no user id returned") }
+        let ref = UserRef(project: project, id: user)
+        logins[ref] = [:]
+        lockedUsers.insert(ref)  // nobody else knows it yet
+        return user
+    }
+
+    /// Links an identity nobody owns to `user` (the caller holds the identity's lock).
+    func link(_ identity: ScopedIdentity, to user: Int64) throws {
+        let owner = try connection.queryPrepared(
+            "identity.link",
+            """
+            INSERT INTO identity.identities (project, key, value, user_id) VALUES ($1, $2, $3, $4)
+            ON CONFLICT (project, key, value) DO UPDATE SET user_id = identity.identities.user_id
+            RETURNING user_id
+            """,
+            [identity.project, identity.identity.key, identity.identity.value, String(user)]
+        ).scalar.flatMap(Int64.init)
+        guard owner == user else {
+            throw PostgresError.unexpectedResult("identity \(identity.identity.description) was linked by a transaction that did not hold its lock")
+        }
+        owners[identity] = user
+        if IdentityRules.isLoginClass(identity.identity.key) {
+            logins[UserRef(project: identity.project, id: user), default: [:]][identity.identity.key] = identity.identity.value
+        }
+    }
+
+    /// Moves every identity of `from` to `into`, marks `from` merged, points everything that
+    /// followed `from` at `into`, and records the merge. Returns the merge id.
+    @discardableResult
+    func merge(_ from: Int64, into: Int64, project: String, reason: String, cause: Cause) throws -> Int64 {
+        let rows = try connection.queryPrepared(
+            "identity.merge",
+            """
+            WITH moved AS (
+                UPDATE identity.identities SET user_id = $3 WHERE project = $1 AND user_id = $2 RETURNING key, value
+            ), recorded AS (
+                INSERT INTO identity.merges (project, from_user, into_user, keys, vals, reason, actor, cause)
+                SELECT $1, $2, $3, coalesce(array_agg(key ORDER BY key, value), '{}'),
+                       coalesce(array_agg(value ORDER BY key, value), '{}'), $4, $5, $6::jsonb
+                FROM moved
+                RETURNING merge_id
+            ), invalidated AS (
+                INSERT INTO identity.invalidations (project, key, value) SELECT $1, key, value FROM moved
+            ), merged AS (
+                UPDATE identity.users SET merged_into = $3 WHERE project = $1 AND user_id = $2
+            ), followers AS (
+                UPDATE identity.user_map SET canonical_user_id = $3 WHERE project = $1 AND canonical_user_id = $2
+            ), mapped AS (
+                INSERT INTO identity.user_map (project, user_id, canonical_user_id) VALUES ($1, $2, $3)
+                ON CONFLICT (project, user_id) DO UPDATE SET canonical_user_id = EXCLUDED.canonical_user_id
+            )
+            SELECT merge_id, NULL, NULL FROM recorded
+            UNION ALL
+            SELECT NULL, key, value FROM moved
+            """,
+            [project, String(from), String(into), reason, cause.actor, cause.json]
+        ).rows
+        var mergeID: Int64?
+        for row in rows {
+            if let id = row[0].flatMap(Int64.init) { mergeID = id; continue }
+            guard let key = row[1], let value = row[2] else { continue }
+            let identity = ScopedIdentity(project: project, identity: IdentityKey(key: key, value: value))
+            owners[identity] = into
+            invalidated.append(identity)
+        }
+        for (identity, owner) in owners where owner == from && identity.project == project { owners[identity] = into }
+        let fromRef = UserRef(project: project, id: from)
+        let intoRef = UserRef(project: project, id: into)
+        logins[intoRef] = (logins[intoRef] ?? [:]).merging(logins[fromRef] ?? [:]) { kept, _ in kept }
+        logins[fromRef] = [:]
+        guard let mergeID else { throw PostgresError.unexpectedResult("the merge was not recorded") }
+        return mergeID
+    }
+
+    /// Detaches an identity from `owner` (the caller holds the owner's lock) and records it.
+    func unbind(_ identity: ScopedIdentity, from owner: Int64, cause: Cause) throws {
+        try connection.queryPrepared(
+            "identity.unbind",
+            """
+            WITH gone AS (
+                DELETE FROM identity.identities WHERE project = $1 AND key = $2 AND value = $3 AND user_id = $4 RETURNING key, value
+            ), invalidated AS (
+                INSERT INTO identity.invalidations (project, key, value) SELECT $1, key, value FROM gone
+            )
+            INSERT INTO identity.history (project, kind, user_id, key, value, reason, actor, cause)
+            SELECT $1, 'unbind', $4, key, value, 'detached by ' || $5, $5, $6::jsonb FROM gone
+            """,
+            [identity.project, identity.identity.key, identity.identity.value, String(owner), cause.actor, cause.json]
+        )
+        owners[identity] = nil
+        invalidated.append(identity)
+        logins[UserRef(project: identity.project, id: owner)]?[identity.identity.key] = nil
+    }
+
+    /// Adds an entry to the history (conflicts, refusals, links through the API).
+    func note(
+        _ kind: String, project: String, user: Int64?, other: Int64? = nil, identity: IdentityKey?, reason: String, cause: Cause
+    ) throws {
+        try connection.queryPrepared(
+            "identity.note",
+            """
+            INSERT INTO identity.history (project, kind, user_id, other_user, key, value, reason, actor, cause)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb)
+            """,
+            [project, kind, user.map { String($0) }, other.map { String($0) }, identity?.key, identity?.value, reason, cause.actor, cause.json]
+        )
+    }
+
+    // MARK: Deciding
+
+    /// A login-class key both users hold with different values, if any: such users are two
+    /// people and are not merged implicitly.
+    func clash(_ a: UserRef, _ b: UserRef) throws -> (key: String, kept: String, other: String)? {
+        let first = try loginsOf(a)
+        let second = try loginsOf(b)
+        for key in first.keys.sorted() {
+            if let kept = first[key], let other = second[key], kept != other { return (key, kept, other) }
+        }
+        return nil
+    }
+
+    /// Reads the owners of every identity of a batch and takes, all at once and in one global
+    /// order, the locks its records will need: the new identities they link and the users they
+    /// change. Records locking one by one in their own order would deadlock with a batch holding
+    /// the same people in another order.
+    func prepare(_ plans: [(plan: IdentityPlan, project: String)]) throws {
+        var all: [ScopedIdentity] = []
+        for (plan, project) in plans { for identity in plan.identities { all.append(ScopedIdentity(project: project, identity: identity)) } }
+        try lookUpOwners(all)
+        var identities: Set<ScopedIdentity> = []
+        var users: Set<UserRef> = []
+        for (plan, project) in plans {
+            guard let needs = needs(plan, project: project) else { continue }
+            identities.formUnion(needs.identities)
+            users.formUnion(needs.users)
+        }
+        try lock(identities: identities, users: users, lookAgain: all)
+    }
+
+    /// The locks a record needs for the changes it will make now, or nil when it changes nothing
+    /// (all its identities already belong to one user).
+    private func needs(_ plan: IdentityPlan, project: String) -> (identities: [ScopedIdentity], users: [UserRef])? {
+        var ownersSeen: [Int64] = []
+        var toLink: [ScopedIdentity] = []
+        for identity in plan.identities {
+            let scoped = ScopedIdentity(project: project, identity: identity)
+            if let owner = owners[scoped] {
+                if !ownersSeen.contains(owner) { ownersSeen.append(owner) }
+            } else if !plan.linksNothing {
+                toLink.append(scoped)
+            }
+        }
+        let changes = plan.unbind != nil || !plan.refused.isEmpty || ownersSeen.count > 1 || !toLink.isEmpty
+        guard changes else { return nil }
+        return (toLink, ownersSeen.map { UserRef(project: project, id: $0) })
+    }
+
+    /// Applies one record's plan: finds its user, links its new identities, merges the users its
+    /// identities belong to (unless they clash), or detaches the pair of an unbind. With `strict`
+    /// (links through the API) a clash is refused instead of recorded.
+    func apply(_ plan: IdentityPlan, project: String, cause: Cause, strict: Bool = false) throws -> ResolvedUser {
+        guard !plan.identities.isEmpty else { return ResolvedUser(userId: nil, created: false) }
+        let scoped = plan.identities.map { ScopedIdentity(project: project, identity: $0) }
+        // Normally `prepare` took every lock already; a lock is taken here only when the graph
+        // changed between the batch's lookup and its locks.
+        while true {
+            guard let needs = needs(plan, project: project) else {
+                return ResolvedUser(userId: scoped.lazy.compactMap { self.owners[$0] }.first, created: false)
+            }
+            if holds(identities: needs.identities, users: needs.users) { break }
+            try lock(identities: needs.identities, users: needs.users, lookAgain: scoped)
+        }
+        for reason in plan.refused {
+            try note("refused", project: project, user: scoped.lazy.compactMap { self.owners[$0] }.first, identity: plan.unbind, reason: reason, cause: cause)
+        }
+        if let pair = plan.unbind {
+            let identity = ScopedIdentity(project: project, identity: pair)
+            guard let owner = owners[identity] else {
+                try note("refused", project: project, user: nil, identity: pair, reason: "\(pair.description) is not bound to anyone", cause: cause)
+                return ResolvedUser(userId: scoped.lazy.compactMap { self.owners[$0] }.first, created: false)
+            }
+            try unbind(identity, from: owner, cause: cause)
+            return ResolvedUser(userId: owner, created: false)
+        }
+
+        // The record's user: the owner of its strongest identity. A new login id goes to the user
+        // its other identities belong to, unless that user already has a different one.
+        let primary = scoped[0]
+        var target = owners[primary]
+        if target == nil {
+            let loginClass = IdentityRules.isLoginClass(primary.identity.key)
+            for identity in scoped.dropFirst() {
+                guard let owner = owners[identity] else { continue }
+                if !loginClass { target = owner; break }
+                if try loginsOf(UserRef(project: project, id: owner))[primary.identity.key] == nil { target = owner; break }
+            }
+        }
+        var created = false
+        let user: Int64
+        if let target {
+            user = target
+        } else {
+            user = try newUser(project: project)
+            created = true
+        }
+        let userRef = UserRef(project: project, id: user)
+
+        for identity in scoped {
+            let owner = owners[identity]
+            if owner == user { continue }
+            guard let owner else {
+                let key = identity.identity.key
+                if IdentityRules.isLoginClass(key), let held = try loginsOf(userRef)[key], held != identity.identity.value {
+                    let reason = "user \(user) already has \(key)=\(held); \(identity.identity.description) is not linked to it"
+                    if strict { throw GraphRefusal(code: "login_conflict", message: reason) }
+                    try note("conflict", project: project, user: user, identity: identity.identity, reason: reason, cause: cause)
+                    continue
+                }
+                try link(identity, to: user)
+                if strict { try note("link", project: project, user: user, identity: identity.identity, reason: "linked through the API", cause: cause) }
+                continue
+            }
+            guard plan.mayMerge(identity.identity) else {
+                try note(
+                    "refused", project: project, user: user, other: owner, identity: identity.identity,
+                    reason: "a $BindID cannot take \(identity.identity.key) from user \(owner)", cause: cause
+                )
+                continue
+            }
+            let ownerRef = UserRef(project: project, id: owner)
+            if let clash = try clash(userRef, ownerRef) {
+                let reason = "user \(user) has \(clash.key)=\(clash.kept) and user \(owner) has \(clash.key)=\(clash.other): two people, not merged"
+                if strict { throw GraphRefusal(code: "login_conflict", message: reason) }
+                try note("conflict", project: project, user: user, other: owner, identity: identity.identity, reason: reason, cause: cause)
+                continue
+            }
+            try merge(owner, into: user, project: project, reason: "\(identity.identity.description) belonged to user \(owner)", cause: cause)
+        }
+        return ResolvedUser(userId: user, created: created)
+    }
+}
