@@ -41,4 +41,33 @@ struct ContractJSONTests {
             #expect(error.message.contains(expected), "\(error.message)")
         }
     }
+
+    static let resolve = ResolveRequest(records: [
+        IdentityRecord(
+            project: "default", type: "track_signup", distinctId: "user-\"1\"", originalId: "anon",
+            identities: ["$identity_login_id": "user-\"1\"", "$identity_cookie_id": "c\u{1}😀"], isLoginId: true, lib: "js"
+        ),
+        IdentityRecord(project: "shop", type: "track", distinctId: "d", identities: nil, isLoginId: false, lib: nil),
+    ])
+
+    @Test("resolve requests and answers read and write the same documents as Codable")
+    func resolveAgreesWithCodable() throws {
+        #expect(try JSONDecoder().decode(ResolveRequest.self, from: Data(Self.resolve.jsonBytes)) == Self.resolve)
+        #expect(try ResolveRequest(jsonBytes: Array(try JSONEncoder().encode(Self.resolve))) == Self.resolve)
+        let answer = ResolveResponse(users: [ResolvedUser(userId: 7, created: true), ResolvedUser(userId: nil, created: false)])
+        #expect(try JSONDecoder().decode(ResolveResponse.self, from: Data(answer.jsonBytes)) == answer)
+        #expect(try ResolveResponse(jsonBytes: Array(try JSONEncoder().encode(answer))) == answer)
+        for (body, expected) in [
+            (#"{"records":[{"project":"p","type":"track"}]}"#, "records[0].distinctId is missing"),
+            (#"{"records":[{"project":"p","type":"track","distinctId":"d","identities":{"k":1}}]}"#, "not a string"),
+            (#"{"records":{}}"#, "records is not an array"),
+        ] {
+            do {
+                _ = try ResolveRequest(jsonBytes: Array(body.utf8))
+                Issue.record("\(body) was read")
+            } catch {
+                #expect(error.message.contains(expected), "\(error.message)")
+            }
+        }
+    }
 }

@@ -1,0 +1,239 @@
+import DatongContracts
+import DatongPostgres
+import Foundation
+@testable import Identity
+import Testing
+
+/// The identity graph's rules on a real PostgreSQL: guards, conflicts, binds and unbinds, merges
+/// and their undo, and the cache's freshness across replicas.
+@Suite("identity graph: guards, merges, undo, unbind, cache")
+struct IdentityGraphTests {
+    /// A fresh database with identity-service's schema, and a store on it (no cache).
+    static func withStore(_ body: @escaping @Sendable (PostgresIdentityStore, String) async throws -> Void) async throws {
+        let url = try await TestDatabase.create()
+        try await TestDatabase.withPool(url) { pool in
+            try await Migrator.migrate(schema: IdentitySchema.name, migrations: IdentitySchema.migrations, pool: pool, logger: TestDatabase.logger)
+            try await body(PostgresIdentityStore(pool: pool), url)
+        }
+    }
+
+    static func record(_ type: String = "track", _ identities: [String: String], distinct: String? = nil, original: String? = nil) -> IdentityRecord {
+        IdentityRecord(
+            project: "default", type: type, distinctId: distinct ?? identities.values.sorted().first ?? "", originalId: original,
+            identities: identities, lib: "iOS"
+        )
+    }
+
+    static func user(_ store: PostgresIdentityStore, _ identities: [String: String], type: String = "track") async throws -> Int64? {
+        try await store.resolve([record(type, identities)], requestID: "test").first?.userId
+    }
+
+    static func owner(_ store: PostgresIdentityStore, _ key: String, _ value: String) async throws -> Int64? {
+        try await store.owner(project: "default", identity: IdentityKey(key: key, value: value))
+    }
+
+    static let login = "$identity_login_id"
+    static let idfv = "$identity_idfv"
+    static let anonymous = "$identity_anonymous_id"
+    static let cookie = "$identity_cookie_id"
+
+    @Test("illegal ids link nothing: the record gets no user and the graph stays empty")
+    func illegalValues() async throws {
+        try await Self.withStore { store, url in
+            let users = try await store.resolve([
+                Self.record("track", ["$identity_cookie_id": "undefined", "$identity_login_id": "null"]),
+                Self.record("track", ["$identity_anonymous_id": "[object Object]", "$identity_idfv": "00000000"]),
+            ])
+            #expect(users[0].userId == nil)
+            let kept = try #require(users[1].userId)
+            #expect(try await TestDatabase.rows(url, "SELECT key, value, user_id FROM identity.identities") == [[Self.idfv, "00000000", String(kept)]])
+        }
+    }
+
+    @Test("a signup folds the anonymous user into the login user it names, records why, and the undo restores both")
+    func signupMergeAndUndo() async throws {
+        try await Self.withStore { store, url in
+            let phone = try #require(try await Self.user(store, [Self.idfv: "D1", Self.anonymous: "A1"]))
+            let laptop = try #require(try await Self.user(store, [Self.login: "alice", Self.cookie: "C1"]))
+            #expect(phone != laptop)
+            // The phone's user logs in as alice: the phone's anonymous user joins alice's user.
+            let signup = IdentityRecord(
+                project: "default", type: "track_signup", distinctId: "alice", originalId: "A1",
+                identities: [Self.idfv: "D1", Self.anonymous: "A1", Self.login: "alice"], lib: "iOS"
+            )
+            #expect(try await store.resolve([signup], requestID: "req-7").first?.userId == laptop)
+            #expect(try await Self.owner(store, Self.idfv, "D1") == laptop)
+            #expect(try await Self.user(store, [Self.anonymous: "A1"]) == laptop)
+
+            let history = try await store.history(project: "default", user: laptop)
+            let merge = try #require(history.merges.first)
+            #expect(history.merges.count == 1)
+            #expect(merge.fromUser == phone && merge.intoUser == laptop)
+            #expect(Set(merge.identities) == [IdentityPair(key: Self.idfv, value: "D1"), IdentityPair(key: Self.anonymous, value: "A1")])
+            #expect(merge.actor == "gateway")
+            #expect(merge.cause == ChangeCause(requestId: "req-7", record: 0, type: "track_signup", distinctId: "alice"))
+            #expect(try await TestDatabase.rows(url, "SELECT user_id, canonical_user_id FROM analytics.user_canonical")
+                == [[String(phone), String(laptop)]])
+            let merged = try #require(try await store.user(project: "default", id: phone))
+            #expect(merged.canonicalUserId == laptop && merged.mergedInto == laptop && merged.identities.isEmpty)
+
+            let undone = try await store.undo(project: "default", mergeID: merge.mergeId, cause: .api("undo", actor: "ops:li", requestID: "r"))
+            #expect(undone.undoneBy == "ops:li" && undone.undoneAt != nil)
+            #expect(try await Self.owner(store, Self.idfv, "D1") == phone)
+            #expect(try await Self.owner(store, Self.anonymous, "A1") == phone)
+            #expect(try await Self.owner(store, Self.login, "alice") == laptop)
+            #expect(try await TestDatabase.rows(url, "SELECT count(*) FROM analytics.user_canonical") == [["0"]])
+            let restored = try #require(try await store.user(project: "default", id: phone))
+            #expect(restored.mergedInto == nil && restored.canonicalUserId == phone)
+            await #expect(throws: GraphRefusal.self) {
+                try await store.undo(project: "default", mergeID: merge.mergeId, cause: .api("undo", actor: nil, requestID: "r"))
+            }
+        }
+    }
+
+    @Test("two users holding different login ids are never merged: the record goes to its login's user and the conflict is recorded")
+    func loginConflict() async throws {
+        try await Self.withStore { store, url in
+            let alice = try #require(try await Self.user(store, [Self.login: "alice", Self.idfv: "D-alice"]))
+            let bob = try #require(try await Self.user(store, [Self.login: "bob", Self.idfv: "D-bob"]))
+            // alice uses bob's phone while logged in.
+            #expect(try await Self.user(store, [Self.login: "alice", Self.idfv: "D-bob"]) == alice)
+            #expect(try await Self.owner(store, Self.idfv, "D-bob") == bob)
+            #expect(try await TestDatabase.rows(url, "SELECT count(*) FROM identity.merges") == [["0"]])
+            let entries = try await store.history(project: "default", user: alice).entries
+            let conflict = try #require(entries.first { $0.kind == "conflict" })
+            #expect(conflict.userId == alice && conflict.otherUser == bob)
+            #expect(conflict.reason.contains("alice") && conflict.reason.contains("bob"), "\(conflict.reason)")
+
+            // carol signs up on alice's phone: a new user for carol, the phone stays alice's.
+            let carol = try #require(try await Self.user(store, [Self.login: "carol", Self.idfv: "D-alice"], type: "track_signup"))
+            #expect(carol != alice && carol != bob)
+            #expect(try await Self.owner(store, Self.idfv, "D-alice") == alice)
+            #expect(try await Self.owner(store, Self.login, "carol") == carol)
+
+            // Through the API a link that would merge two logins is refused outright.
+            await #expect(throws: GraphRefusal.self) {
+                try await store.link(project: "default", identities: [Self.login: "bob", "$identity_email": "x@example.com", Self.idfv: "D-alice"], cause: .api("link", actor: nil, requestID: "r"))
+            }
+            #expect(try await Self.owner(store, "$identity_email", "x@example.com") == nil)
+        }
+    }
+
+    @Test("$BindID links a new key but cannot take a cookie id from another user; $UnbindID detaches only its pair")
+    func bindAndUnbind() async throws {
+        try await Self.withStore { store, url in
+            let user = try #require(try await Self.user(store, [Self.anonymous: "A1", Self.login: "dan"]))
+            let web = try #require(try await Self.user(store, [Self.cookie: "C-web"]))
+            #expect(try await Self.user(store, [Self.anonymous: "A1", Self.login: "dan", "$identity_mobile": "13800000000"], type: "track_id_bind") == user)
+            #expect(try await Self.owner(store, "$identity_mobile", "13800000000") == user)
+            #expect(try await Self.user(store, [Self.anonymous: "A1", Self.login: "dan", Self.cookie: "C-web"], type: "track_id_bind") == user)
+            #expect(try await Self.owner(store, Self.cookie, "C-web") == web, "a $BindID took a cookie id")
+            #expect(try await store.history(project: "default", user: user).entries.contains { $0.kind == "refused" && $0.key == Self.cookie })
+
+            // Unbinding the mobile number detaches it alone; the next record with it makes a new user.
+            #expect(try await Self.user(store, ["$identity_mobile": "13800000000"], type: "track_id_unbind") == user)
+            #expect(try await Self.owner(store, "$identity_mobile", "13800000000") == nil)
+            #expect(try await Self.owner(store, Self.login, "dan") == user)
+            #expect(try await Self.owner(store, Self.anonymous, "A1") == user)
+            let unbinds = try await TestDatabase.rows(url, "SELECT key, value, user_id FROM identity.history WHERE kind = 'unbind'")
+            #expect(unbinds == [["$identity_mobile", "13800000000", String(user)]])
+            let again = try #require(try await Self.user(store, ["$identity_mobile": "13800000000"]))
+            #expect(again != user)
+
+            // Login and anonymous ids cannot be unbound.
+            #expect(try await Self.user(store, [Self.login: "dan"], type: "track_id_unbind") == user)
+            #expect(try await Self.owner(store, Self.login, "dan") == user)
+            await #expect(throws: GraphRefusal.self) {
+                try await store.unbind(project: "default", identity: IdentityKey(key: Self.anonymous, value: "A1"), cause: .api("unbind", actor: nil, requestID: "r"))
+            }
+        }
+    }
+
+    @Test("an undo puts back a chain of merges one at a time, newest first")
+    func undoChain() async throws {
+        try await Self.withStore { store, url in
+            let k = try #require(try await Self.user(store, [Self.cookie: "K"]))
+            let a = try #require(try await Self.user(store, [Self.idfv: "A"]))
+            let b = try #require(try await Self.user(store, [Self.login: "bea"]))
+            let first = try await store.merge(project: "default", from: k, into: a, cause: .api("merge", actor: "ops", requestID: "r"))
+            let second = try await store.merge(project: "default", from: a, into: b, cause: .api("merge", actor: "ops", requestID: "r"))
+            #expect(try await TestDatabase.rows(url, "SELECT user_id, canonical_user_id FROM identity.user_map ORDER BY user_id")
+                == [[String(k), String(b)], [String(a), String(b)]].sorted { Int($0[0]!)! < Int($1[0]!)! })
+            #expect(try await Self.owner(store, Self.cookie, "K") == b)
+
+            // The first merge's survivor was merged since: that one must be undone first.
+            do {
+                _ = try await store.undo(project: "default", mergeID: first.mergeId, cause: .api("undo", actor: nil, requestID: "r"))
+                Issue.record("an undo under a later merge went through")
+            } catch let refusal as GraphRefusal {
+                #expect(refusal.code == "merged_since")
+            }
+            _ = try await store.undo(project: "default", mergeID: second.mergeId, cause: .api("undo", actor: nil, requestID: "r"))
+            #expect(try await TestDatabase.rows(url, "SELECT user_id, canonical_user_id FROM identity.user_map") == [[String(k), String(a)]])
+            #expect(try await Self.owner(store, Self.cookie, "K") == a)
+            #expect(try await Self.owner(store, Self.idfv, "A") == a)
+            _ = try await store.undo(project: "default", mergeID: first.mergeId, cause: .api("undo", actor: nil, requestID: "r"))
+            #expect(try await Self.owner(store, Self.cookie, "K") == k)
+            #expect(try await TestDatabase.rows(url, "SELECT count(*) FROM identity.user_map") == [["0"]])
+        }
+    }
+
+    @Test("known identities resolve from memory, and a merge made through another replica is seen within the refresh interval")
+    func cacheAcrossReplicas() async throws {
+        let url = try await TestDatabase.create()
+        try await TestDatabase.withPool(url) { poolA in
+            try await TestDatabase.withPool(url) { poolB in
+                try await Migrator.migrate(schema: IdentitySchema.name, migrations: IdentitySchema.migrations, pool: poolA, logger: TestDatabase.logger)
+                let interval = Duration.milliseconds(200)
+                let cacheB = IdentityCache(capacity: 1000, maxStaleness: .seconds(2))
+                let refresherB = CacheRefresher(cache: cacheB, pool: poolB, interval: interval, logger: TestDatabase.logger)
+                let replicaA = PostgresIdentityStore(pool: poolA)
+                let replicaB = PostgresIdentityStore(pool: poolB, cache: cacheB)
+                try await refresherB.refresh()
+
+                let web = try #require(try await Self.user(replicaB, [Self.cookie: "C9"]))
+                let app = try #require(try await Self.user(replicaA, [Self.idfv: "D9"]))
+                #expect(cacheB.count == 1)
+                // From memory: a change behind the cache's back (no invalidation) is not seen.
+                try await poolA.withConnection { try $0.query("UPDATE identity.identities SET user_id = 0 WHERE value = 'C9'") }
+                #expect(try await Self.user(replicaB, [Self.cookie: "C9"]) == web)
+                try await poolA.withConnection { try $0.query("UPDATE identity.identities SET user_id = $1 WHERE value = 'C9'", [String(web)]) }
+
+                // Replica A merges the web user into the app user; B follows after its next look.
+                _ = try await replicaA.merge(project: "default", from: web, into: app, cause: .api("merge", actor: nil, requestID: "r"))
+                #expect(try await Self.user(replicaB, [Self.cookie: "C9"]) == web, "B answered from memory before looking")
+                let started = ContinuousClock.now
+                let looking = Task { try await refresherB.run() }
+                var seen: Int64?
+                while ContinuousClock.now - started < .seconds(5) {
+                    seen = try await Self.user(replicaB, [Self.cookie: "C9"])
+                    if seen == app { break }
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                let elapsed = ContinuousClock.now - started
+                looking.cancel()
+                #expect(seen == app)
+                #expect(elapsed < interval * 3, "the merge took \(elapsed) to reach the other replica")
+            }
+        }
+    }
+
+    @Test("the cache stays within its capacity and stops answering when it cannot refresh")
+    func cacheBounds() {
+        let cache = IdentityCache(capacity: 100, maxStaleness: .milliseconds(50))
+        let identities = (0..<1000).map { ScopedIdentity(project: "p", identity: IdentityKey(key: Self.cookie, value: "c\($0)")) }
+        #expect(cache.users(of: [[identities[0]]]) == [nil])
+        cache.refreshed(forgetting: [], at: .now)
+        let epoch = cache.epoch
+        cache.update(learned: identities.map { ($0, 7) }, readAt: epoch, forgetting: [])
+        #expect(cache.count <= 100)
+        #expect(cache.users(of: [[identities[999]], [identities[998], identities[999]]]) == [7, 7])
+        // A read that began before something was forgotten learns nothing.
+        let before = cache.epoch
+        cache.update(learned: [], readAt: before, forgetting: [identities[999]])
+        cache.update(learned: [(identities[999], 8)], readAt: before, forgetting: [])
+        #expect(cache.users(of: [[identities[999]]]) == [nil])
+        cache.refreshed(forgetting: [], at: .now - .milliseconds(60))
+        #expect(cache.users(of: [[identities[998]]]) == [nil], "a stale cache answered")
+    }
+}
