@@ -12,6 +12,7 @@ let package = Package(
         .executable(name: "gateway-bench", targets: ["GatewayBench"]),
         .executable(name: "collector-bench", targets: ["CollectorBench"]),
         .executable(name: "config-bench", targets: ["ConfigBench"]),
+        .executable(name: "identity-bench", targets: ["IdentityBench"]),
         .executable(name: "datongctl", targets: ["RunDatongctl"]),
     ],
     dependencies: [
@@ -130,6 +131,15 @@ let package = Package(
             name: "CollectorBench",
             dependencies: [
                 "BenchSupport", "Collector", "DatongContracts", "DatongPostgres", "DatongRuntime",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
+        .executableTarget(
+            name: "IdentityBench",
+            dependencies: [
+                "BenchSupport", "Identity", "DatongContracts", "DatongPostgres", "DatongRuntime",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -193,3 +193,20 @@ final class CacheRefresher: Service, Sendable {
         }
     }
 }
+
+/// A store with a cache and its refresher, for benchmarks that resolve in process.
+package struct IdentityBenchSupport: Sendable {
+    package let store: PostgresIdentityStore
+    let refresher: CacheRefresher
+
+    package static func warmStore(pool: PostgresPool) -> IdentityBenchSupport {
+        let cache = IdentityCache(capacity: 1_000_000, maxStaleness: .seconds(3600))
+        return IdentityBenchSupport(
+            store: PostgresIdentityStore(pool: pool, cache: cache),
+            refresher: CacheRefresher(cache: cache, pool: pool, interval: .seconds(1), logger: Logger(label: "identity-bench"))
+        )
+    }
+
+    /// One look at the invalidation log (the cache answers after the first).
+    package func refresh() async throws { try await refresher.refresh() }
+}

@@ -49,10 +49,20 @@ enum IdentityRules {
     ]
 
     static func isLegal(_ value: String) -> Bool {
+        let utf8 = value.utf8
+        guard utf8.count <= 255 else { return false }
+        // Every illegal value is short; a longer one that does not start or end with a quote or
+        // a space is legal without lowercasing it (device and cookie ids are 36 to 64 bytes).
+        if utf8.count > 24, let first = utf8.first, let last = utf8.last, !Self.padding(first), !Self.padding(last) { return true }
         var trimmed = Substring(value)
         while let first = trimmed.first, first == "\"" || first == "'" || first.isWhitespace { trimmed.removeFirst() }
         while let last = trimmed.last, last == "\"" || last == "'" || last.isWhitespace { trimmed.removeLast() }
         return !illegalValues.contains(trimmed.lowercased()) && value.utf8.count <= 255
+    }
+
+    private static func padding(_ byte: UInt8) -> Bool {
+        byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "'") || byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t")
+            || byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") || byte >= 0x80
     }
 
     /// Login-class keys name a person, not a device: the login id and custom keys

@@ -8,13 +8,13 @@ import Foundation
 /// (see `GraphTransaction`) keep replicas that change overlapping parts of the graph from deciding
 /// on stale owners. Every change that moves or detaches an identity writes it to
 /// `identity.invalidations`, which every replica's `CacheRefresher` reads.
-struct PostgresIdentityStore: Sendable {
+package struct PostgresIdentityStore: Sendable {
     let pool: PostgresPool
     var cache: IdentityCache? = nil
 
     /// One user per record, in order. Records whose identities the cache knows, all owned by one
     /// user, need no query; the others are resolved in one transaction.
-    func resolve(_ records: [IdentityRecord], requestID: String = "") async throws -> [ResolvedUser] {
+    package func resolve(_ records: [IdentityRecord], requestID: String = "") async throws -> [ResolvedUser] {
         let plans = records.map(IdentityRules.plan(for:))
         var results = [ResolvedUser?](repeating: nil, count: records.count)
         var misses: [Int] = []
