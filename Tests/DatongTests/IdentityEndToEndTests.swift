@@ -31,6 +31,16 @@ struct IdentityEndToEndTests {
 
     struct BeaconProblem: Error {}
 
+    /// The SQL block of the README's "One user across app and H5" section.
+    static func readmeQuery() throws -> String {
+        let readme = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../README.md")
+        let text = try String(contentsOf: readme, encoding: .utf8)
+        let section = try #require(text.range(of: "### One user across app and H5")).upperBound
+        let block = try #require(text.range(of: "```sql\n", range: section..<text.endIndex))
+        let close = try #require(text.range(of: "```", range: block.upperBound..<text.endIndex))
+        return String(text[block.upperBound..<close.lowerBound])
+    }
+
     static func get<T: Decodable>(_ type: T.Type, _ uri: String, _ client: any TestClientProtocol) async throws -> T {
         let response = try await client.execute(uri: uri, method: .get, headers: service)
         #expect(response.status == .ok, "\(uri): \(response.text)")
@@ -66,6 +76,12 @@ struct IdentityEndToEndTests {
                 FROM analytics.events WHERE project = 'production'
                 """) == [["5", "1", "2", "2"]])
             let user = try #require(try await TestDatabase.rows(url, "SELECT DISTINCT user_id FROM analytics.events").first?[0].flatMap(Int64.init))
+            // The README's query counts this person once, as someone who used both the app and H5
+            // (run on this project, with the captures' clock).
+            let readme = try Self.readmeQuery()
+                .replacingOccurrences(of: "'default'", with: "'production'")
+                .replacingOccurrences(of: "now()", with: "to_timestamp(1795273200)")
+            #expect(try await TestDatabase.rows(url, readme) == [["1", "0", "0"]])
 
             // The identity API: the page's cookie id and the login id belong to the app's user.
             let identity = services.identity
