@@ -1,3 +1,4 @@
+@testable import Collector
 import DatongContracts
 import DatongPostgres
 import Foundation
@@ -235,5 +236,26 @@ struct IdentityGraphTests {
         #expect(cache.users(of: [[identities[999]]]) == [nil])
         cache.refreshed(forgetting: [], at: .now - .milliseconds(60))
         #expect(cache.users(of: [[identities[998]]]) == [nil], "a stale cache answered")
+    }
+
+    @Test("analytics.events follows merges and undos also when the collector migrated before identity-service")
+    func collectorMigratedFirst() async throws {
+        let url = try await TestDatabase.create()
+        try await TestDatabase.withPool(url) { pool in
+            try await Migrator.migrate(schema: CollectorSchema.name, migrations: CollectorSchema.migrations, pool: pool, logger: TestDatabase.logger)
+            try await Migrator.migrate(schema: IdentitySchema.name, migrations: IdentitySchema.migrations, pool: pool, logger: TestDatabase.logger)
+            let identities = PostgresIdentityStore(pool: pool)
+            let web = try #require(try await Self.user(identities, [Self.cookie: "W1"]))
+            let app = try #require(try await Self.user(identities, [Self.idfv: "D1"]))
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            _ = try await PostgresEventStore(pool: pool).write(CollectBatch(receivedAt: now, records: [web, app].map { user in
+                CollectRecord(project: "default", type: "track", event: "View", time: now, distinctId: "d\(user)", userId: user, properties: "{}")
+            }))
+            let merge = try await identities.merge(project: "default", from: web, into: app, cause: .api("merge", actor: nil, requestID: "r"))
+            let users = "SELECT user_id, stored_user_id FROM analytics.events ORDER BY stored_user_id"
+            #expect(try await TestDatabase.rows(url, users) == [[String(app), String(web)], [String(app), String(app)]])
+            _ = try await identities.undo(project: "default", mergeID: merge.mergeId, cause: .api("undo", actor: nil, requestID: "r"))
+            #expect(try await TestDatabase.rows(url, users) == [[String(web), String(web)], [String(app), String(app)]])
+        }
     }
 }
