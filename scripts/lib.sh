@@ -50,7 +50,7 @@ pg_start() {
     touch "$log"
     [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$log"
     as_pg "$PG_BIN/pg_ctl" -D "$dir" -l "$log" -w -t 60 \
-        -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=200" start >/dev/null
+        -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=500" start >/dev/null
 }
 
 pg_stop() {
