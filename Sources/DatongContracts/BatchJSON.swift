@@ -28,13 +28,7 @@ extension CollectBatch: JSONBytesCodable {
     }
 
     package init(jsonBytes: [UInt8]) throws(ContractDecodingError) {
-        let root: JSONRef
-        do {
-            root = try JSONParser.parse(jsonBytes, maxDepth: 8).root
-        } catch {
-            throw ContractDecodingError("the batch is \(error.message)")
-        }
-        guard root.isObject else { throw ContractDecodingError("the batch is not a JSON object") }
+        let root = try Field.object(jsonBytes, maxDepth: 8, "the batch")
         var receivedAt: Int64?
         var records: [CollectRecord] = []
         var rejected: [RejectedRecord] = []
@@ -147,13 +141,7 @@ extension ResolveRequest: JSONBytesCodable {
     }
 
     package init(jsonBytes: [UInt8]) throws(ContractDecodingError) {
-        let root: JSONRef
-        do {
-            root = try JSONParser.parse(jsonBytes, maxDepth: 8).root
-        } catch {
-            throw ContractDecodingError("the resolve request is \(error.message)")
-        }
-        guard root.isObject else { throw ContractDecodingError("the resolve request is not a JSON object") }
+        let root = try Field.object(jsonBytes, maxDepth: 8, "the resolve request")
         var records: [IdentityRecord]?
         for (key, value) in root.members where key.textEquals("records") {
             guard value.kind == .array else { throw ContractDecodingError("records is not an array") }
@@ -238,13 +226,7 @@ extension ResolveResponse: JSONBytesCodable {
     }
 
     package init(jsonBytes: [UInt8]) throws(ContractDecodingError) {
-        let root: JSONRef
-        do {
-            root = try JSONParser.parse(jsonBytes, maxDepth: 4).root
-        } catch {
-            throw ContractDecodingError("the resolve answer is \(error.message)")
-        }
-        guard root.isObject else { throw ContractDecodingError("the resolve answer is not a JSON object") }
+        let root = try Field.object(jsonBytes, maxDepth: 4, "the resolve answer")
         var users: [ResolvedUser]?
         for (key, value) in root.members where key.textEquals("users") {
             guard value.kind == .array else { throw ContractDecodingError("users is not an array") }
@@ -272,6 +254,18 @@ extension ResolveResponse: JSONBytesCodable {
 
 /// Reading one field; `null` is an absent optional.
 private enum Field {
+    /// The document's root, which must be an object; `what` names the document in problems.
+    static func object(_ bytes: [UInt8], maxDepth: Int, _ what: String) throws(ContractDecodingError) -> JSONRef {
+        let root: JSONRef
+        do {
+            root = try JSONParser.parse(bytes, maxDepth: maxDepth).root
+        } catch {
+            throw ContractDecodingError("\(what) is \(error.message)")
+        }
+        guard root.isObject else { throw ContractDecodingError("\(what) is not a JSON object") }
+        return root
+    }
+
     static func string(_ value: JSONRef, _ path: String, _ name: String) throws(ContractDecodingError) -> String? {
         switch value.kind {
         case .null: return nil

@@ -83,10 +83,10 @@ struct IdentityAPI: Sendable {
         projects.get("users/:user/history") { request, context in
             let project = try authorize(request, context)
             let id = try Self.number(context, "user")
-            guard try await store.user(project: project, id: id) != nil else {
+            guard let history = try await store.history(project: project, user: id) else {
                 throw ServiceError(.notFound, "unknown_user", "project \(project) has no user \(id)")
             }
-            return try jsonResponse(.ok, encoding: try await store.history(project: project, user: id))
+            return try jsonResponse(.ok, encoding: history)
         }
         projects.post("merges") { request, context in
             let project = try authorize(request, context)

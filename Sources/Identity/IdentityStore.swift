@@ -236,9 +236,13 @@ package struct PostgresIdentityStore: Sendable {
         }
     }
 
-    /// The merges a user took part in and its history entries, newest first (at most `limit` each).
-    func history(project: String, user: Int64, limit: Int = 1000) async throws -> UserHistory {
+    /// The merges a user took part in and its history entries, newest first (at most `limit` each);
+    /// nil when there is no such user.
+    func history(project: String, user: Int64, limit: Int = 1000) async throws -> UserHistory? {
         try await pool.withConnection { connection in
+            guard try connection.query(
+                "SELECT 1 FROM identity.users WHERE project = $1 AND user_id = $2", [project, String(user)]
+            ).rows.count == 1 else { return nil }
             let merges = try connection.query(
                 Self.mergeSelect + " WHERE project = $1 AND (from_user = $2 OR into_user = $2) ORDER BY merge_id DESC LIMIT $3",
                 [project, String(user), String(limit)]

@@ -66,7 +66,7 @@ struct IdentityGraphTests {
             #expect(try await Self.owner(store, Self.idfv, "D1") == laptop)
             #expect(try await Self.user(store, [Self.anonymous: "A1"]) == laptop)
 
-            let history = try await store.history(project: "default", user: laptop)
+            let history = try #require(try await store.history(project: "default", user: laptop))
             let merge = try #require(history.merges.first)
             #expect(history.merges.count == 1)
             #expect(merge.fromUser == phone && merge.intoUser == laptop)
@@ -101,7 +101,7 @@ struct IdentityGraphTests {
             #expect(try await Self.user(store, [Self.login: "alice", Self.idfv: "D-bob"]) == alice)
             #expect(try await Self.owner(store, Self.idfv, "D-bob") == bob)
             #expect(try await TestDatabase.rows(url, "SELECT count(*) FROM identity.merges") == [["0"]])
-            let entries = try await store.history(project: "default", user: alice).entries
+            let entries = try #require(try await store.history(project: "default", user: alice)).entries
             let conflict = try #require(entries.first { $0.kind == "conflict" })
             #expect(conflict.userId == alice && conflict.otherUser == bob)
             #expect(conflict.reason.contains("alice") && conflict.reason.contains("bob"), "\(conflict.reason)")
@@ -129,7 +129,8 @@ struct IdentityGraphTests {
             #expect(try await Self.owner(store, "$identity_mobile", "13800000000") == user)
             #expect(try await Self.user(store, [Self.anonymous: "A1", Self.login: "dan", Self.cookie: "C-web"], type: "track_id_bind") == user)
             #expect(try await Self.owner(store, Self.cookie, "C-web") == web, "a $BindID took a cookie id")
-            #expect(try await store.history(project: "default", user: user).entries.contains { $0.kind == "refused" && $0.key == Self.cookie })
+            let refusals = try #require(try await store.history(project: "default", user: user)).entries
+            #expect(refusals.contains { $0.kind == "refused" && $0.key == Self.cookie })
 
             // Unbinding the mobile number detaches it alone; the next record with it makes a new user.
             #expect(try await Self.user(store, ["$identity_mobile": "13800000000"], type: "track_id_unbind") == user)
