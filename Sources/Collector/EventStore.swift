@@ -7,8 +7,9 @@ protocol EventStore: Sendable {
     func write(_ batch: CollectBatch) async throws -> CollectResult
 }
 
-/// Writes batches to PostgreSQL with binary COPY into per-session staging tables, then one
-/// `INSERT … SELECT … ON CONFLICT DO NOTHING` per table: bulk speed, and a retried record (same
+/// Writes batches to PostgreSQL by binary COPY: events straight into `collector.events` (see
+/// `EventWriting` for how a retried event is found without a lookup in the common case), profile
+/// records through a staging table and `INSERT … ON CONFLICT DO NOTHING`. A retried record (same
 /// dedup key) is counted as a duplicate instead of failing the batch. Concurrent batches are folded
 /// into shared transactions (`GroupCommit`).
 final class PostgresEventStore: EventStore {
@@ -28,18 +29,7 @@ final class PostgresEventStore: EventStore {
         self.pool = pool
         self.partitions = partitions
         group = GroupCommit(maxWriters: writers, maxRecordsPerGroup: maxRecordsPerTransaction, maxWaitingRecords: maxWaitingRecords) { batches in
-            do {
-                return try await Self.commit(batches, pool: pool, partitions: partitions, direct: true)
-            } catch let error as PostgresError where error.sqlState == "23514" {
-                // No partition for a row: another replica's retention dropped one this process
-                // still knew. Learn the partitions again and write once more.
-                partitions.forgetAll()
-                return try await Self.commit(batches, pool: pool, partitions: partitions, direct: true)
-            } catch let error as PostgresError where error.sqlState == "23505" {
-                // Another transaction stored one of these events between our check and our COPY:
-                // write through the staging table, which skips what is already there.
-                return try await Self.commit(batches, pool: pool, partitions: partitions, direct: false)
-            }
+            try await Self.commit(batches, pool: pool, partitions: partitions)
         }
     }
 
@@ -47,14 +37,41 @@ final class PostgresEventStore: EventStore {
         try await group.submit(batch)
     }
 
-    /// Writes `batches` in one transaction; returns each batch's result after the commit.
-    ///
-    /// Events go straight into `collector.events` by COPY (`direct`), after one indexed lookup finds
-    /// which of them are already stored; the other way, through a staging table and
-    /// `INSERT … ON CONFLICT DO NOTHING`, copies every row twice and is kept for the rare race in
-    /// which a concurrent transaction stores the same event first.
+    /// How a transaction stores its events; each mode is tried when the one before met an event
+    /// that another transaction had stored (unique violation), so the common case pays for no lookup.
+    enum EventWriting: Sendable {
+        /// COPY the group's distinct events straight into `collector.events`: an event stored by an
+        /// earlier transaction fails the COPY, and the transaction is run again, looking up.
+        case optimistic
+        /// One indexed lookup for which events are stored already, then COPY the others.
+        case lookUp
+        /// COPY into a staging table, then `INSERT … ON CONFLICT DO NOTHING`: copies every row
+        /// twice, and is kept for the rare race in which a concurrent transaction stores the same
+        /// event between the lookup and the COPY.
+        case staging
+    }
+
+    /// Writes `batches` in one transaction and returns each batch's result after the commit,
+    /// trying the next `EventWriting` when an event turns out to be stored already.
+    static func commit(_ batches: [CollectBatch], pool: PostgresPool, partitions: EventPartitions) async throws -> [CollectResult] {
+        var writing = EventWriting.optimistic
+        var forgotPartitions = false
+        while true {
+            do {
+                return try await commit(batches, pool: pool, partitions: partitions, writing: writing)
+            } catch let error as PostgresError where error.sqlState == "23505" && writing != .staging {
+                writing = writing == .optimistic ? .lookUp : .staging
+            } catch let error as PostgresError where error.sqlState == "23514" && !forgotPartitions {
+                // No partition for a row: another replica's retention dropped one this process
+                // still knew. Learn the partitions again and write once more.
+                partitions.forgetAll()
+                forgotPartitions = true
+            }
+        }
+    }
+
     static func commit(
-        _ batches: [CollectBatch], pool: PostgresPool, partitions: EventPartitions, direct: Bool
+        _ batches: [CollectBatch], pool: PostgresPool, partitions: EventPartitions, writing: EventWriting
     ) async throws -> [CollectResult] {
         var events = BinaryCopyWriter()
         var profiles = BinaryCopyWriter()
@@ -62,7 +79,7 @@ final class PostgresEventStore: EventStore {
         var eventCount = 0
         var profileCount = 0
         var months = Set<MonthPartition>()
-        var keys: [[UInt8]] = []
+        var keys: [RecordKey] = []
         var eventRows: [EventRow] = []
         var recordProjects: [String] = []
         var recordMinutes: [Int64] = []
@@ -81,11 +98,11 @@ final class PostgresEventStore: EventStore {
                     let start = events.bytes.count
                     appendEvent(record, key: key, receivedAt: batch.receivedAt, to: &events)
                     eventRows.append(EventRow(
-                        project: record.project, time: record.time, id: RecordIdentity.uuidText(key), bytes: start..<events.bytes.count
+                        project: record.project, time: record.time, id: key, bytes: start..<events.bytes.count
                     ))
                 } else {
                     profileCount += 1
-                    profileKeys.add(record, id: RecordIdentity.uuidText(key))
+                    profileKeys.add(record, id: key)
                     appendProfileRecord(record, key: key, receivedAt: batch.receivedAt, to: &profiles)
                 }
             }
@@ -100,7 +117,6 @@ final class PostgresEventStore: EventStore {
         }
         try await partitions.ensure(months)
 
-        let encodedEvents = events.bytes
         let eventData = events.finish(), profileData = profiles.finish(), rejectedData = rejected.finish()
         let rows = eventRows
         let hasEvents = eventCount > 0, hasProfiles = profileCount > 0, hasRejected = !rejectedCounts.isEmpty
@@ -109,22 +125,28 @@ final class PostgresEventStore: EventStore {
         let initialCounts = rejectedCounts
         return try await pool.transaction { connection in
             try connection.setUpSession("collector.staging", stagingTables)
-            var inserted = Set<String>()
-            if hasEvents, direct {
-                inserted = try copyNewEvents(rows, encoded: encodedEvents, on: connection)
-            } else if hasEvents {
-                _ = try connection.copyIn("COPY pg_temp.incoming_events FROM STDIN (FORMAT binary)", data: eventData)
-                let rows = try connection.execute(
-                    "INSERT INTO collector.events SELECT * FROM pg_temp.incoming_events ON CONFLICT DO NOTHING RETURNING event_id::text"
-                ).rows
-                for row in rows { if let id = row[0] { inserted.insert(id) } }
+            var inserted = Set<RecordKey>()
+            if hasEvents {
+                switch writing {
+                case .optimistic:
+                    inserted = try copyEvents(rows, encoded: eventData, skipping: [], on: connection)
+                case .lookUp:
+                    let existing = try storedEvents(rows, on: connection)
+                    inserted = try copyEvents(rows, encoded: eventData, skipping: existing, on: connection)
+                case .staging:
+                    _ = try connection.copyIn("COPY pg_temp.incoming_events FROM STDIN (FORMAT binary)", data: eventData)
+                    let rows = try connection.execute(
+                        "INSERT INTO collector.events SELECT * FROM pg_temp.incoming_events ON CONFLICT DO NOTHING RETURNING event_id::text"
+                    ).rows
+                    for row in rows { if let key = row[0].flatMap(RecordKey.init(uuidText:)) { inserted.insert(key) } }
+                }
             }
             if hasProfiles {
                 _ = try connection.copyIn("COPY pg_temp.incoming_profile_records FROM STDIN (FORMAT binary)", data: profileData)
                 let rows = try connection.execute(
                     "INSERT INTO collector.profile_records SELECT * FROM pg_temp.incoming_profile_records ON CONFLICT DO NOTHING RETURNING record_id::text"
                 ).rows
-                for row in rows { if let id = row[0] { inserted.insert(id) } }
+                for row in rows { if let key = row[0].flatMap(RecordKey.init(uuidText:)) { inserted.insert(key) } }
                 try refold(owners, insertedIDs: inserted, on: connection)
             }
             if hasRejected {
@@ -141,7 +163,7 @@ final class PostgresEventStore: EventStore {
             for (records, rejectedCount) in sizes {
                 var duplicateIndexes: [Int] = []
                 for index in 0..<records {
-                    let stored = unclaimed.remove(RecordIdentity.uuidText(recordKeys[position + index])) != nil
+                    let stored = unclaimed.remove(recordKeys[position + index]) != nil
                     if !stored { duplicateIndexes.append(index) }
                     counts.add(project: projects[position + index], minute: minutes[position + index], as: stored ? .stored : .duplicate)
                 }
@@ -161,36 +183,48 @@ final class PostgresEventStore: EventStore {
     private struct EventRow: Sendable {
         var project: String
         var time: Int64
-        var id: String
+        var id: RecordKey
         var bytes: Range<Int>
     }
 
-    /// Looks up which events are already stored, COPYs the others (each once) straight into
-    /// `collector.events`, and returns the ids it stored.
-    private static func copyNewEvents(_ rows: [EventRow], encoded: [UInt8], on connection: PostgresConnection) throws -> Set<String> {
-        let existing = Set(try connection.query("""
+    /// The ids of `rows` that are stored already, by one indexed lookup.
+    private static func storedEvents(_ rows: [EventRow], on connection: PostgresConnection) throws -> Set<RecordKey> {
+        Set(try connection.query("""
             SELECT e.event_id::text
             FROM unnest($1::text[], $2::bigint[], $3::uuid[]) AS k(project, ms, id)
             JOIN collector.events e ON e.project = k.project
              AND e.time = timestamptz 'epoch' + k.ms * interval '1 millisecond' AND e.event_id = k.id
             """, [
-            postgresTextArray(rows.map(\.project)), postgresTextArray(rows.map { String($0.time) }), postgresTextArray(rows.map(\.id)),
-        ]).rows.compactMap { $0[0] })
-        var stored = Set<String>()
-        var fresh = BinaryCopyWriter(reservingCapacity: encoded.count)
-        var count = 0
-        for row in rows where !existing.contains(row.id) && stored.insert(row.id).inserted {
-            fresh.appendEncodedRow(encoded[row.bytes])
-            count += 1
+            postgresTextArray(rows.map(\.project)), postgresTextArray(rows.map { String($0.time) }), postgresTextArray(rows.map(\.id.uuidText)),
+        ]).rows.compactMap { $0[0].flatMap(RecordKey.init(uuidText:)) })
+    }
+
+    /// COPYs the events of `rows` not in `existing` (each once: a group may hold a record twice)
+    /// straight into `collector.events`, and returns the ids it stored. `encoded` is the finished
+    /// COPY data of all the rows, which `rows` point into.
+    private static func copyEvents(
+        _ rows: [EventRow], encoded: [UInt8], skipping existing: Set<RecordKey>, on connection: PostgresConnection
+    ) throws -> Set<RecordKey> {
+        var stored = Set<RecordKey>(minimumCapacity: rows.count)
+        var keep: [Range<Int>] = []
+        keep.reserveCapacity(rows.count)
+        for row in rows where !existing.contains(row.id) && stored.insert(row.id).inserted { keep.append(row.bytes) }
+        guard !keep.isEmpty else { return stored }
+        // Every row goes (the common case): the encoded data is sent as it is, not copied.
+        if keep.count == rows.count {
+            _ = try connection.copyIn("COPY collector.events FROM STDIN (FORMAT binary)", data: encoded)
+            return stored
         }
-        if count > 0 { _ = try connection.copyIn("COPY collector.events FROM STDIN (FORMAT binary)", data: fresh.finish()) }
+        var fresh = BinaryCopyWriter(reservingCapacity: encoded.count)
+        for range in keep { fresh.appendEncodedRow(encoded[range]) }
+        _ = try connection.copyIn("COPY collector.events FROM STDIN (FORMAT binary)", data: fresh.finish())
         return stored
     }
 
     /// Rebuilds the profiles and items that newly stored records touch, from all their records in
     /// record-time order (`collector.profile_fold`). Writers of the same user or item take turns on
     /// an advisory lock, so the fold sees every record committed before it.
-    private static func refold(_ keys: ProfileKeys, insertedIDs: Set<String>, on connection: PostgresConnection) throws {
+    private static func refold(_ keys: ProfileKeys, insertedIDs: Set<RecordKey>, on connection: PostgresConnection) throws {
         let touched = keys.touched(by: insertedIDs)
         guard !touched.lockNames.isEmpty else { return }
         try connection.lockInOrder(touched.lockNames)
@@ -248,7 +282,7 @@ final class PostgresEventStore: EventStore {
         CREATE TEMP TABLE incoming_profile_records (LIKE collector.profile_records) ON COMMIT DELETE ROWS;
         """
 
-    static func appendEvent(_ record: CollectRecord, key: [UInt8], receivedAt: Int64, to writer: inout BinaryCopyWriter) {
+    static func appendEvent(_ record: CollectRecord, key: RecordKey, receivedAt: Int64, to writer: inout BinaryCopyWriter) {
         writer.beginRow(fieldCount: 15)
         writer.text(record.project)
         writer.timestamp(unixMillis: record.time)
@@ -267,7 +301,7 @@ final class PostgresEventStore: EventStore {
         writer.jsonb(record.properties)
     }
 
-    private static func appendProfileRecord(_ record: CollectRecord, key: [UInt8], receivedAt: Int64, to writer: inout BinaryCopyWriter) {
+    private static func appendProfileRecord(_ record: CollectRecord, key: RecordKey, receivedAt: Int64, to writer: inout BinaryCopyWriter) {
         writer.beginRow(fieldCount: 10)
         writer.text(record.project)
         writer.uuid(key)

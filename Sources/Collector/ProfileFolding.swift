@@ -12,10 +12,10 @@ struct ProfileKeys: Sendable {
         var itemID: String?
     }
 
-    private var owners: [String: Owner] = [:]
+    private var owners: [RecordKey: Owner] = [:]
 
-    /// Notes the owner of a profile or item record stored under `id` (the dedup key as text).
-    mutating func add(_ record: CollectRecord, id: String) {
+    /// Notes the owner of a profile or item record stored under `id` (its dedup key).
+    mutating func add(_ record: CollectRecord, id: RecordKey) {
         if let itemType = record.itemType, let itemID = record.itemId {
             owners[id] = Owner(project: record.project, itemType: itemType, itemID: itemID)
         } else if let userID = record.userId {
@@ -24,7 +24,7 @@ struct ProfileKeys: Sendable {
     }
 
     /// The parameters of the fold for the owners of the records in `insertedIDs`.
-    func touched(by insertedIDs: Set<String>) -> Touched {
+    func touched(by insertedIDs: Set<RecordKey>) -> Touched {
         var seen = Set<Owner>()
         var touched = Touched()
         for (id, owner) in owners where insertedIDs.contains(id) && seen.insert(owner).inserted {
@@ -71,8 +71,11 @@ struct IngestCounts: Sendable {
     }
 
     private var tallies: [Key: Tally] = [:]
+    /// The tally records are being added to: consecutive records nearly always share a project and
+    /// minute, so most adds touch no dictionary.
+    private var current: (key: Key, tally: Tally)?
 
-    var isEmpty: Bool { tallies.isEmpty }
+    var isEmpty: Bool { tallies.isEmpty && current == nil }
 
     /// The start of the minute holding `unixMillis`.
     static func minute(of unixMillis: Int64) -> Int64 {
@@ -80,23 +83,40 @@ struct IngestCounts: Sendable {
     }
 
     mutating func add(project: String, minute: Int64, as outcome: Outcome) {
-        let key = Key(project: project, minute: minute)
-        switch outcome {
-        case .stored: tallies[key, default: Tally()].stored += 1
-        case .duplicate: tallies[key, default: Tally()].duplicates += 1
-        case .rejected: tallies[key, default: Tally()].rejected += 1
+        if current?.key.minute != minute || current?.key.project != project {
+            settle()
+            current = (Key(project: project, minute: minute), Tally())
         }
+        switch outcome {
+        case .stored: current!.tally.stored += 1
+        case .duplicate: current!.tally.duplicates += 1
+        case .rejected: current!.tally.rejected += 1
+        }
+    }
+
+    /// Moves the current tally into the others.
+    private mutating func settle() {
+        guard let (key, tally) = current else { return }
+        tallies[key, default: Tally()].stored += tally.stored
+        tallies[key, default: Tally()].duplicates += tally.duplicates
+        tallies[key, default: Tally()].rejected += tally.rejected
+        current = nil
     }
 
     /// Adds the counts in the transaction that stores the records.
     func write(on connection: PostgresConnection) throws {
+        var counts = self
+        counts.settle()
+        let tallies = counts.tallies
         guard !tallies.isEmpty else { return }
-        // A fixed order, so concurrent transactions lock counter rows in the same order.
+        // A fixed order, so concurrent transactions lock counter rows in the same order. Each
+        // connection adds to its own row (`slot`, from its process id): writers holding a counter
+        // row until their commit would otherwise queue behind one another.
         let rows = tallies.sorted { ($0.key.project, $0.key.minute) < ($1.key.project, $1.key.minute) }
         func column(_ value: (Key, Tally) -> String) -> String { postgresTextArray(rows.map { value($0.key, $0.value) }) }
         try connection.query("""
             INSERT INTO collector.ingest_counts AS c (project, minute, slot, received, stored, duplicates, rejected)
-            SELECT t.project, to_timestamp(t.minute / 1000.0), (pg_backend_pid() % 8)::smallint,
+            SELECT t.project, to_timestamp(t.minute / 1000.0), (pg_backend_pid() % 4096)::smallint,
                    t.stored + t.duplicates + t.rejected, t.stored, t.duplicates, t.rejected
             FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[])
                  AS t(project, minute, stored, duplicates, rejected)

@@ -1,4 +1,5 @@
 import DatongContracts
+import DatongPostgres
 import DatongRuntime
 
 /// The deduplication key of a record.
@@ -9,7 +10,7 @@ import DatongRuntime
 /// sorted keys, so equal properties give equal text). Two records equal in all of these are the same
 /// record: one of them is stored, the other counted as a duplicate.
 enum RecordIdentity {
-    static func key(of record: CollectRecord) -> [UInt8] {
+    static func key(of record: CollectRecord) -> RecordKey {
         var input: [UInt8] = []
         input.reserveCapacity(record.properties.utf8.count + 128)
         func field(_ value: String?) {
@@ -30,23 +31,73 @@ enum RecordIdentity {
         field(record.itemType)
         field(record.itemId)
         field(record.properties)
-        var digest = Array(SHA256Digest.hash(input).prefix(16))
+        var digest = SHA256Digest.hash(input)
         // Mark it as an RFC 9562 version-8 (custom) UUID.
         digest[6] = (digest[6] & 0x0F) | 0x80
         digest[8] = (digest[8] & 0x3F) | 0x80
-        return digest
+        return RecordKey(digest)
+    }
+}
+
+/// A record's deduplication key: the 16 bytes of its uuid, held as two integers so that sets and
+/// dictionaries of keys hash and compare them without allocating.
+struct RecordKey: Hashable, Sendable {
+    let high: UInt64
+    let low: UInt64
+
+    /// The first 16 of `bytes`, big-endian.
+    init(_ bytes: [UInt8]) {
+        precondition(bytes.count >= 16, "a key has 16 bytes")
+        var high: UInt64 = 0, low: UInt64 = 0
+        for index in 0..<8 {
+            high = high << 8 | UInt64(bytes[index])
+            low = low << 8 | UInt64(bytes[index + 8])
+        }
+        self.high = high
+        self.low = low
+    }
+
+    /// A uuid as PostgreSQL prints it; nil when `text` is not one.
+    init?(uuidText text: String) {
+        var digits: [UInt8] = []
+        digits.reserveCapacity(32)
+        for byte in text.utf8 where byte != UInt8(ascii: "-") {
+            guard let value = Self.hexValue(byte) else { return nil }
+            digits.append(value)
+        }
+        guard digits.count == 32 else { return nil }
+        var bytes: [UInt8] = []
+        for index in stride(from: 0, to: 32, by: 2) { bytes.append(digits[index] << 4 | digits[index + 1]) }
+        self.init(bytes)
     }
 
     /// The key as PostgreSQL prints a uuid: `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
-    static func uuidText(_ key: [UInt8]) -> String {
+    var uuidText: String {
         let digits: [UInt8] = Array("0123456789abcdef".utf8)
         var out: [UInt8] = []
         out.reserveCapacity(36)
-        for (index, byte) in key.enumerated() {
+        for index in 0..<16 {
+            let byte = UInt8(truncatingIfNeeded: (index < 8 ? high >> (56 - 8 * index) : low >> (56 - 8 * (index - 8))))
             if index == 4 || index == 6 || index == 8 || index == 10 { out.append(UInt8(ascii: "-")) }
             out.append(digits[Int(byte >> 4)])
             out.append(digits[Int(byte & 0x0F)])
         }
         return String(decoding: out, as: UTF8.self)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+}
+
+extension BinaryCopyWriter {
+    /// A `uuid` field holding `key`.
+    mutating func uuid(_ key: RecordKey) {
+        withUnsafeBytes(of: (key.high.bigEndian, key.low.bigEndian)) { uuid(bytes: $0) }
     }
 }

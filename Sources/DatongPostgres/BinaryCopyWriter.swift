@@ -66,6 +66,11 @@ public struct BinaryCopyWriter: Sendable {
 
     /// A `uuid` from its 16 bytes.
     public mutating func uuid(_ value: [UInt8]) {
+        value.withUnsafeBytes { uuid(bytes: $0) }
+    }
+
+    /// A `uuid` field from its 16 bytes in network order.
+    public mutating func uuid(bytes value: UnsafeRawBufferPointer) {
         precondition(value.count == 16, "a uuid has 16 bytes")
         appendInteger(Int32(16))
         bytes.append(contentsOf: value)

@@ -114,7 +114,7 @@ struct CollectorTests {
                                 let batch = CollectBatch(receivedAt: Self.base, records: [
                                     profile("profile_increment", at: Int64(writer * 10 + step), #"{"n":1}"#),
                                 ])
-                                _ = try await PostgresEventStore.commit([batch], pool: pool, partitions: partitions, direct: true)
+                                _ = try await PostgresEventStore.commit([batch], pool: pool, partitions: partitions)
                             }
                         }
                     }
@@ -211,14 +211,51 @@ struct CollectorTests {
         }
     }
 
-    @Test("an event another transaction stores between the collector's check and its COPY is counted as a duplicate")
+    @Test("each way of writing events stores a group's new events once and counts stored and repeated ones as duplicates")
+    func eventWritingModes() async throws {
+        let url = try await TestDatabase.create()
+        try await TestDatabase.withPool(url) { pool in
+            try await Migrator.migrate(schema: CollectorSchema.name, migrations: CollectorSchema.migrations, pool: pool, logger: TestDatabase.logger)
+            let partitions = EventPartitions(pool: pool)
+            func event(_ name: String) -> CollectRecord {
+                CollectRecord(project: "default", type: "track", event: name, time: Self.base, distinctId: "d", userId: 1, properties: "{}")
+            }
+            let stored = event("Stored")
+            _ = try await PostgresEventStore.commit([CollectBatch(receivedAt: Self.base, records: [stored])], pool: pool, partitions: partitions)
+            // Optimistic: an event stored earlier fails the COPY, and the whole transaction with it.
+            await #expect(throws: PostgresError.self) {
+                try await PostgresEventStore.commit(
+                    [CollectBatch(receivedAt: Self.base, records: [stored, event("New")])], pool: pool, partitions: partitions, writing: .optimistic
+                )
+            }
+            for (writing, name) in [(PostgresEventStore.EventWriting.lookUp, "A"), (.staging, "B")] {
+                let results = try await PostgresEventStore.commit([
+                    CollectBatch(receivedAt: Self.base, records: [stored, event(name)]),
+                    CollectBatch(receivedAt: Self.base, records: [event(name)]),
+                ], pool: pool, partitions: partitions, writing: writing)
+                #expect(results.map(\.stored) == [1, 0], "\(writing)")
+                #expect(results.map(\.duplicateIndexes) == [[0], [0]], "\(writing)")
+            }
+            // The retried group as a whole goes on from optimistic to a lookup.
+            let retried = try await PostgresEventStore.commit(
+                [CollectBatch(receivedAt: Self.base, records: [stored, event("New"), event("New")])], pool: pool, partitions: partitions
+            )
+            #expect(retried.first?.duplicateIndexes == [0, 2])
+            let rows = try await TestDatabase.rows(url, "SELECT event, count(*) FROM analytics.events GROUP BY event ORDER BY event")
+            #expect(rows == [["A", "1"], ["B", "1"], ["New", "1"], ["Stored", "1"]])
+            let counts = try await TestDatabase.rows(url, "SELECT sum(received), sum(stored), sum(duplicates) FROM analytics.ingest_counts")
+            #expect(counts == [["10", "4", "6"]])
+        }
+    }
+
+    @Test("an event another transaction is storing when the collector writes the same event is counted as a duplicate")
     func raceWithAnotherWriter() async throws {
         try await withStore { store, url in
             let event = CollectRecord(project: "default", type: "track", event: "E", time: Self.base, distinctId: "d", userId: 1, properties: "{}")
             var sameMonth = event
             sameMonth.time += 1
             _ = try await write(store, [sameMonth])
-            let id = RecordIdentity.uuidText(RecordIdentity.key(of: event))
+            let id = RecordIdentity.key(of: event).uuidText
             // Another writer inserts the same event and commits only after the collector has looked.
             let inserted = Mutex(false)
             let other = Task.detached {
