@@ -403,15 +403,18 @@ package struct JSONParser {
             guard index < bytes.count, isDigit(bytes[index]) else { throw failure(.syntax) }
             while index < bytes.count, isDigit(bytes[index]) { index += 1 }
         }
+        var hasExponent = false
         if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
             isInteger = false
+            hasExponent = true
             index += 1
             if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
             guard index < bytes.count, isDigit(bytes[index]) else { throw failure(.syntax) }
             while index < bytes.count, isDigit(bytes[index]) { index += 1 }
         }
-        // Fractions and integers too long for 64 bits must at least be finite doubles.
-        if !isInteger || index - start > 19 {
+        // A number must at least be a finite double. Without an exponent only one of over 308
+        // digits can overflow, so only those and exponents are read as a Double to check.
+        if hasExponent || index - start > 308 {
             let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
             guard let value = Double(text), value.isFinite else { throw Failure(kind: .syntax, offset: start) }
         }
@@ -483,10 +486,12 @@ package struct JSONParser {
             return value
         }
         while index < raw.endIndex {
-            let byte = raw[index]
-            guard byte == UInt8(ascii: "\\") else {
-                out.append(byte)
-                index += 1
+            // Copy the run up to the next backslash at once: most of an escaped string is plain.
+            var end = index
+            while end < raw.endIndex, raw[end] != UInt8(ascii: "\\") { end += 1 }
+            if end > index {
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: raw[index..<end]))
+                index = end
                 continue
             }
             let escaped = raw[index + 1]

@@ -2,11 +2,15 @@ import CCrypto
 
 /// SHA-256 through OpenSSL's libcrypto.
 public enum SHA256Digest {
+    /// The algorithm fetched from OpenSSL's default provider once: passing `EVP_sha256()` makes
+    /// every call fetch it again, under a lock, which cost more than hashing a record.
+    nonisolated(unsafe) private static let algorithm: OpaquePointer? = EVP_MD_fetch(nil, "SHA256", nil)
+
     public static func hash(_ bytes: [UInt8]) -> [UInt8] {
         var digest = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
         let ok = bytes.withUnsafeBytes { input in
-            EVP_Digest(input.baseAddress, input.count, &digest, &length, EVP_sha256(), nil)
+            EVP_Digest(input.baseAddress, input.count, &digest, &length, algorithm ?? EVP_sha256(), nil)
         }
         precondition(ok == 1 && length == 32, "libcrypto failed to compute SHA-256")
         return digest
