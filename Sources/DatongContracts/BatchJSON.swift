@@ -16,6 +16,10 @@ package struct ContractDecodingError: Error, Sendable, Equatable {
 }
 
 extension CollectBatch: JSONBytesCodable {
+    /// How deep a batch may nest: the batch, its records array and a record, then the properties
+    /// as deep as the gateway's `MAX_JSON_DEPTH` allows at most.
+    static let maxDepth = 3 + 512
+
     package var jsonBytes: [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(64 + records.reduce(0) { $0 + $1.properties.utf8.count + 400 })
@@ -28,7 +32,7 @@ extension CollectBatch: JSONBytesCodable {
     }
 
     package init(jsonBytes: [UInt8]) throws(ContractDecodingError) {
-        let root = try Field.object(jsonBytes, maxDepth: 8, "the batch")
+        let root = try Field.object(jsonBytes, maxDepth: Self.maxDepth, "the batch")
         var receivedAt: Int64?
         var records: [CollectRecord] = []
         var rejected: [RejectedRecord] = []
@@ -64,7 +68,7 @@ extension CollectRecord {
         record.string("libVersion", libVersion, &out)
         record.string("appVersion", appVersion, &out)
         record.bool("hybridH5", hybridH5, &out)
-        record.string("properties", properties, &out)
+        record.raw("properties", properties, &out)
         record.string("itemType", itemType, &out)
         record.string("itemId", itemId, &out)
         record.finish(&out)
@@ -91,7 +95,11 @@ extension CollectRecord {
                 guard field.kind == .bool else { throw ContractDecodingError("\(path).hybridH5 is not a boolean") }
                 hybridH5 = field.isTrue
             }
-            else if key.textEquals("properties") { properties = try Field.string(field, path, "properties") }
+            else if key.textEquals("properties") {
+                // Taken as sent: the parser checked it, and it is stored as it is (jsonb).
+                guard field.isObject else { throw ContractDecodingError("\(path).properties is not an object") }
+                properties = field.rawText
+            }
             else if key.textEquals("itemType") { itemType = try Field.string(field, path, "itemType") }
             else if key.textEquals("itemId") { itemId = try Field.string(field, path, "itemId") }
         }
@@ -315,6 +323,12 @@ private struct JSONObjectWriter {
         guard let value else { return }
         key(name, &out)
         JSONValue.writeString(utf8: value.utf8, to: &out)
+    }
+
+    /// A member whose value is JSON text, written as it is.
+    mutating func raw(_ name: StaticString, _ json: String, _ out: inout [UInt8]) {
+        key(name, &out)
+        out.append(contentsOf: json.utf8)
     }
 
     mutating func int(_ name: StaticString, _ value: Int64?, _ out: inout [UInt8]) {

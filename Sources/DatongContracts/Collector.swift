@@ -31,7 +31,9 @@ public struct CollectRecord: Codable, Sendable, Equatable {
     public var libVersion: String?
     public var appVersion: String?
     public var hybridH5: Bool
-    /// The record's properties as JSON object text, stored as `jsonb` without being parsed again.
+    /// The record's properties as JSON object text (the gateway writes it canonical: keys sorted),
+    /// stored as `jsonb` without being parsed again. On the wire it is the object itself, not a
+    /// string holding it, so neither side escapes or unescapes it.
     public var properties: String
     public var itemType: String?
     public var itemId: String?
@@ -88,5 +90,60 @@ public struct CollectResult: Codable, Sendable, Equatable {
         self.duplicates = duplicates
         self.rejected = rejected
         self.duplicateIndexes = duplicateIndexes
+    }
+}
+
+extension CollectRecord {
+    private enum CodingKeys: String, CodingKey {
+        case project, type, event, time, distinctId, userId, anonymousId, loginId, lib, libVersion, appVersion, hybridH5
+        case properties, itemType, itemId
+    }
+
+    /// Codable reads `properties` as a JSON object and keeps its canonical text (keys sorted), the
+    /// text the gateway sends; the services themselves read batches with `init(jsonBytes:)`, which
+    /// keeps the text as sent.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let properties = try container.decode(JSONValue.self, forKey: .properties)
+        guard case .object = properties else {
+            throw DecodingError.dataCorruptedError(forKey: .properties, in: container, debugDescription: "properties is not an object")
+        }
+        var text: [UInt8] = []
+        properties.write(to: &text)
+        self.init(
+            project: try container.decode(String.self, forKey: .project), type: try container.decode(String.self, forKey: .type),
+            event: try container.decodeIfPresent(String.self, forKey: .event), time: try container.decode(Int64.self, forKey: .time),
+            distinctId: try container.decodeIfPresent(String.self, forKey: .distinctId),
+            userId: try container.decodeIfPresent(Int64.self, forKey: .userId),
+            anonymousId: try container.decodeIfPresent(String.self, forKey: .anonymousId),
+            loginId: try container.decodeIfPresent(String.self, forKey: .loginId), lib: try container.decodeIfPresent(String.self, forKey: .lib),
+            libVersion: try container.decodeIfPresent(String.self, forKey: .libVersion),
+            appVersion: try container.decodeIfPresent(String.self, forKey: .appVersion),
+            hybridH5: try container.decode(Bool.self, forKey: .hybridH5), properties: String(decoding: text, as: UTF8.self),
+            itemType: try container.decodeIfPresent(String.self, forKey: .itemType),
+            itemId: try container.decodeIfPresent(String.self, forKey: .itemId)
+        )
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(project, forKey: .project)
+        try container.encode(type, forKey: .type)
+        try container.encodeIfPresent(event, forKey: .event)
+        try container.encode(time, forKey: .time)
+        try container.encodeIfPresent(distinctId, forKey: .distinctId)
+        try container.encodeIfPresent(userId, forKey: .userId)
+        try container.encodeIfPresent(anonymousId, forKey: .anonymousId)
+        try container.encodeIfPresent(loginId, forKey: .loginId)
+        try container.encodeIfPresent(lib, forKey: .lib)
+        try container.encodeIfPresent(libVersion, forKey: .libVersion)
+        try container.encodeIfPresent(appVersion, forKey: .appVersion)
+        try container.encode(hybridH5, forKey: .hybridH5)
+        guard let value = try? JSONParser.parseValue(Array(properties.utf8), maxDepth: CollectBatch.maxDepth) else {
+            throw EncodingError.invalidValue(properties, .init(codingPath: encoder.codingPath, debugDescription: "properties is not JSON"))
+        }
+        try container.encode(value, forKey: .properties)
+        try container.encodeIfPresent(itemType, forKey: .itemType)
+        try container.encodeIfPresent(itemId, forKey: .itemId)
     }
 }

@@ -19,16 +19,27 @@ struct ContractJSONTests {
     func agreesWithCodable() throws {
         let ours = Self.batch.jsonBytes
         #expect(try JSONDecoder().decode(CollectBatch.self, from: Data(ours)) == Self.batch)
-        let theirs = try JSONEncoder().encode(Self.batch)
+        // Properties travel as the object itself, not as a string holding its text.
+        #expect(String(decoding: ours, as: UTF8.self).contains(#""properties":{"$carrier":"中国移动","price":129.5,"#))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let theirs = try encoder.encode(Self.batch)
         #expect(try CollectBatch(jsonBytes: Array(theirs)) == Self.batch)
         #expect(try CollectBatch(jsonBytes: ours) == Self.batch)
+    }
+
+    @Test("the collector keeps a record's properties text exactly as sent")
+    func propertiesAsSent() throws {
+        let body = #"{"receivedAt":1,"records":[{"project":"p","type":"track","time":1,"hybridH5":false,"properties":{"b" : 1.50,"a":"\u00e9"}}]}"#
+        #expect(try CollectBatch(jsonBytes: Array(body.utf8)).records.first?.properties == #"{"b" : 1.50,"a":"\u00e9"}"#)
     }
 
     @Test("a body that is not a batch is refused naming the field", arguments: [
         ("[]", "not a JSON object"),
         (#"{"records":[]}"#, "receivedAt is missing"),
         (#"{"receivedAt":1,"records":[{"project":"p","type":"track","time":1,"hybridH5":false}]}"#, "records[0].properties is missing"),
-        (#"{"receivedAt":1,"records":[{"project":1,"type":"track","time":1,"hybridH5":false,"properties":"{}"}]}"#, "records[0].project is not a string"),
+        (#"{"receivedAt":1,"records":[{"project":1,"type":"track","time":1,"hybridH5":false,"properties":{}}]}"#, "records[0].project is not a string"),
+        (#"{"receivedAt":1,"records":[{"project":"p","type":"track","time":1,"hybridH5":false,"properties":"{}"}]}"#, "records[0].properties is not an object"),
         (#"{"receivedAt":1.5,"records":[]}"#, "receivedAt is not an integer"),
         (#"{"receivedAt":1,"records":[],"rejected":[{"project":"p"}]}"#, "rejected[0] needs project, reason and raw"),
         ("{", "not valid JSON"),
