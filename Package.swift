@@ -131,7 +131,6 @@ let package = Package(
             name: "CollectorBench",
             dependencies: [
                 "BenchSupport", "Collector", "DatongContracts", "DatongPostgres", "DatongRuntime",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]

@@ -6,7 +6,6 @@
 //
 // (the script starts a throwaway PostgreSQL and sets DATABASE_URL; the bench creates a fresh
 // database in it for each path and round).
-import AsyncHTTPClient
 import BenchSupport
 import Collector
 import DatongContracts
@@ -19,7 +18,7 @@ import NIOCore
 
 let rounds = Bench.option("--rounds", default: 3)
 let batchCount = Bench.option("--batches", default: 2_000)
-let concurrency = Bench.option("--concurrency", default: 32)
+let concurrency = Bench.option("--concurrency", default: 64)
 let recordsPerBatch = 50
 let connections = Bench.option("--connections", default: 4)
 
@@ -57,11 +56,14 @@ func batch(_ number: Int) -> CollectBatch {
     return CollectBatch(receivedAt: now, records: records)
 }
 let batches = (0..<batchCount).map(batch)
-let encoder = JSONEncoder()
-let bodies = try batches.map { try encoder.encode($0) }
+// The bodies the gateway sends (its hand-written batch JSON), built once: the load generator should
+// cost the machine as little as it can.
+let requests = batches.map {
+    HTTPLoad.Request("POST", "/v1/batches", body: $0.jsonBytes, headers: [("Content-Type", "application/json")])
+}
 let totalEvents = batchCount * recordsPerBatch
 print("collector-bench: \(batchCount) batches x \(recordsPerBatch) events = \(totalEvents) events per round, \(rounds) rounds, median")
-print("  HTTP: \(concurrency) concurrent requests over keep-alive connections; collector pool \(connections) connections")
+print("  HTTP: \(concurrency) keep-alive connections, one request in flight on each; collector pool \(connections) connections")
 
 // MARK: Paths
 
@@ -83,40 +85,21 @@ func throughCollector() async throws -> Duration {
     let settings = CollectorSettings(server: ServerSettings(port: port, logLevel: "error"), database: DatabaseSettings(url: url, poolSize: connections))
     let app = buildCollectorApplication(settings: settings, runtime: ServiceRuntime(logger: logger))
     let server = Task { try await app.runService() }
-    let client = HTTPClient(
-        eventLoopGroupProvider: .singleton,
-        configuration: .init(connectionPool: .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: concurrency))
-    )
     // Wait for the server (migrations are already applied).
     for _ in 0..<100 {
-        if (try? await client.execute(HTTPClientRequest(url: "http://127.0.0.1:\(port)/health"), timeout: .seconds(1)))?.status == .ok { break }
+        if let connection = try? HTTPLoad.Connection(port: port) {
+            connection.close()
+            break
+        }
         try await Task.sleep(for: .milliseconds(50))
     }
-    let clock = ContinuousClock()
-    let elapsed = try await clock.measure {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            let next = WorkCounter()
-            for _ in 0..<concurrency {
-                group.addTask {
-                    while let index = next.take(below: bodies.count) {
-                        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/v1/batches")
-                        request.method = .POST
-                        request.headers.add(name: "Content-Type", value: "application/json")
-                        request.body = .bytes(ByteBuffer(data: bodies[index]))
-                        let response = try await client.execute(request, timeout: .seconds(60))
-                        guard response.status == .ok else { throw BenchError("batch \(index): HTTP \(response.status.code)") }
-                        _ = try await response.body.collect(upTo: 1 << 20)
-                    }
-                }
-            }
-            try await group.waitForAll()
-        }
+    let outcome = try await HTTPLoad.run(port: port, requests: requests, connections: concurrency) { index, answer in
+        guard answer.status == 200 else { throw BenchError("batch \(index): HTTP \(answer.status)") }
     }
-    try await client.shutdown()
     server.cancel()
     _ = try? await server.value
     try await check(url)
-    return elapsed
+    return .seconds(outcome.elapsed)
 }
 
 /// Raw binary COPY of the same rows into the same table, `connections` at a time, 10,000 rows per
