@@ -96,9 +96,14 @@ extension CollectRecord {
                 hybridH5 = field.isTrue
             }
             else if key.textEquals("properties") {
-                // Taken as sent: the parser checked it, and it is stored as it is (jsonb).
-                guard field.isObject else { throw ContractDecodingError("\(path).properties is not an object") }
-                properties = field.rawText
+                // Taken as sent: the parser checked it, and it is stored as it is (jsonb). Gateways
+                // before 2026-11 sent the object's text as a string; it is still read.
+                if field.kind == .string, let text = field.stringValue, (try? JSONParser.parse(Array(text.utf8), maxDepth: CollectBatch.maxDepth))?.root.isObject == true {
+                    properties = text
+                } else {
+                    guard field.isObject else { throw ContractDecodingError("\(path).properties is not an object") }
+                    properties = field.rawText
+                }
             }
             else if key.textEquals("itemType") { itemType = try Field.string(field, path, "itemType") }
             else if key.textEquals("itemId") { itemId = try Field.string(field, path, "itemId") }
