@@ -62,8 +62,8 @@ struct RecordKey: Hashable, Sendable {
         var digits: [UInt8] = []
         digits.reserveCapacity(32)
         for byte in text.utf8 where byte != UInt8(ascii: "-") {
-            guard let value = Self.hexValue(byte) else { return nil }
-            digits.append(value)
+            guard let value = JSONParser.hexValue(byte) else { return nil }
+            digits.append(UInt8(value))
         }
         guard digits.count == 32 else { return nil }
         var bytes: [UInt8] = []
@@ -83,15 +83,6 @@ struct RecordKey: Hashable, Sendable {
             out.append(digits[Int(byte & 0x0F)])
         }
         return String(decoding: out, as: UTF8.self)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
-        default: return nil
-        }
     }
 }
 
