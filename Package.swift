@@ -13,6 +13,7 @@ let package = Package(
         .executable(name: "collector-bench", targets: ["CollectorBench"]),
         .executable(name: "config-bench", targets: ["ConfigBench"]),
         .executable(name: "identity-bench", targets: ["IdentityBench"]),
+        .executable(name: "e2e-bench", targets: ["E2EBench"]),
         .executable(name: "datongctl", targets: ["RunDatongctl"]),
     ],
     dependencies: [
@@ -117,16 +118,19 @@ let package = Package(
         // Benchmarks: print figures measured on this machine (README, Benchmarks).
         .target(
             name: "BenchSupport",
-            dependencies: ["DatongPostgres", .product(name: "Logging", package: "swift-log")]
-        ),
-        .executableTarget(
-            name: "GatewayBench",
             dependencies: [
-                "Gateway", "BenchSupport",
+                "DatongPostgres",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
+        .executableTarget(
+            name: "GatewayBench",
+            dependencies: ["Gateway", "BenchSupport", .product(name: "NIOCore", package: "swift-nio")]
+        ),
+        // The four services as separate processes (release builds), driven like SDKs drive them.
+        .executableTarget(name: "E2EBench", dependencies: ["BenchSupport", "DatongPostgres"]),
         .executableTarget(
             name: "CollectorBench",
             dependencies: [

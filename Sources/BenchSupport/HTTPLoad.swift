@@ -41,10 +41,16 @@ public enum HTTPLoad {
         }
     }
 
-    /// Sends every request once over `connections` keep-alive connections to 127.0.0.1:`port`, as
-    /// fast as the server answers; `check` sees each answer and throws to stop the run.
+    /// Sends every request once over `connections` keep-alive connections to 127.0.0.1:`port`;
+    /// `check` sees each answer and throws to stop the run.
+    ///
+    /// Without `rate`, as fast as the server answers. With `rate` (requests/s), request `i` is due
+    /// at `i / rate` seconds after the start, and its latency counts from when it was due, not from
+    /// when a connection got free to send it (as `wrk2` does): a server that falls behind shows
+    /// it in the latencies instead of slowing the client down.
     public static func run(
-        port: Int, requests: [Request], connections: Int, check: @escaping @Sendable (Int, Answer) throws -> Void
+        port: Int, requests: [Request], connections: Int, rate: Double? = nil,
+        check: @escaping @Sendable (Int, Answer) throws -> Void
     ) async throws -> Outcome {
         let next = WorkCounter()
         let latencies = Latencies(count: requests.count)
@@ -56,7 +62,12 @@ public enum HTTPLoad {
                         let connection = try Connection(port: port)
                         defer { connection.close() }
                         while let index = next.take(below: requests.count) {
-                            let sent = ContinuousClock.now
+                            var sent = ContinuousClock.now
+                            if let rate {
+                                let due = start + .seconds(Double(index) / rate)
+                                if due > sent { Thread.sleep(forTimeInterval: Bench.seconds(due - sent)) }
+                                sent = due
+                            }
                             let answer = try connection.exchange(requests[index].bytes)
                             let latency = Bench.seconds(ContinuousClock.now - sent)
                             latencies.record(latency, at: index)

@@ -170,6 +170,49 @@ public final class PostgresConnection: @unchecked Sendable {
         return copied
     }
 
+    /// Runs a `COPY … TO STDOUT` statement and returns everything it wrote, at most `maxBytes`
+    /// (more is an error: the data is held in memory).
+    public func copyOut(_ copyStatement: String, maxBytes: Int) throws -> [UInt8] {
+        let handle = try liveHandle()
+        guard let start = PQexec(handle, copyStatement) else {
+            throw lostOrFailed(handle)
+        }
+        let status = PQresultStatus(start)
+        if status != PGRES_COPY_OUT {
+            defer { PQclear(start) }
+            throw Self.resultError(start, handle)
+        }
+        PQclear(start)
+        var data: [UInt8] = []
+        var tooLarge = false
+        while true {
+            var row: UnsafeMutablePointer<CChar>?
+            let length = PQgetCopyData(handle, &row, 0)
+            guard length > 0, let row else { break }
+            if !tooLarge {
+                if data.count + Int(length) > maxBytes {
+                    tooLarge = true
+                    data = []
+                } else {
+                    row.withMemoryRebound(to: UInt8.self, capacity: Int(length)) {
+                        data.append(contentsOf: UnsafeBufferPointer(start: $0, count: Int(length)))
+                    }
+                }
+            }
+            PQfreemem(row)
+        }
+        var failure: PostgresError?
+        while let result = PQgetResult(handle) {
+            if PQresultStatus(result) != PGRES_COMMAND_OK, failure == nil {
+                failure = Self.resultError(result, handle)
+            }
+            PQclear(result)
+        }
+        if let failure { throw failure }
+        if tooLarge { throw PostgresError.copyFailed("COPY TO STDOUT wrote more than \(maxBytes) bytes") }
+        return data
+    }
+
     // MARK: Helpers
 
     private func liveHandle() throws -> OpaquePointer {

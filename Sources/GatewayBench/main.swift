@@ -5,7 +5,6 @@
 //
 // `--only TEXT` runs the baseline and the paths whose name contains TEXT (for profiling one path).
 import BenchSupport
-import CompressNIO
 import Foundation
 import Gateway
 import NIOCore
@@ -18,95 +17,25 @@ let now = Int64(Date().timeIntervalSince1970 * 1000)
 
 // MARK: A realistic corpus: app events, app-relayed H5 events, raw bridge messages.
 
-func appEvent(user: Int, sequence: Int) -> [String: Any] {
-    let anonymous = "A1B2C3D4-\(user)-4E5F-8A9B-0C1D2E3F4A5B"
-    return [
-        "type": "track", "event": ["$AppClick", "$AppViewScreen", "AddToCart", "$AppStart"][sequence % 4],
-        "time": now - Int64(sequence * 1000), "distinct_id": anonymous, "anonymous_id": anonymous,
-        "identities": ["$identity_idfv": anonymous, "$identity_anonymous_id": anonymous],
-        "lib": ["$lib": "iOS", "$lib_method": "autoTrack", "$lib_version": "4.5.0", "$app_version": "2.3.0"],
-        "properties": [
-            "$os": "iOS", "$os_version": "17.4", "$model": "iPhone15,2", "$manufacturer": "Apple", "$screen_width": 393,
-            "$screen_height": 852, "$wifi": true, "$network_type": "WIFI", "$carrier": "中国移动", "$app_id": "com.example.shop",
-            "$app_name": "Shop", "$app_version": "2.3.0", "$timezone_offset": -480, "$is_first_day": false,
-            "$element_content": "加入购物车", "$element_type": "UIButton", "$screen_name": "ProductViewController",
-            "$title": "商品详情", "price": 129.5, "sku": "SKU-\(sequence)", "tags": ["sale", "new"],
-            "paid_at": "2024-01-02 03:04:05.06",
-        ],
-        "_track_id": Int32.random(in: Int32.min...Int32.max), "_flush_time": now,
-    ]
-}
-
-func h5Event(user: Int, sequence: Int) -> [String: Any] {
-    let cookie = "18f2a\(user)c1d-0aa1b2c3d4e5f6-26021d51-370944-18f2a\(user)c1e"
-    return [
-        "type": "track", "event": "$pageview", "time": now - Int64(sequence * 1000),
-        "distinct_id": "A1B2C3D4-\(user)-4E5F-8A9B-0C1D2E3F4A5B", "_hybrid_h5": true,
-        "identities": ["$identity_cookie_id": cookie, "$identity_idfv": "A1B2C3D4-\(user)-4E5F-8A9B-0C1D2E3F4A5B"],
-        "lib": ["$lib": "js", "$lib_method": "code", "$lib_version": "1.27.10", "$app_version": "2.3.0"],
-        "properties": [
-            "$timezone_offset": -480, "$screen_height": 852, "$screen_width": 393, "$viewport_height": 700, "$viewport_width": 393,
-            "$lib": "js", "$lib_version": "1.27.10", "$latest_traffic_source_type": "引荐流量", "$latest_search_keyword": "未取到值",
-            "$latest_referrer": "https://ref.example.org/from", "$url": "https://h5.example.com/shop/item?id=\(sequence)",
-            "$title": "Test Page", "$is_first_day": false, "$os": "iOS", "$model": "iPhone15,2", "$app_version": "2.3.0",
-        ],
-        "_track_id": Int32.random(in: Int32.min...Int32.max), "_flush_time": now,
-    ]
-}
-
-func bridgeRecord(user: Int, sequence: Int) -> [String: Any] {
-    var record = h5Event(user: user, sequence: sequence)
-    record["_hybrid_h5"] = nil
-    record["server_url"] = "https://sa.example.com:8106/sa.gif?project=production"
-    record["distinct_id"] = "18f2a\(user)c1d-0aa1b2c3d4e5f6-26021d51-370944-18f2a\(user)c1e"
-    return record
-}
-
-func json(_ value: Any) -> [UInt8] { Array(try! JSONSerialization.data(withJSONObject: value)) }
-
-func javaHashCode(_ text: String) -> Int32 {
-    var hash: Int32 = 0
-    for unit in text.utf16 { hash = hash &* 31 &+ Int32(unit) }
-    return hash
-}
-
-/// An upload exactly as the iOS SDK sends it: gzip=1, base64, crc, form-encoded `data_list`.
-struct Upload {
-    let payload: [UInt8]
-    let body: [UInt8]
-}
-
-let allowed = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~"))
 var uploads: [Upload] = []
 var relays: [[UInt8]] = []
 for index in 0..<uploadCount {
+    let device = SDKTraffic.Device(index)
     let records: [[String: Any]] = (0..<recordsPerUpload).map {
-        $0 % 5 == 4 ? h5Event(user: index, sequence: $0) : appEvent(user: index, sequence: $0)
+        let time = now - Int64($0 * 1000)
+        return $0 % 5 == 4 ? SDKTraffic.h5Event(device, sequence: $0, time: time) : SDKTraffic.appEvent(device, sequence: $0, time: time)
     }
-    let payload = json(records)
-    var buffer = ByteBuffer(bytes: payload)
-    let gzipped = try buffer.compress(with: .gzip())
-    let base64 = Data(gzipped.readableBytesView).base64EncodedString()
-    let form = "gzip=1&data_list=\(base64.addingPercentEncoding(withAllowedCharacters: allowed)!)&crc=\(javaHashCode(base64))"
-    uploads.append(Upload(payload: payload, body: Array(form.utf8)))
+    uploads.append(Upload(payload: SDKTraffic.json(records), body: try SDKTraffic.uploadBody(records)))
+    let pageRecords = (0..<recordsPerUpload).map {
+        SDKTraffic.bridgeRecord(device, sequence: $0, time: now - Int64($0 * 1000), serverURL: "https://sa.example.com:8106/sa.gif?project=production")
+    }
+    relays.append(SDKTraffic.relayBody(device, records: pageRecords, serverURL: "https://sa.example.com/sa?project=production"))
+}
 
-    let messages: [String] = (0..<recordsPerUpload).map { sequence in
-        let record = String(decoding: json(bridgeRecord(user: index, sequence: sequence)), as: UTF8.self)
-        switch sequence % 3 {
-        case 0: return #"{"callType":"app_h5_track","data":\#(record)}"#
-        case 1: return record
-        default: return "sensorsanalytics://trackEvent?event=" + record.addingPercentEncoding(withAllowedCharacters: allowed)!
-        }
-    }
-    relays.append(json([
-        "app": [
-            "server_url": "https://sa.example.com/sa?project=production", "anonymous_id": "A1B2C3D4-\(index)-4E5F-8A9B-0C1D2E3F4A5B",
-            "identities": ["$identity_idfv": "A1B2C3D4-\(index)-4E5F-8A9B-0C1D2E3F4A5B"],
-            "properties": ["$os": "iOS", "$model": "iPhone15,2", "$app_version": "2.3.0", "$screen_width": 393],
-            "app_version": "2.3.0",
-        ] as [String: Any],
-        "messages": messages,
-    ]))
+/// An upload exactly as the iOS SDK sends it, and the JSON inside it.
+struct Upload {
+    let payload: [UInt8]
+    let body: [UInt8]
 }
 let eventsPerRound = uploadCount * recordsPerUpload
 

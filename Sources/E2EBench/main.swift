@@ -1,0 +1,318 @@
+// e2e-bench: the four services, release builds, each its own process, on one PostgreSQL, driven over
+// keep-alive connections with the uploads real SDKs send. Prints and writes (JSON and a Markdown
+// table): acknowledged events/s, request latency at full speed and at half of that rate, the peak
+// RSS of each service, and in the same run the raw COPY rate of the same rows into the same table.
+//
+//   scripts/bench e2e [--rounds N] [--requests N] [--connections N] [--out DIR]
+//
+// (the script builds the services, starts a throwaway PostgreSQL and passes --bin and DATABASE_URL).
+import BenchSupport
+import DatongPostgres
+import Foundation
+
+let rounds = Bench.option("--rounds", default: 3)
+let requestCount = Bench.option("--requests", default: 3_000)
+let connections = Bench.option("--connections", default: 64)
+let returningDevices = Bench.option("--devices", default: 500)
+let recordsPerRequest = 50
+let outDirectory = Bench.text("--out") ?? "docs/benchmarks"
+guard let adminURL = ProcessInfo.processInfo.environment["DATABASE_URL"], let binDirectory = Bench.text("--bin") else {
+    print("e2e-bench: needs DATABASE_URL and --bin DIR (the services' release build); scripts/bench e2e sets both")
+    exit(2)
+}
+let logger = Bench.quietLogger("e2e-bench")
+let logDirectory = Bench.text("--logs") ?? NSTemporaryDirectory() + "datong-e2e-logs"
+
+// MARK: Traffic: what the SDKs send
+
+/// The mix of one run: 7 in 10 requests are iOS SDK uploads (4 in 5 of their records app events,
+/// 1 in 5 H5 events the app relayed), 3 in 10 are bridge relays of raw H5 messages in their three
+/// forms; 1 in 5 requests comes from a device never seen before, the others from returning devices
+/// (half of them logged in), each of which sent one upload during the warm-up.
+struct Traffic {
+    let now = Int64(Date().timeIntervalSince1970 * 1000)
+    let serverURL = "https://sa.example.com/sa?project=default"
+
+    func device(_ number: Int) -> SDKTraffic.Device {
+        SDKTraffic.Device(number, login: number % 2 == 0 ? "user-\(number)" : nil)
+    }
+
+    /// Request `index` of the whole run (warm-up and every phase share one numbering, so that every
+    /// record is a distinct event).
+    func request(_ index: Int, device number: Int) throws -> HTTPLoad.Request {
+        let device = device(number)
+        let first = index * recordsPerRequest
+        if index % 10 >= 7 {
+            let records = (0..<recordsPerRequest).map {
+                SDKTraffic.bridgeRecord(device, sequence: first + $0, time: now - Int64(first + $0), serverURL: serverURL)
+            }
+            return HTTPLoad.Request(
+                "POST", "/v1/bridge?project=default", body: SDKTraffic.relayBody(device, records: records, serverURL: serverURL),
+                headers: [("Content-Type", "application/json")]
+            )
+        }
+        let records = (0..<recordsPerRequest).map { position -> [String: Any] in
+            let sequence = first + position, time = now - Int64(sequence)
+            return position % 5 == 4
+                ? SDKTraffic.h5Event(device, sequence: sequence, time: time)
+                : SDKTraffic.appEvent(device, sequence: sequence, time: time)
+        }
+        return HTTPLoad.Request(
+            "POST", "/sa?project=default", body: try SDKTraffic.uploadBody(records),
+            headers: [("Content-Type", "application/x-www-form-urlencoded")]
+        )
+    }
+
+    /// `count` requests numbered from `start`: every fifth from a new device.
+    func phase(start: Int, count: Int) throws -> [HTTPLoad.Request] {
+        try (start..<(start + count)).map { index in
+            try request(index, device: index % 5 == 0 ? 1_000_000 + index : index % returningDevices)
+        }
+    }
+}
+
+let traffic = Traffic()
+print("e2e-bench: building the traffic")
+let warmUp = try (0..<returningDevices).map { try traffic.request($0, device: $0) }
+let fullSpeed = try traffic.phase(start: returningDevices, count: requestCount)
+let halfRate = try traffic.phase(start: returningDevices + requestCount, count: requestCount / 2)
+let uploadBytes = (fullSpeed + halfRate).map(\.bytes.count).reduce(0, +) / (fullSpeed.count + halfRate.count)
+print("e2e-bench: \(requestCount) requests x \(recordsPerRequest) records at full speed, \(requestCount / 2) at half that rate, after a warm-up of \(returningDevices); \(connections) keep-alive connections, \(rounds) rounds, median")
+print("  requests average \(uploadBytes) bytes on the wire; 7/10 gzip uploads, 3/10 bridge relays; 1/5 from new devices")
+
+// MARK: One round
+
+struct Round {
+    var eventsPerSecond = 0.0
+    var fullSpeed: Latency
+    var halfRate: Latency
+    var halfRateEventsPerSecond = 0.0
+    var peakRSS: [String: Int] = [:]
+    var rawCopyEventsPerSecond = 0.0
+}
+
+struct Latency: Codable {
+    let p50: Double
+    let p99: Double
+    let max: Double
+
+    init(_ outcome: HTTPLoad.Outcome) {
+        p50 = outcome.percentile(0.5) * 1000
+        p99 = outcome.percentile(0.99) * 1000
+        max = outcome.percentile(1) * 1000
+    }
+}
+
+/// Every answer is a 200 with every record stored: none may be refused or lost.
+@Sendable func acknowledged(_ index: Int, _ answer: HTTPLoad.Answer) throws {
+    guard answer.status == 200 else {
+        throw BenchError("request \(index): HTTP \(answer.status): \(String(decoding: answer.body.prefix(300), as: UTF8.self))")
+    }
+}
+
+func runRound(_ number: Int) async throws -> Round {
+    let url = try await Bench.freshDatabase(adminURL: adminURL, logger: logger)
+    let fleet = try ServiceFleet(binDirectory: binDirectory, databaseURL: url, logDirectory: logDirectory)
+    do {
+        try await fleet.startAll()
+        _ = try await HTTPLoad.run(port: fleet.gatewayPort, requests: warmUp, connections: connections, check: acknowledged)
+        let full = try await HTTPLoad.run(port: fleet.gatewayPort, requests: fullSpeed, connections: connections, check: acknowledged)
+        let rate = Double(fullSpeed.count) / full.elapsed
+        let half = try await HTTPLoad.run(
+            port: fleet.gatewayPort, requests: halfRate, connections: connections, rate: rate / 2, check: acknowledged
+        )
+        var round = Round(
+            eventsPerSecond: rate * Double(recordsPerRequest), fullSpeed: Latency(full), halfRate: Latency(half),
+            halfRateEventsPerSecond: Double(halfRate.count * recordsPerRequest) / half.elapsed
+        )
+        for name in ServiceFleet.names { round.peakRSS[name] = fleet.peakResidentBytes(name) ?? 0 }
+        await fleet.stopAll()
+        let expected = (warmUp.count + fullSpeed.count + halfRate.count) * recordsPerRequest
+        round.rawCopyEventsPerSecond = try await rawCopy(url: url, expected: expected)
+        print(String(
+            format: "  round %d: %.0f events/s acknowledged; p50/p99/max %.1f/%.1f/%.1f ms, at half rate %.1f/%.1f/%.1f ms; raw COPY %.0f events/s",
+            number, round.eventsPerSecond, round.fullSpeed.p50, round.fullSpeed.p99, round.fullSpeed.max,
+            round.halfRate.p50, round.halfRate.p99, round.halfRate.max, round.rawCopyEventsPerSecond
+        ))
+        return round
+    } catch {
+        await fleet.stopAll()
+        throw error
+    }
+}
+
+/// Checks that every acknowledged event is stored exactly once (nothing rejected), then takes the
+/// stored rows out, empties the table and COPYs the same rows back into it over 4 connections,
+/// 10,000 rows per COPY and transaction, as collector-bench's baseline does.
+func rawCopy(url: String, expected: Int) async throws -> Double {
+    let pool = PostgresPool(url: url, maxConnections: 4, logger: logger)
+    do {
+        let rate = try await rawCopy(pool: pool, expected: expected)
+        await pool.close()
+        return rate
+    } catch {
+        await pool.close()
+        throw error
+    }
+}
+
+func rawCopy(pool: PostgresPool, expected: Int) async throws -> Double {
+    let counts = try await pool.withConnection {
+        try $0.query("SELECT (SELECT count(*) FROM collector.events), (SELECT count(DISTINCT event_id) FROM collector.events), (SELECT count(*) FROM collector.rejected)").rows[0]
+    }
+    guard counts == [String(expected), String(expected), "0"] else {
+        throw BenchError("expected \(expected) events stored once and none rejected; found events, distinct, rejected = \(counts)")
+    }
+    let data = try await pool.withConnection { try $0.copyOut("COPY (SELECT * FROM collector.events) TO STDOUT (FORMAT binary)", maxBytes: 4 << 30) }
+    let chunks = try BinaryCopyChunks(data, rowsPerChunk: 10_000)
+    try await pool.withConnection { _ = try $0.execute("TRUNCATE collector.events") }
+    let clock = ContinuousClock()
+    let elapsed = try await clock.measure {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            let next = WorkCounter()
+            for _ in 0..<4 {
+                group.addTask {
+                    while let index = next.take(below: chunks.count) {
+                        let rows = chunks.chunk(index)
+                        try await pool.transaction { _ = try $0.copyIn("COPY collector.events FROM STDIN (FORMAT binary)", data: rows) }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+    let copied = try await pool.withConnection { try $0.query("SELECT count(*) FROM collector.events").rows[0][0] }
+    guard copied == String(expected) else { throw BenchError("raw COPY stored \(copied ?? "none") of \(expected) rows") }
+    return Double(expected) / Bench.seconds(elapsed)
+}
+
+/// The rows of a binary `COPY … TO STDOUT`, cut into pieces that are each a whole binary COPY stream.
+struct BinaryCopyChunks: Sendable {
+    private let header: [UInt8]
+    private let pieces: [ArraySlice<UInt8>]
+
+    init(_ data: [UInt8], rowsPerChunk: Int) throws {
+        // Signature (11 bytes), flags (4), header extension length (4) and the extension.
+        guard data.count >= 21 else { throw BenchError("COPY output is too short") }
+        let extensionLength = Int(Self.int32(data, 15))
+        var offset = 19 + extensionLength
+        header = Array(data[..<offset])
+        var pieces: [ArraySlice<UInt8>] = []
+        var pieceStart = offset, rows = 0
+        while true {
+            let fields = Int16(bitPattern: UInt16(data[offset]) << 8 | UInt16(data[offset + 1]))
+            if fields == -1 { break }
+            offset += 2
+            for _ in 0..<fields {
+                let length = Self.int32(data, offset)
+                offset += 4 + max(0, Int(length))
+            }
+            rows += 1
+            if rows == rowsPerChunk {
+                pieces.append(data[pieceStart..<offset])
+                pieceStart = offset
+                rows = 0
+            }
+        }
+        if rows > 0 { pieces.append(data[pieceStart..<offset]) }
+        self.pieces = pieces
+    }
+
+    var count: Int { pieces.count }
+
+    func chunk(_ index: Int) -> [UInt8] { header + pieces[index] + [0xFF, 0xFF] }
+
+    private static func int32(_ data: [UInt8], _ at: Int) -> Int32 {
+        Int32(bitPattern: UInt32(data[at]) << 24 | UInt32(data[at + 1]) << 16 | UInt32(data[at + 2]) << 8 | UInt32(data[at + 3]))
+    }
+}
+
+// MARK: Run and report
+
+var results: [Round] = []
+for number in 1...rounds {
+    do {
+        results.append(try await runRound(number))
+    } catch {
+        print("e2e-bench: round \(number) failed: \(error) (service logs in \(logDirectory))")
+        exit(1)
+    }
+}
+
+let median = { (value: (Round) -> Double) in Bench.median(results.map(value)) }
+let rate = median(\.eventsPerSecond)
+let copyRate = median(\.rawCopyEventsPerSecond)
+let full = (p50: median(\.fullSpeed.p50), p99: median(\.fullSpeed.p99), max: median(\.fullSpeed.max))
+let half = (p50: median(\.halfRate.p50), p99: median(\.halfRate.p99), max: median(\.halfRate.max))
+let halfRateAchieved = median(\.halfRateEventsPerSecond)
+let peaks = Dictionary(uniqueKeysWithValues: ServiceFleet.names.map { name in (name, results.map { $0.peakRSS[name] ?? 0 }.max()!) })
+let mebibyte = 1_048_576.0
+
+struct Report: Codable {
+    struct Phase: Codable {
+        let eventsPerSecond: Double
+        let p50Milliseconds: Double
+        let p99Milliseconds: Double
+        let maxMilliseconds: Double
+    }
+
+    let date: String
+    let machine: String
+    let rounds: Int
+    let requestsPerRound: Int
+    let recordsPerRequest: Int
+    let connections: Int
+    let fullSpeed: Phase
+    let halfRate: Phase
+    let rawCopyEventsPerSecond: Double
+    let ratioToRawCopy: Double
+    let peakRSSMegabytes: [String: Double]
+    let eachRound: [Double]
+}
+
+let report = Report(
+    date: ISO8601DateFormatter().string(from: Date()),
+    machine: "\(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory >> 30) GiB",
+    rounds: rounds, requestsPerRound: requestCount, recordsPerRequest: recordsPerRequest, connections: connections,
+    fullSpeed: .init(eventsPerSecond: rate, p50Milliseconds: full.p50, p99Milliseconds: full.p99, maxMilliseconds: full.max),
+    halfRate: .init(eventsPerSecond: halfRateAchieved, p50Milliseconds: half.p50, p99Milliseconds: half.p99, maxMilliseconds: half.max),
+    rawCopyEventsPerSecond: copyRate, ratioToRawCopy: rate / copyRate,
+    peakRSSMegabytes: peaks.mapValues { Double($0) / mebibyte },
+    eachRound: results.map(\.eventsPerSecond)
+)
+
+func verdict(_ met: Bool) -> String { met ? "met" : "**not met**" }
+let rssLimit = 150 * mebibyte
+var table = """
+| measure | value | target |
+|---|---|---|
+| acknowledged events/s, full speed (\(connections) connections) | \(Int(rate)) | ≥ 50,000: \(verdict(rate >= 50_000)) |
+| request latency p50 / p99 / max, full speed | \(String(format: "%.1f / %.1f / %.1f ms", full.p50, full.p99, full.max)) | |
+| request latency p50 / p99 / max at half that rate (\(Int(halfRateAchieved)) events/s) | \(String(format: "%.1f / %.1f / %.1f ms", half.p50, half.p99, half.max)) | p99 ≤ 50 ms: \(verdict(half.p99 <= 50)) |
+| raw binary COPY of the same rows into the same table | \(Int(copyRate)) events/s | end to end at \(String(format: "%.2f", rate / copyRate))x of it |
+
+"""
+for name in ServiceFleet.names {
+    let peak = Double(peaks[name]!)
+    table += "| peak RSS \(name) | \(String(format: "%.0f", peak / mebibyte)) MiB | ≤ 150 MB: \(verdict(peak <= rssLimit)) |\n"
+}
+print()
+print(table)
+try FileManager.default.createDirectory(atPath: outDirectory, withIntermediateDirectories: true)
+let encoder = JSONEncoder()
+encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+try encoder.encode(report).write(to: URL(fileURLWithPath: "\(outDirectory)/e2e.json"))
+let markdown = """
+# End-to-end benchmark: last run
+
+Written by `scripts/bench e2e` on \(report.date) (\(report.machine); every service, PostgreSQL and the
+load generator on this one machine). \(rounds) rounds, medians; each round: a fresh database, the four
+release-built services as separate processes, a warm-up of \(returningDevices) requests, then
+\(requestCount) requests of \(recordsPerRequest) records as fast as \(connections) keep-alive connections
+are answered, then \(requestCount / 2) more at half that rate. Peak RSS is the highest `VmHWM` of any round.
+Events/s of each round at full speed: \(results.map { String(Int($0.eventsPerSecond)) }.joined(separator: ", ")).
+
+\(table)
+"""
+try Data(markdown.utf8).write(to: URL(fileURLWithPath: "\(outDirectory)/e2e.md"))
+print("e2e-bench: wrote \(outDirectory)/e2e.json and \(outDirectory)/e2e.md")
