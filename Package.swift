@@ -163,7 +163,7 @@ let package = Package(
             name: "DatongTests",
             dependencies: [
                 "Gateway", "Identity", "ConfigService", "Collector", "DatongCtl",
-                "DatongContracts", "DatongRuntime", "DatongPostgres",
+                "DatongContracts", "DatongRuntime", "DatongPostgres", "BenchSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "CompressNIO", package: "compress-nio"),

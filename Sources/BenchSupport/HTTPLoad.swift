@@ -21,10 +21,13 @@ public enum HTTPLoad {
         }
     }
 
-    /// One answer: its status and body.
+    /// One answer: its status, headers (names lowercased) and body.
     public struct Answer: Sendable {
         public let status: Int
+        public let headers: [String: String]
         public let body: [UInt8]
+
+        public var text: String { String(decoding: body, as: UTF8.self) }
     }
 
     /// What a run measured: every request's latency (same order as sent, in seconds), and the
@@ -137,7 +140,13 @@ public enum HTTPLoad {
 
         /// Writes `request` and reads one answer.
         public func exchange(_ request: [UInt8]) throws -> Answer {
-            try request.withUnsafeBytes { raw in
+            try write(request)
+            return try readAnswer()
+        }
+
+        /// Writes `bytes` (a request, or a part of one).
+        public func write(_ bytes: [UInt8]) throws {
+            try bytes.withUnsafeBytes { raw in
                 var offset = 0
                 while offset < raw.count {
                     let written = send(socket, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
@@ -145,6 +154,10 @@ public enum HTTPLoad {
                     offset += written
                 }
             }
+        }
+
+        /// Reads one answer.
+        public func readAnswer() throws -> Answer {
             // The head: up to the blank line.
             var headEnd: Int?
             while true {
@@ -161,19 +174,18 @@ public enum HTTPLoad {
                   let status = Int(statusLine.dropFirst(9).prefix(3)) else {
                 throw BenchError("not an HTTP/1.1 answer: \(head.prefix(80))")
             }
-            var length: Int?
+            var headers: [String: String] = [:]
             for line in lines.dropFirst() {
                 let parts = line.split(separator: ":", maxSplits: 1)
-                if parts.count == 2, parts[0].lowercased() == "content-length" {
-                    length = Int(parts[1].trimmingCharacters(in: .whitespaces))
-                }
+                if parts.count == 2 { headers[parts[0].lowercased()] = parts[1].trimmingCharacters(in: .whitespaces) }
             }
+            let length = headers["content-length"].flatMap { Int($0) }
             guard let length else { throw BenchError("an answer without Content-Length (status \(status))") }
             let bodyStart = headEnd! + 4
             while buffer.count < bodyStart + length { try fill() }
             let body = Array(buffer[bodyStart..<(bodyStart + length)])
             buffer.removeFirst(bodyStart + length)
-            return Answer(status: status, body: body)
+            return Answer(status: status, headers: headers, body: body)
         }
 
         private func fill() throws {

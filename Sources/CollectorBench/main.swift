@@ -76,12 +76,10 @@ func freshDatabase() async throws -> String {
     return url
 }
 
-func freePort() -> Int { Int.random(in: 20_000...40_000) }
-
 /// Through the collector's HTTP API: every batch posted once, `concurrency` at a time.
 func throughCollector() async throws -> Duration {
     let url = try await freshDatabase()
-    let port = freePort()
+    let port = try freePort()
     let settings = CollectorSettings(server: ServerSettings(port: port, logLevel: "error"), database: DatabaseSettings(url: url, poolSize: connections))
     let app = buildCollectorApplication(settings: settings, runtime: ServiceRuntime(logger: logger))
     let server = Task { try await app.runService() }

@@ -78,13 +78,35 @@ public func jsonResponse(_ status: HTTPResponse.Status, encoding value: some Enc
 }
 
 /// Reads a request body of at most `limit` bytes, stopping as soon as more arrives: 413 with the
-/// error `code` when it is larger.
-public func collectBody(_ request: Request, limit: Int, code: String = "body_too_large") async throws -> ByteBuffer {
-    do {
-        return try await request.body.collect(upTo: limit)
-    } catch is NIOTooManyBytesError {
-        throw ServiceError(.contentTooLarge, code, "the request body is larger than \(limit) bytes")
+/// error `code` when it is larger. A body that has not fully arrived within `timeout` (a client
+/// trickling it in to hold a connection and a task) is a 408 `body_timeout`, and the connection
+/// is closed.
+public func collectBody(
+    _ request: Request, limit: Int, code: String = "body_too_large", timeout: Duration = .seconds(30)
+) async throws -> ByteBuffer {
+    let body = request.body
+    let collected: ByteBuffer? = try await withThrowingTaskGroup(of: ByteBuffer?.self) { group in
+        group.addTask {
+            do {
+                return try await body.collect(upTo: limit)
+            } catch is NIOTooManyBytesError {
+                throw ServiceError(.contentTooLarge, code, "the request body is larger than \(limit) bytes")
+            }
+        }
+        group.addTask {
+            try await Task.sleep(for: timeout)
+            return nil
+        }
+        // Whichever ends first decides; the other is cancelled (the body stream ends when its
+        // reader is cancelled, and a sleeping timer at once).
+        let first = try await group.next()!
+        group.cancelAll()
+        return first
     }
+    guard let collected else {
+        throw ServiceError(.requestTimeout, "body_timeout", "the request body did not arrive within \(timeout.components.seconds) seconds")
+    }
+    return collected
 }
 
 /// Decodes a JSON request body of at most `limit` bytes; too large is 413, malformed is 400.

@@ -34,6 +34,8 @@ public struct ServiceError: HTTPResponseError, CustomStringConvertible {
     public func response(from request: Request, context: some RequestContext) throws -> Response {
         var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
         if let retryAfterSeconds { headers[.retryAfter] = String(retryAfterSeconds) }
+        // The rest of a body that timed out is not read: the connection cannot carry another request.
+        if status == .requestTimeout { headers[.connection] = "close" }
         let body = (try? JSONEncoder().encode(ProblemBody(error: code, message: message))) ?? Data()
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
     }

@@ -28,6 +28,7 @@ public func buildGatewayApplication(
         ReadinessCheck("collector") { await collector.isHealthy() },
         ReadinessCheck("config-service") { await config.isHealthy() },
     ])
+    router.addMiddleware { AdmissionMiddleware(limit: settings.maxInFlightRequests) }
     // Browser transports (ajax with credentials, sendBeacon) need CORS answers, preflight included.
     router.addMiddleware {
         CORSMiddleware(

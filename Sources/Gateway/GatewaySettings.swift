@@ -13,6 +13,9 @@ public struct GatewaySettings: Sendable {
     /// this time (`WHITELIST_REFRESH_SECONDS`).
     public var whitelistRefreshSeconds: Int
     public var limits: UploadLimits
+    /// Requests the gateway works on at once; beyond it, 503 with `Retry-After` at once, so that
+    /// overload costs neither memory nor latency for the requests admitted (`MAX_IN_FLIGHT_REQUESTS`).
+    public var maxInFlightRequests: Int
 
     public static let defaultPort = 8106
 
@@ -20,8 +23,9 @@ public struct GatewaySettings: Sendable {
         server: ServerSettings = ServerSettings(port: Self.defaultPort),
         identityURL: String = "http://127.0.0.1:8107", collectorURL: String = "http://127.0.0.1:8109",
         configURL: String = "http://127.0.0.1:8108", upstreamTimeoutSeconds: Int = 10, whitelistRefreshSeconds: Int = 2,
-        limits: UploadLimits = UploadLimits()
+        limits: UploadLimits = UploadLimits(), maxInFlightRequests: Int = 512
     ) {
+        self.maxInFlightRequests = maxInFlightRequests
         self.server = server
         self.identityURL = identityURL
         self.collectorURL = collectorURL
@@ -49,8 +53,11 @@ public struct GatewaySettings: Sendable {
                 maxJSONDepth: try reader.int("MAX_JSON_DEPTH", default: defaults.maxJSONDepth, range: 4...512),
                 maxBridgeMessages: try reader.int("MAX_BRIDGE_MESSAGES", default: defaults.maxBridgeMessages, range: 1...100_000),
                 timeWindowPastDays: try reader.int("TIME_WINDOW_PAST_DAYS", default: defaults.timeWindowPastDays, range: 1...36_500),
-                timeWindowFutureMinutes: try reader.int("TIME_WINDOW_FUTURE_MINUTES", default: defaults.timeWindowFutureMinutes, range: 0...525_600)
-            )
+                timeWindowFutureMinutes: try reader.int("TIME_WINDOW_FUTURE_MINUTES", default: defaults.timeWindowFutureMinutes, range: 0...525_600),
+                bodyTimeoutSeconds: try reader.int("BODY_TIMEOUT_SECONDS", default: defaults.bodyTimeoutSeconds, range: 1...3600),
+                maxListItems: try reader.int("MAX_LIST_ITEMS", default: defaults.maxListItems, range: 1...1_000_000)
+            ),
+            maxInFlightRequests: try reader.int("MAX_IN_FLIGHT_REQUESTS", default: 512, range: 1...100_000)
         )
     }
 }
@@ -67,6 +74,8 @@ public struct UploadLimits: Sendable {
     public var maxStringLength = 8191
     /// Properties of one record (`MAX_PROPERTIES_PER_RECORD`).
     public var maxPropertiesPerRecord = 1000
+    /// Items in one list property (`MAX_LIST_ITEMS`; Sensors' own limit is 500).
+    public var maxListItems = 500
     /// Nesting levels of JSON objects and arrays in a payload or bridge message (`MAX_JSON_DEPTH`).
     public var maxJSONDepth = 16
     /// Messages in one bridge relay (`MAX_BRIDGE_MESSAGES`).
@@ -75,12 +84,17 @@ public struct UploadLimits: Sendable {
     public var timeWindowPastDays = 730
     /// How far ahead of the server's clock a record's time may be (`TIME_WINDOW_FUTURE_MINUTES`).
     public var timeWindowFutureMinutes = 1440
+    /// Seconds a request body may take to arrive in full (`BODY_TIMEOUT_SECONDS`; 408 after).
+    public var bodyTimeoutSeconds = 30
 
     public init(
         maxBodyBytes: Int = 5 << 20, maxDecompressedBytes: Int = 20 << 20, maxRecordsPerRequest: Int = 1000,
         maxStringLength: Int = 8191, maxPropertiesPerRecord: Int = 1000, maxJSONDepth: Int = 16,
-        maxBridgeMessages: Int = 500, timeWindowPastDays: Int = 730, timeWindowFutureMinutes: Int = 1440
+        maxBridgeMessages: Int = 500, timeWindowPastDays: Int = 730, timeWindowFutureMinutes: Int = 1440,
+        bodyTimeoutSeconds: Int = 30, maxListItems: Int = 500
     ) {
+        self.maxListItems = maxListItems
+        self.bodyTimeoutSeconds = bodyTimeoutSeconds
         self.maxBodyBytes = maxBodyBytes
         self.maxDecompressedBytes = maxDecompressedBytes
         self.maxRecordsPerRequest = maxRecordsPerRequest

@@ -40,7 +40,7 @@ struct Ingest: Sendable {
 /// Reads a request body within `maxBodyBytes`, inflating `Content-Encoding: gzip` within
 /// `maxDecompressedBytes` (a gzip bomb stops at the limit, memory stays flat).
 func readRequestBody(_ request: Request, limits: UploadLimits) async throws -> [UInt8] {
-    let body = try await collectBody(request, limit: limits.maxBodyBytes)
+    let body = try await collectBody(request, limit: limits.maxBodyBytes, timeout: .seconds(limits.bodyTimeoutSeconds))
     let encoding = (request.headers[.contentEncoding] ?? "").trimmingCharacters(in: .whitespaces).lowercased()
     switch encoding {
     case "", "identity":

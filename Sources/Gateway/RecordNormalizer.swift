@@ -242,6 +242,7 @@ struct RecordNormalizer: Sendable {
         case .null, .bool, .number: return nil
         case .string: return stringProblem(entry, bytes: bytes)
         case .array:
+            guard Int(entry.count) <= limits.maxListItems else { return "a list holds \(entry.count) items; the limit is \(limits.maxListItems)" }
             var position = index + 1
             for _ in 0..<Int(entry.count) {
                 let item = entries[position]
