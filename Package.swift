@@ -14,6 +14,7 @@ let package = Package(
         .executable(name: "config-bench", targets: ["ConfigBench"]),
         .executable(name: "identity-bench", targets: ["IdentityBench"]),
         .executable(name: "e2e-bench", targets: ["E2EBench"]),
+        .executable(name: "failure-drills", targets: ["FailureDrills"]),
         .executable(name: "datongctl", targets: ["RunDatongctl"]),
     ],
     dependencies: [
@@ -131,6 +132,8 @@ let package = Package(
         ),
         // The four services as separate processes (release builds), driven like SDKs drive them.
         .executableTarget(name: "E2EBench", dependencies: ["BenchSupport", "DatongPostgres"]),
+        // Kills and restarts each service and PostgreSQL under SDK-like load, then overloads the gateway.
+        .executableTarget(name: "FailureDrills", dependencies: ["BenchSupport", "DatongPostgres"]),
         .executableTarget(
             name: "CollectorBench",
             dependencies: [

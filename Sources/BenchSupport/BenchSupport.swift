@@ -43,6 +43,12 @@ public enum Bench {
         return url
     }
 
+    /// Prints `line` at once, also when the output is a pipe or a file (a CI log).
+    public static func say(_ line: String) {
+        print(line)
+        fflush(nil)
+    }
+
     public static func median(_ values: [Double]) -> Double {
         values.sorted()[values.count / 2]
     }

@@ -95,7 +95,7 @@ public enum HTTPLoad {
     }
 
     /// Runs blocking `work` on a thread of its own, not on the cooperative pool.
-    private static func onThread(_ work: @escaping @Sendable () throws -> Void) async throws {
+    public static func onThread(_ work: @escaping @Sendable () throws -> Void) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             let thread = Thread {
                 do {

@@ -56,11 +56,12 @@ public final class ServiceFleet: Sendable {
         for name in Self.names { try await start(name) }
     }
 
-    /// Starts `name` and waits until its `/ready` answers 200 (at most 60 s).
-    public func start(_ name: String) async throws {
+    /// Starts `name` and waits until its `/ready` answers 200 (at most 60 s); `overriding` replaces
+    /// some of its settings for this start.
+    public func start(_ name: String, overriding: [String: String] = [:]) async throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "\(binDirectory)/\(name)")
-        process.environment = ProcessInfo.processInfo.environment.merging(environment[name]!) { $1 }
+        process.environment = ProcessInfo.processInfo.environment.merging(environment[name]!) { $1 }.merging(overriding) { $1 }
         let logPath = "\(logDirectory)/\(name).log"
         if !FileManager.default.fileExists(atPath: logPath) { FileManager.default.createFile(atPath: logPath, contents: nil) }
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))

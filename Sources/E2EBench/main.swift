@@ -72,7 +72,7 @@ struct Traffic {
 }
 
 let traffic = Traffic()
-print("e2e-bench: building the traffic")
+Bench.say("e2e-bench: building the traffic")
 let warmUp = try (0..<returningDevices).map { try traffic.request($0, device: $0) }
 let fullSpeed = try traffic.phase(start: returningDevices, count: requestCount)
 let halfRate = try traffic.phase(start: returningDevices + requestCount, count: requestCount / 2)
@@ -129,7 +129,7 @@ func runRound(_ number: Int) async throws -> Round {
         await fleet.stopAll()
         let expected = (warmUp.count + fullSpeed.count + halfRate.count) * recordsPerRequest
         round.rawCopyEventsPerSecond = try await rawCopy(url: url, expected: expected)
-        print(String(
+        Bench.say(String(
             format: "  round %d: %.0f events/s acknowledged; p50/p99/max %.1f/%.1f/%.1f ms, at half rate %.1f/%.1f/%.1f ms; raw COPY %.0f events/s",
             number, round.eventsPerSecond, round.fullSpeed.p50, round.fullSpeed.p99, round.fullSpeed.max,
             round.halfRate.p50, round.halfRate.p99, round.halfRate.max, round.rawCopyEventsPerSecond

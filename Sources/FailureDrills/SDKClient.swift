@@ -1,0 +1,112 @@
+import BenchSupport
+import Foundation
+import Synchronization
+
+/// A client that behaves like the Sensors SDKs when the server fails: it keeps a batch until it is
+/// acknowledged, retrying after network errors, 5xx, 403 and 404 (honouring `Retry-After`, capped
+/// at `maxBackoff` so that a drill stays short), and drops a batch only on any other 4xx. Each
+/// worker is a thread with one keep-alive connection, sending its next batch once the last one is
+/// acknowledged or dropped.
+///
+/// Batch `n` holds 50 records tagged `d<n>-<position>` (property `datong_tag`): 7 in 10 are iOS SDK
+/// uploads, 3 in 10 bridge relays; 1 in 5 from a new device.
+final class SDKClient: Sendable {
+    struct Tally: Sendable {
+        var acknowledged: [Int] = []
+        var dropped: [String] = []
+        var networkErrors = 0
+        var retriedStatuses: [Int: Int] = [:]
+    }
+
+    static let recordsPerBatch = 50
+    let port: Int
+    let maxBackoff: Double
+    private let stopping = Atomic<Bool>(false)
+    private let next = WorkCounter()
+    private let tally = Mutex(Tally())
+    private let base = Int64(Date().timeIntervalSince1970 * 1000)
+    private let serverURL = "https://sa.example.com/sa?project=default"
+
+    init(port: Int, maxBackoff: Double = 0.5) {
+        self.port = port
+        self.maxBackoff = maxBackoff
+    }
+
+    var snapshot: Tally { tally.withLock { $0 } }
+
+    /// Runs `workers` until `stop()`; each then finishes the batch it holds (retrying it until it is
+    /// acknowledged, at most `drainSeconds` more).
+    func run(workers: Int, drainSeconds: Double = 60) async {
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<workers {
+                group.addTask { try? await HTTPLoad.onThread { self.work(drainSeconds: drainSeconds) } }
+            }
+        }
+    }
+
+    func stop() { stopping.store(true, ordering: .relaxed) }
+
+    private func work(drainSeconds: Double) {
+        var connection: HTTPLoad.Connection?
+        defer { connection?.close() }
+        var drainDeadline: ContinuousClock.Instant?
+        while !stopping.load(ordering: .relaxed), let number = next.take(below: Int.max) {
+            let request = batch(number)
+            var backoff = 0.05
+            while true {
+                if stopping.load(ordering: .relaxed) {
+                    drainDeadline = drainDeadline ?? ContinuousClock.now + .seconds(drainSeconds)
+                    if ContinuousClock.now > drainDeadline! { return }
+                }
+                do {
+                    if connection == nil { connection = try HTTPLoad.Connection(port: port) }
+                    let answer = try connection!.exchange(request.bytes)
+                    if answer.headers["connection"]?.lowercased() == "close" {
+                        connection?.close()
+                        connection = nil
+                    }
+                    switch answer.status {
+                    case 200:
+                        tally.withLock { $0.acknowledged.append(number) }
+                    case 403, 404, 500...599:
+                        tally.withLock { $0.retriedStatuses[answer.status, default: 0] += 1 }
+                        let asked = answer.headers["retry-after"].flatMap(Double.init) ?? backoff
+                        Thread.sleep(forTimeInterval: min(asked, maxBackoff))
+                        backoff = min(backoff * 2, maxBackoff)
+                        continue
+                    default:
+                        tally.withLock { $0.dropped.append("batch \(number): HTTP \(answer.status) \(answer.text.prefix(200))") }
+                    }
+                    break
+                } catch {
+                    connection?.close()
+                    connection = nil
+                    tally.withLock { $0.networkErrors += 1 }
+                    Thread.sleep(forTimeInterval: backoff)
+                    backoff = min(backoff * 2, maxBackoff)
+                }
+            }
+        }
+    }
+
+    /// The tags of batch `number`'s records.
+    static func tags(of number: Int) -> [String] { (0..<recordsPerBatch).map { "d\(number)-\($0)" } }
+
+    private func batch(_ number: Int) -> HTTPLoad.Request {
+        let device = SDKTraffic.Device(number % 5 == 0 ? 1_000_000 + number : number % 200, login: number % 2 == 0 ? "user-\(number % 200)" : nil)
+        let first = number * Self.recordsPerBatch
+        if number % 10 >= 7 {
+            let records = (0..<Self.recordsPerBatch).map {
+                SDKTraffic.bridgeRecord(device, sequence: first + $0, time: base - Int64(first + $0), serverURL: serverURL, tag: "d\(number)-\($0)")
+            }
+            return HTTPLoad.Request("POST", "/v1/bridge?project=default", body: SDKTraffic.relayBody(device, records: records, serverURL: serverURL))
+        }
+        let records = (0..<Self.recordsPerBatch).map { position -> [String: Any] in
+            let sequence = first + position, time = base - Int64(sequence), tag = "d\(number)-\(position)"
+            return position % 5 == 4
+                ? SDKTraffic.h5Event(device, sequence: sequence, time: time, tag: tag)
+                : SDKTraffic.appEvent(device, sequence: sequence, time: time, tag: tag)
+        }
+        return HTTPLoad.Request("POST", "/sa?project=default", body: try! SDKTraffic.uploadBody(records))
+    }
+}
