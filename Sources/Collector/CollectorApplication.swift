@@ -24,6 +24,9 @@ public func buildCollectorApplication(
         } catch let problem as ContractDecodingError {
             throw ServiceError.badRequest("invalid_body", "the batch does not match the contract: \(problem.message)")
         }
+        if let problem = batch.problem {
+            throw ServiceError.badRequest("invalid_batch", problem)
+        }
         let result = try await store.write(batch)
         context.logger.debug("batch.committed", metadata: [
             "batch.stored": "\(result.stored)", "batch.duplicates": "\(result.duplicates)", "batch.rejected": "\(result.rejected)",
@@ -36,4 +39,26 @@ public func buildCollectorApplication(
     )
     database.attach(to: &app, schema: CollectorSchema.name, migrations: CollectorSchema.migrations, logger: runtime.logger)
     return app
+}
+
+extension CollectBatch {
+    /// The latest time PostgreSQL's `timestamptz` stores as this schema uses it (9999-12-31).
+    static let latestMillis: Int64 = 253_402_300_799_999
+
+    /// Why this batch breaks what the collector stores, or nil. The gateway only sends batches that
+    /// pass; the check keeps any other caller from crashing or corrupting the write path.
+    var problem: String? {
+        guard (0...Self.latestMillis).contains(receivedAt) else { return "receivedAt \(receivedAt) is not a time from 1970 to 9999 in milliseconds" }
+        for (index, record) in records.enumerated() {
+            guard ProjectName.isValid(record.project) else { return "records[\(index)].project is not a valid project name" }
+            guard (0...Self.latestMillis).contains(record.time) else {
+                return "records[\(index)].time \(record.time) is not a time from 1970 to 9999 in milliseconds"
+            }
+            guard !record.type.isEmpty, record.type.utf8.count <= 64 else { return "records[\(index)].type must be 1 to 64 bytes" }
+        }
+        for (index, rejection) in rejected.enumerated() where !ProjectName.isValid(rejection.project) {
+            return "rejected[\(index)].project is not a valid project name"
+        }
+        return nil
+    }
 }

@@ -176,4 +176,21 @@ struct HostileInputTests {
             #expect(counts == [["10", "1", "0", "9"]])
         }
     }
+
+    @Test("the collector refuses batches it cannot store with a 400 and keeps running", arguments: [
+        #"{"receivedAt":1,"records":[{"project":"default","type":"track","event":"E","time":9223372036854775806,"hybridH5":false,"properties":{}}],"rejected":[]}"#,
+        #"{"receivedAt":-1,"records":[],"rejected":[]}"#,
+        #"{"receivedAt":1,"records":[{"project":"","type":"track","event":"E","time":1,"hybridH5":false,"properties":{}}],"rejected":[]}"#,
+        #"{"receivedAt":1,"records":[{"project":"default","type":"","event":"E","time":1,"hybridH5":false,"properties":{}}],"rejected":[]}"#,
+        #"{"receivedAt":1,"records":[],"rejected":[{"project":"no such;","reason":"r","raw":"x"}]}"#,
+    ])
+    func collectorBatchChecks(batch: String) async throws {
+        try await RunningServices.run { services in
+            let token: HTTPFields = [.authorization: "Bearer \(RunningServices.serviceToken)"]
+            let refused = try await services.collector.execute(uri: "/v1/batches", method: .post, headers: token, body: ByteBuffer(string: batch))
+            try Self.expectRefusal(refused, .badRequest, "invalid_batch")
+            #expect(try await services.collector.execute(uri: "/health", method: .get).status == .ok)
+            #expect(try await TestDatabase.rows(services.databaseURL, "SELECT count(*) FROM collector.events") == [["0"]])
+        }
+    }
 }
