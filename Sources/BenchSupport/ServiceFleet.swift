@@ -63,7 +63,7 @@ public final class ServiceFleet: Sendable {
         process.executableURL = URL(fileURLWithPath: "\(binDirectory)/\(name)")
         process.environment = ProcessInfo.processInfo.environment.merging(environment[name]!) { $1 }.merging(overriding) { $1 }
         let logPath = "\(logDirectory)/\(name).log"
-        if !FileManager.default.fileExists(atPath: logPath) { FileManager.default.createFile(atPath: logPath, contents: nil) }
+        if !FileManager.default.fileExists(atPath: logPath) { _ = FileManager.default.createFile(atPath: logPath, contents: nil) }
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         log.seekToEndOfFile()
         process.standardOutput = log
@@ -109,6 +109,11 @@ public final class ServiceFleet: Sendable {
 
     /// Memory `name` holds resident now (`VmRSS`), in bytes.
     public func residentBytes(_ name: String) -> Int? { statusBytes(name, "VmRSS:") }
+
+    /// CPU time `name` has used since it started (user + system), in seconds.
+    public func cpuSeconds(_ name: String) -> Double? {
+        running.withLock { $0[name]?.processIdentifier }.flatMap { CPUTime.process($0) }
+    }
 
     /// A `kB` field of `/proc/PID/status`, in bytes.
     private func statusBytes(_ name: String, _ field: String) -> Int? {
@@ -156,4 +161,32 @@ public func freePort() throws -> Int {
     }
     guard bound else { throw BenchError("bind: \(String(cString: strerror(errno)))") }
     return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// CPU time from `/proc`, in seconds.
+public enum CPUTime {
+    private static let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
+
+    /// User + system time of process `pid` (`/proc/PID/stat` fields 14 and 15).
+    public static func process(_ pid: Int32) -> Double? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let end = stat.lastIndex(of: ")") else { return nil }
+        // Fields after the command name (which may hold spaces), from field 3 on.
+        let fields = stat[stat.index(after: end)...].split(separator: " ")
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / ticksPerSecond
+    }
+
+    /// This process's user + system time.
+    public static var ownProcess: Double { process(getpid()) ?? 0 }
+
+    /// Time all cores spent busy (everything in `/proc/stat`'s cpu line but idle and iowait).
+    public static var machineBusy: Double {
+        guard let stat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+              let line = stat.split(separator: "\n").first(where: { $0.hasPrefix("cpu ") }) else { return 0 }
+        let values = line.split(separator: " ").dropFirst().compactMap { Double($0) }
+        guard values.count >= 8 else { return 0 }
+        // user nice system idle iowait irq softirq steal
+        return (values[0] + values[1] + values[2] + values[5] + values[6] + values[7]) / ticksPerSecond
+    }
 }

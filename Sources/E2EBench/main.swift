@@ -89,6 +89,28 @@ struct Round {
     var halfRateEventsPerSecond = 0.0
     var peakRSS: [String: Int] = [:]
     var rawCopyEventsPerSecond = 0.0
+    /// CPU µs per acknowledged event at full speed, by process (see `cpuSnapshot`).
+    var cpuMicroseconds: [String: Double] = [:]
+}
+
+/// CPU seconds used so far by each service, by this process (the load generator) and by the whole
+/// machine; PostgreSQL is what the machine used beyond those.
+func cpuSnapshot(_ fleet: ServiceFleet) -> [String: Double] {
+    var snapshot: [String: Double] = [:]
+    for name in ServiceFleet.names { snapshot[name] = fleet.cpuSeconds(name) ?? 0 }
+    snapshot["load generator"] = CPUTime.ownProcess
+    snapshot["machine"] = CPUTime.machineBusy
+    return snapshot
+}
+
+let cpuColumns = ServiceFleet.names + ["load generator", "PostgreSQL and the rest"]
+
+func cpuPerEvent(before: [String: Double], after: [String: Double], events: Int) -> [String: Double] {
+    var perEvent: [String: Double] = [:]
+    for (name, value) in after where name != "machine" { perEvent[name] = (value - before[name]!) * 1e6 / Double(events) }
+    let machine = (after["machine"]! - before["machine"]!) * 1e6 / Double(events)
+    perEvent["PostgreSQL and the rest"] = machine - perEvent.values.reduce(0, +)
+    return perEvent
 }
 
 struct Latency: Codable {
@@ -116,7 +138,9 @@ func runRound(_ number: Int) async throws -> Round {
     do {
         try await fleet.startAll()
         _ = try await HTTPLoad.run(port: fleet.gatewayPort, requests: warmUp, connections: connections, check: acknowledged)
+        let cpuBefore = cpuSnapshot(fleet)
         let full = try await HTTPLoad.run(port: fleet.gatewayPort, requests: fullSpeed, connections: connections, check: acknowledged)
+        let cpuAfter = cpuSnapshot(fleet)
         let rate = Double(fullSpeed.count) / full.elapsed
         let half = try await HTTPLoad.run(
             port: fleet.gatewayPort, requests: halfRate, connections: connections, rate: rate / 2, check: acknowledged
@@ -125,6 +149,7 @@ func runRound(_ number: Int) async throws -> Round {
             eventsPerSecond: rate * Double(recordsPerRequest), fullSpeed: Latency(full), halfRate: Latency(half),
             halfRateEventsPerSecond: Double(halfRate.count * recordsPerRequest) / half.elapsed
         )
+        round.cpuMicroseconds = cpuPerEvent(before: cpuBefore, after: cpuAfter, events: fullSpeed.count * recordsPerRequest)
         for name in ServiceFleet.names { round.peakRSS[name] = fleet.peakResidentBytes(name) ?? 0 }
         await fleet.stopAll()
         let expected = (warmUp.count + fullSpeed.count + halfRate.count) * recordsPerRequest
@@ -247,6 +272,7 @@ let half = (p50: median(\.halfRate.p50), p99: median(\.halfRate.p99), max: media
 let halfRateAchieved = median(\.halfRateEventsPerSecond)
 let peaks = Dictionary(uniqueKeysWithValues: ServiceFleet.names.map { name in (name, results.map { $0.peakRSS[name] ?? 0 }.max()!) })
 let mebibyte = 1_048_576.0
+let cpu = Dictionary(uniqueKeysWithValues: cpuColumns.map { name in (name, median { $0.cpuMicroseconds[name] ?? 0 }) })
 
 struct Report: Codable {
     struct Phase: Codable {
@@ -267,6 +293,7 @@ struct Report: Codable {
     let rawCopyEventsPerSecond: Double
     let ratioToRawCopy: Double
     let peakRSSMegabytes: [String: Double]
+    let cpuMicrosecondsPerEvent: [String: Double]
     let eachRound: [Double]
 }
 
@@ -278,6 +305,7 @@ let report = Report(
     halfRate: .init(eventsPerSecond: halfRateAchieved, p50Milliseconds: half.p50, p99Milliseconds: half.p99, maxMilliseconds: half.max),
     rawCopyEventsPerSecond: copyRate, ratioToRawCopy: rate / copyRate,
     peakRSSMegabytes: peaks.mapValues { Double($0) / mebibyte },
+    cpuMicrosecondsPerEvent: cpu,
     eachRound: results.map(\.eventsPerSecond)
 )
 
@@ -292,6 +320,9 @@ var table = """
 | raw binary COPY of the same rows into the same table | \(Int(copyRate)) events/s | end to end at \(String(format: "%.2f", rate / copyRate))x of it |
 
 """
+let cpuTotal = cpu.values.reduce(0, +)
+table += "| CPU per acknowledged event at full speed | \(String(format: "%.0f", cpuTotal)) µs: "
+    + cpuColumns.map { "\($0) \(String(format: "%.1f", cpu[$0]!))" }.joined(separator: ", ") + " | |\n"
 for name in ServiceFleet.names {
     let peak = Double(peaks[name]!)
     table += "| peak RSS \(name) | \(String(format: "%.0f", peak / mebibyte)) MiB | ≤ 150 MB: \(verdict(peak <= rssLimit)) |\n"
