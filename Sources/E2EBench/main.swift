@@ -77,8 +77,8 @@ let warmUp = try (0..<returningDevices).map { try traffic.request($0, device: $0
 let fullSpeed = try traffic.phase(start: returningDevices, count: requestCount)
 let halfRate = try traffic.phase(start: returningDevices + requestCount, count: requestCount / 2)
 let uploadBytes = (fullSpeed + halfRate).map(\.bytes.count).reduce(0, +) / (fullSpeed.count + halfRate.count)
-print("e2e-bench: \(requestCount) requests x \(recordsPerRequest) records at full speed, \(requestCount / 2) at half that rate, after a warm-up of \(returningDevices); \(connections) keep-alive connections, \(rounds) rounds, median")
-print("  requests average \(uploadBytes) bytes on the wire; 7/10 gzip uploads, 3/10 bridge relays; 1/5 from new devices")
+Bench.say("e2e-bench: \(requestCount) requests x \(recordsPerRequest) records at full speed, \(requestCount / 2) at half that rate, after a warm-up of \(returningDevices); \(connections) keep-alive connections, \(rounds) rounds, median")
+Bench.say("  requests average \(uploadBytes) bytes on the wire; 7/10 gzip uploads, 3/10 bridge relays; 1/5 from new devices")
 
 // MARK: One round
 
