@@ -126,16 +126,7 @@ public final class PostgresConnection: @unchecked Sendable {
 
     /// Streams `data` to a `COPY … FROM STDIN` statement and returns the number of rows copied.
     public func copyIn(_ copyStatement: String, data: [UInt8]) throws -> Int {
-        let handle = try liveHandle()
-        guard let start = PQexec(handle, copyStatement) else {
-            throw lostOrFailed(handle)
-        }
-        let status = PQresultStatus(start)
-        if status != PGRES_COPY_IN {
-            defer { PQclear(start) }
-            throw Self.resultError(start, handle)
-        }
-        PQclear(start)
+        let handle = try startCopy(copyStatement, expecting: PGRES_COPY_IN)
         let chunk = 1 << 20
         var offset = 0
         var sendFailure: String?
@@ -173,16 +164,7 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Runs a `COPY … TO STDOUT` statement and returns everything it wrote, at most `maxBytes`
     /// (more is an error: the data is held in memory).
     public func copyOut(_ copyStatement: String, maxBytes: Int) throws -> [UInt8] {
-        let handle = try liveHandle()
-        guard let start = PQexec(handle, copyStatement) else {
-            throw lostOrFailed(handle)
-        }
-        let status = PQresultStatus(start)
-        if status != PGRES_COPY_OUT {
-            defer { PQclear(start) }
-            throw Self.resultError(start, handle)
-        }
-        PQclear(start)
+        let handle = try startCopy(copyStatement, expecting: PGRES_COPY_OUT)
         var data: [UInt8] = []
         var tooLarge = false
         while true {
@@ -211,6 +193,17 @@ public final class PostgresConnection: @unchecked Sendable {
         if let failure { throw failure }
         if tooLarge { throw PostgresError.copyFailed("COPY TO STDOUT wrote more than \(maxBytes) bytes") }
         return data
+    }
+
+    /// Sends a COPY statement and checks that the server entered the COPY state `expected`.
+    private func startCopy(_ copyStatement: String, expecting expected: ExecStatusType) throws -> OpaquePointer {
+        let handle = try liveHandle()
+        guard let start = PQexec(handle, copyStatement) else {
+            throw lostOrFailed(handle)
+        }
+        defer { PQclear(start) }
+        guard PQresultStatus(start) == expected else { throw Self.resultError(start, handle) }
+        return handle
     }
 
     // MARK: Helpers

@@ -72,6 +72,22 @@ struct PostgresTests {
         #expect(rows[1] == [nil, nil, nil, nil, nil, nil])
     }
 
+    @Test("COPY TO STDOUT returns what COPY FROM STDIN takes back, within a size limit")
+    func copyOutRoundTrip() async throws {
+        let url = try await TestDatabase.create()
+        let (copied, rows) = try await TestDatabase.withPool(url) { pool in
+            try await pool.withConnection { connection in
+                try connection.execute("CREATE TABLE t (s text, n bigint); INSERT INTO t VALUES ('héllo', 1), (NULL, 2); CREATE TABLE u (LIKE t)")
+                let data = try connection.copyOut("COPY t TO STDOUT (FORMAT binary)", maxBytes: 1 << 20)
+                #expect(throws: PostgresError.self) { try connection.copyOut("COPY t TO STDOUT (FORMAT binary)", maxBytes: 16) }
+                let copied = try connection.copyIn("COPY u FROM STDIN (FORMAT binary)", data: data)
+                return (copied, try connection.query("SELECT s, n::text FROM u ORDER BY n").rows)
+            }
+        }
+        #expect(copied == 2)
+        #expect(rows == [["héllo", "1"], [nil, "2"]])
+    }
+
     @Test("a connection the server dropped is re-established on its next use")
     func reconnect() async throws {
         let url = try await TestDatabase.create()
