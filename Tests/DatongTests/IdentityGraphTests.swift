@@ -215,7 +215,10 @@ struct IdentityGraphTests {
                 let elapsed = ContinuousClock.now - started
                 looking.cancel()
                 #expect(seen == app)
-                #expect(elapsed < interval * 3, "the merge took \(elapsed) to reach the other replica")
+                // Three intervals, plus a second of slack for a 2-core machine running the whole suite
+                // at once (0.69 s was seen there): far below what a refresher that did not loop on its
+                // interval would take.
+                #expect(elapsed < interval * 3 + .seconds(1), "the merge took \(elapsed) to reach the other replica")
             }
         }
     }
