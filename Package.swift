@@ -116,7 +116,7 @@ let package = Package(
         ),
         .executableTarget(name: "RunDatongctl", dependencies: ["DatongCtl"]),
 
-        // Benchmarks: print figures measured on this machine (README, Benchmarks).
+        // Benchmarks: print figures measured on this machine (docs/BENCHMARKS.md).
         .target(
             name: "BenchSupport",
             dependencies: [
