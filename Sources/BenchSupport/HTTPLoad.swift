@@ -117,7 +117,9 @@ public enum HTTPLoad {
         private var buffer: [UInt8] = []
         private var chunk = [UInt8](repeating: 0, count: 1 << 16)
 
-        public init(port: Int) throws {
+        /// Connects to 127.0.0.1:`port`; with `receiveTimeout` (seconds), a read that waits longer
+        /// throws instead of blocking for ever.
+        public init(port: Int, receiveTimeout: Double? = nil) throws {
             socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             guard socket >= 0 else { throw BenchError("socket: \(String(cString: strerror(errno)))") }
             var address = sockaddr_in()
@@ -133,6 +135,10 @@ public enum HTTPLoad {
             }
             var one: Int32 = 1
             setsockopt(socket, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            if let receiveTimeout {
+                var limit = timeval(tv_sec: Int(receiveTimeout), tv_usec: Int((receiveTimeout - receiveTimeout.rounded(.down)) * 1e6))
+                setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+            }
             buffer.reserveCapacity(1 << 16)
         }
 

@@ -132,13 +132,6 @@ public final class ServiceFleet: Sendable {
         return try connection.exchange(HTTPLoad.Request("GET", path, headers: headers).bytes)
     }
 
-    /// One blocking request with a body to `name`.
-    public func send(_ name: String, _ request: HTTPLoad.Request) throws -> HTTPLoad.Answer {
-        let connection = try HTTPLoad.Connection(port: ports[name]!)
-        defer { connection.close() }
-        return try connection.exchange(request.bytes)
-    }
-
     private static func waitForExit(_ process: Process) async {
         while process.isRunning { try? await Task.sleep(for: .milliseconds(20)) }
     }

@@ -92,7 +92,8 @@ final class SDKClient: Sendable {
     /// The tags of batch `number`'s records.
     static func tags(of number: Int) -> [String] { (0..<recordsPerBatch).map { "d\(number)-\($0)" } }
 
-    private func batch(_ number: Int) -> HTTPLoad.Request {
+    /// Batch `number`, as the worker that takes that number sends it.
+    func batch(_ number: Int) -> HTTPLoad.Request {
         let device = SDKTraffic.Device(number % 5 == 0 ? 1_000_000 + number : number % 200, login: number % 2 == 0 ? "user-\(number % 200)" : nil)
         let first = number * Self.recordsPerBatch
         if number % 10 >= 7 {

@@ -98,14 +98,15 @@ check(counts[1] == 0, "nothing rejected (\(counts[1]) rejected records)")
 check(counts[2] == counts[3] + counts[4] + counts[5], "ingest_counts: received \(counts[2]) = stored \(counts[3]) + duplicates \(counts[4]) + rejected \(counts[5])")
 check(counts[3] == counts[0], "ingest_counts: stored \(counts[3]) = rows in analytics.events \(counts[0])")
 check(counts[5] == counts[1], "ingest_counts: rejected \(counts[5]) = rows in analytics.rejected \(counts[1])")
-print("    \(stored.count - expected.count) events stored beyond the acknowledged ones (sent, stored, but the answer was lost to a kill; the SDK would send them again and they would count as duplicates)")
+Bench.say("    \(stored.count - expected.count) events stored beyond the acknowledged ones (sent, stored, but the answer was lost to a kill; the SDK would send them again and they would count as duplicates)")
 
 // MARK: Overload
 
 say("overload: the gateway admits 16 requests at once, 128 connections send 3,000 batches as fast as they can")
 await fleet.kill("bridge-gateway")
 try await fleet.start("bridge-gateway", overriding: ["MAX_IN_FLIGHT_REQUESTS": "16"])
-let flood = SDKFlood(count: 3_000)
+// Distinct batches, built before the flood starts, numbered after any the steady load sent.
+let flood = (0..<3_000).map { client.batch(10_000_000 + $0) }
 let sampler = Task {
     var peaks: [String: Int] = [:]
     while !Task.isCancelled {
@@ -116,16 +117,16 @@ let sampler = Task {
 }
 let statuses = Mutex<[Int: Int]>([:])
 let withoutRetryAfter = Atomic<Int>(0)
-let outcome = try await HTTPLoad.run(port: fleet.gatewayPort, requests: flood.requests, connections: 128) { _, answer in
+let outcome = try await HTTPLoad.run(port: fleet.gatewayPort, requests: flood, connections: 128) { _, answer in
     statuses.withLock { $0[answer.status, default: 0] += 1 }
     if answer.status == 503, answer.headers["retry-after"] == nil { withoutRetryAfter.add(1, ordering: .relaxed) }
 }
 sampler.cancel()
 let peaks = await sampler.value
 let answered = statuses.withLock { $0 }
-print("    \(answered.sorted { $0.key < $1.key }.map { "\($0.value)×\($0.key)" }.joined(separator: " ")) in \(String(format: "%.1f", outcome.elapsed)) s; p99 \(String(format: "%.0f", outcome.percentile(0.99) * 1000)) ms")
+Bench.say("    \(answered.sorted { $0.key < $1.key }.map { "\($0.value)×\($0.key)" }.joined(separator: " ")) in \(String(format: "%.1f", outcome.elapsed)) s; p99 \(String(format: "%.0f", outcome.percentile(0.99) * 1000)) ms")
 check(Set(answered.keys).isSubset(of: [200, 503]), "every answer is 200 or 503")
-check((answered[503] ?? 0) > 0, "overload is answered with 503 (\(answered[503] ?? 0) of \(flood.requests.count))")
+check((answered[503] ?? 0) > 0, "overload is answered with 503 (\(answered[503] ?? 0) of \(flood.count))")
 check(withoutRetryAfter.load(ordering: .relaxed) == 0, "every 503 carries Retry-After")
 for name in ServiceFleet.names {
     let peak = peaks[name] ?? 0
@@ -142,18 +143,4 @@ if failures.isEmpty {
     say("\(failures.count) checks failed (service logs in \(logDirectory)):")
     for failure in failures { print("  - \(failure)") }
     exit(1)
-}
-
-/// Distinct batches for the overload drill, built before it starts.
-struct SDKFlood {
-    let requests: [HTTPLoad.Request]
-
-    init(count: Int) {
-        let base = Int64(Date().timeIntervalSince1970 * 1000) - 86_400_000
-        requests = (0..<count).map { number in
-            let device = SDKTraffic.Device(2_000_000 + number % 300)
-            let records = (0..<50).map { SDKTraffic.appEvent(device, sequence: number * 50 + $0, time: base - Int64(number * 50 + $0)) }
-            return HTTPLoad.Request("POST", "/sa?project=default", body: try! SDKTraffic.uploadBody(records))
-        }
-    }
 }

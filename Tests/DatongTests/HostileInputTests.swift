@@ -141,7 +141,8 @@ struct HostileInputTests {
             #expect(try relay.json()["stored"] as? Int == 0)
 
             // A body that trickles in: 408 once the body deadline (1 s here) passes; the connection is closed.
-            let connection = try HTTPLoad.Connection(port: gateway.port!)
+            // Without a deadline the answer would never come: the read gives up after 10 s.
+            let connection = try HTTPLoad.Connection(port: gateway.port!, receiveTimeout: 10)
             defer { connection.close() }
             try connection.write(Array("POST /sa?project=default HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\ngzip=1&".utf8))
             // One byte every 100 ms for 2 s; the answer waits in the socket.
