@@ -10,11 +10,10 @@ import Identity
 import Logging
 import Testing
 
-/// The SDK captures in ../shared/fixtures/sensors.
+/// The SDK captures in Tests/Fixtures/sensors (its README says where each came from).
 enum Fixtures {
     static let directory = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("shared/fixtures/sensors")
+        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures/sensors")
 
     /// One HTTP request the Python SDK sent.
     struct CapturedRequest: Decodable {
@@ -146,12 +145,13 @@ struct RunningServices: Sendable {
         limits: UploadLimits = UploadLimits(timeWindowPastDays: 36_500),
         collectorURL: String? = nil,
         configURL: String? = nil,
+        idleTimeoutSeconds: Int = ServerSettings.defaultIdleTimeoutSeconds,
         _ body: @escaping @Sendable (RunningServices) async throws -> Void
     ) async throws {
         let url = try await TestDatabase.create()
         let runtime = ServiceRuntime(logger: TestDatabase.logger)
         let database = DatabaseSettings(url: url, poolSize: 2, startupTimeout: 10)
-        let server = ServerSettings(port: 0, serviceToken: serviceToken)
+        let server = ServerSettings(port: 0, serviceToken: serviceToken, idleTimeoutSeconds: idleTimeoutSeconds)
         let identity = buildIdentityApplication(settings: IdentitySettings(server: server, database: database), runtime: runtime)
         let collector = buildCollectorApplication(settings: CollectorSettings(server: server, database: database), runtime: runtime)
         let config = buildConfigApplication(
