@@ -33,6 +33,7 @@ let package = Package(
         // C libraries, through pkg-config.
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
 
         // PostgreSQL over libpq: pool on dedicated threads, statements, transactions, COPY, migrations.
         .target(
@@ -65,7 +66,7 @@ let package = Package(
         .target(
             name: "Gateway",
             dependencies: [
-                "DatongContracts", "DatongRuntime",
+                "DatongContracts", "DatongRuntime", "CZlib",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "CompressNIO", package: "compress-nio"),

@@ -27,7 +27,9 @@ public func buildCollectorApplication(
         if let problem = batch.problem {
             throw ServiceError.badRequest("invalid_batch", problem)
         }
-        let result = try await store.write(batch)
+        let (storable, kept) = batch.separatingUnstorable()
+        var result = try await store.write(storable)
+        if let kept { result = result.mapped(to: kept, of: batch.records.count) }
         context.logger.debug("batch.committed", metadata: [
             "batch.stored": "\(result.stored)", "batch.duplicates": "\(result.duplicates)", "batch.rejected": "\(result.rejected)",
         ])
@@ -42,23 +44,72 @@ public func buildCollectorApplication(
 }
 
 extension CollectBatch {
-    /// The latest time PostgreSQL's `timestamptz` stores as this schema uses it (9999-12-31).
-    static let latestMillis: Int64 = 253_402_300_799_999
 
-    /// Why this batch breaks what the collector stores, or nil. The gateway only sends batches that
-    /// pass; the check keeps any other caller from crashing or corrupting the write path.
+    /// Why the whole batch cannot be written, or nil. Only what concerns every record is checked
+    /// here; a bad record is refused alone (`separatingUnstorable`).
     var problem: String? {
-        guard (0...Self.latestMillis).contains(receivedAt) else { return "receivedAt \(receivedAt) is not a time from 1970 to 9999 in milliseconds" }
-        for (index, record) in records.enumerated() {
-            guard ProjectName.isValid(record.project) else { return "records[\(index)].project is not a valid project name" }
-            guard (0...Self.latestMillis).contains(record.time) else {
-                return "records[\(index)].time \(record.time) is not a time from 1970 to 9999 in milliseconds"
-            }
-            guard !record.type.isEmpty, record.type.utf8.count <= 64 else { return "records[\(index)].type must be 1 to 64 bytes" }
-        }
-        for (index, rejection) in rejected.enumerated() where !ProjectName.isValid(rejection.project) {
-            return "rejected[\(index)].project is not a valid project name"
-        }
+        guard (0...StoredTime.latestMillis).contains(receivedAt) else { return "receivedAt \(receivedAt) is not a time from 1970 to 9999 in milliseconds" }
         return nil
+    }
+
+    /// The batch without the records it cannot store, which join `rejected` with the reason, and
+    /// the positions (in `records`) of the records kept. The gateway only sends records that pass;
+    /// the check keeps any other caller from failing the write of the good records beside them.
+    /// Rejected entries are made storable too: an invalid project becomes `default`.
+    func separatingUnstorable() -> (batch: CollectBatch, kept: [Int]?) {
+        var refusals: [Int: String] = [:]
+        for (index, record) in records.enumerated() {
+            if let problem = record.storageProblem { refusals[index] = problem }
+        }
+        let badRejected = rejected.contains { !ProjectName.isValid($0.project) }
+        guard !refusals.isEmpty || badRejected else { return (self, nil) }
+        var batch = CollectBatch(receivedAt: receivedAt, records: [], rejected: rejected.map { entry in
+            guard !ProjectName.isValid(entry.project) else { return entry }
+            return RejectedRecord(
+                project: "default", reason: "(for project '\(UntrustedText.quoted(entry.project))', not a valid name) \(entry.reason)", raw: entry.raw
+            )
+        })
+        var kept: [Int] = []
+        for (index, record) in records.enumerated() {
+            if let problem = refusals[index] {
+                batch.rejected.append(RejectedRecord(
+                    project: ProjectName.isValid(record.project) ? record.project : "default",
+                    reason: "collector: \(problem)", raw: record.jsonText
+                ))
+            } else {
+                batch.records.append(record)
+                kept.append(index)
+            }
+        }
+        return (batch, kept)
+    }
+}
+
+extension CollectRecord {
+    /// Why the collector cannot store this record, or nil: what its columns hold (project name,
+    /// a time from 1970 to 9999, a type) and no NUL in any text, which PostgreSQL refuses.
+    var storageProblem: String? {
+        guard ProjectName.isValid(project) else { return "project '\(UntrustedText.quoted(project))' is not a valid project name" }
+        guard (0...StoredTime.latestMillis).contains(time) else { return "time \(time) is not a time from 1970 to 9999 in milliseconds" }
+        guard !type.isEmpty, type.utf8.count <= 64 else { return "type must be 1 to 64 bytes" }
+        let texts: [(String, String?)] = [
+            ("type", type), ("event", event), ("distinctId", distinctId), ("anonymousId", anonymousId), ("loginId", loginId),
+            ("lib", lib), ("libVersion", libVersion), ("appVersion", appVersion), ("itemType", itemType), ("itemId", itemId),
+        ]
+        for (name, value) in texts where value?.utf8.contains(0) == true { return "\(name) contains a NUL character" }
+        return nil
+    }
+}
+
+extension CollectResult {
+    /// This result, for a batch from which the records not at `kept` were refused before writing:
+    /// positions mapped back to the batch as sent, the refused ones named in `rejectedIndexes`.
+    func mapped(to kept: [Int], of count: Int) -> CollectResult {
+        let keptSet = Set(kept)
+        let refused = (0..<count).filter { !keptSet.contains($0) }
+        return CollectResult(
+            stored: stored, duplicates: duplicates, rejected: rejected,
+            duplicateIndexes: duplicateIndexes.map { kept[$0] }, rejectedIndexes: (rejectedIndexes.map { kept[$0] } + refused).sorted()
+        )
     }
 }

@@ -34,7 +34,56 @@ final class PostgresEventStore: EventStore {
     }
 
     func write(_ batch: CollectBatch) async throws -> CollectResult {
-        try await group.submit(batch)
+        do {
+            return try await group.submit(batch)
+        } catch let error as PostgresError where error.isDataException {
+            // A value PostgreSQL refuses that no check before the write caught (the group commit
+            // already retried this batch alone): find the records at fault instead of refusing the
+            // batch for them.
+            return try await isolate(batch, cause: error)
+        }
+    }
+
+    /// Writes `batch` when PostgreSQL refused a value in it: halves are written on their own until
+    /// the record at fault is alone, and that record is kept in `collector.rejected` instead. One
+    /// bad record costs about log2(records) extra transactions, and never a good record. The
+    /// halves commit separately, which is safe: a retry of the batch finds the committed records
+    /// as duplicates.
+    private func isolate(_ batch: CollectBatch, cause: PostgresError) async throws -> CollectResult {
+        guard batch.records.count > 1 else {
+            var refused = batch
+            if let record = batch.records.first {
+                refused.records = []
+                refused.rejected.append(RejectedRecord(
+                    project: record.project,
+                    reason: "collector: PostgreSQL cannot store a value of this record (SQLSTATE \(cause.sqlState ?? "?"))",
+                    raw: record.jsonText
+                ))
+            }
+            var result = try await Self.commit([refused], pool: pool, partitions: partitions)[0]
+            if !batch.records.isEmpty { result.rejectedIndexes = [0] }
+            return result
+        }
+        let middle = batch.records.count / 2
+        let halves = [
+            CollectBatch(receivedAt: batch.receivedAt, records: Array(batch.records[..<middle]), rejected: batch.rejected),
+            CollectBatch(receivedAt: batch.receivedAt, records: Array(batch.records[middle...]), rejected: []),
+        ]
+        var total = CollectResult(stored: 0, duplicates: 0, rejected: 0)
+        for (half, offset) in zip(halves, [0, middle]) {
+            let result: CollectResult
+            do {
+                result = try await Self.commit([half], pool: pool, partitions: partitions)[0]
+            } catch let error as PostgresError where error.isDataException {
+                result = try await isolate(half, cause: error)
+            }
+            total.stored += result.stored
+            total.duplicates += result.duplicates
+            total.rejected += result.rejected
+            total.duplicateIndexes += result.duplicateIndexes.map { $0 + offset }
+            total.rejectedIndexes += result.rejectedIndexes.map { $0 + offset }
+        }
+        return total
     }
 
     /// How a transaction stores its events; each mode is tried when the one before met an event
@@ -108,11 +157,12 @@ final class PostgresEventStore: EventStore {
             }
             for record in batch.rejected {
                 rejectedCounts.add(project: record.project, minute: minute, as: .rejected)
+                // What records a refusal must always be storable: a NUL would fail the whole COPY.
                 rejected.beginRow(fieldCount: 4)
                 rejected.text(record.project)
                 rejected.timestamp(unixMillis: batch.receivedAt)
-                rejected.text(record.reason)
-                rejected.text(record.raw)
+                rejected.text(UntrustedText.storable(record.reason))
+                rejected.text(UntrustedText.storable(record.raw))
             }
         }
         try await partitions.ensure(months)

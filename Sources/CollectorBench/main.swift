@@ -21,6 +21,8 @@ let batchCount = Bench.option("--batches", default: 2_000)
 let concurrency = Bench.option("--concurrency", default: 64)
 let recordsPerBatch = 50
 let connections = Bench.option("--connections", default: 4)
+/// The collector's internal API always wants the service token.
+let serviceToken = "collector-bench-service-token"
 
 guard let adminURL = ProcessInfo.processInfo.environment["DATABASE_URL"] else {
     print("collector-bench: set DATABASE_URL to a PostgreSQL server (scripts/bench collector starts one)")
@@ -59,7 +61,9 @@ let batches = (0..<batchCount).map(batch)
 // The bodies the gateway sends (its hand-written batch JSON), built once: the load generator should
 // cost the machine as little as it can.
 let requests = batches.map {
-    HTTPLoad.Request("POST", "/v1/batches", body: $0.jsonBytes, headers: [("Content-Type", "application/json")])
+    HTTPLoad.Request(
+        "POST", "/v1/batches", body: $0.jsonBytes, headers: [("Content-Type", "application/json"), ("Authorization", "Bearer \(serviceToken)")]
+    )
 }
 let totalEvents = batchCount * recordsPerBatch
 print("collector-bench: \(batchCount) batches x \(recordsPerBatch) events = \(totalEvents) events per round, \(rounds) rounds, median")
@@ -80,7 +84,9 @@ func freshDatabase() async throws -> String {
 func throughCollector() async throws -> Duration {
     let url = try await freshDatabase()
     let port = try freePort()
-    let settings = CollectorSettings(server: ServerSettings(port: port, logLevel: "error"), database: DatabaseSettings(url: url, poolSize: connections))
+    let settings = CollectorSettings(
+        server: ServerSettings(port: port, logLevel: "error", serviceToken: serviceToken), database: DatabaseSettings(url: url, poolSize: connections)
+    )
     let app = buildCollectorApplication(settings: settings, runtime: ServiceRuntime(logger: logger))
     let server = Task { try await app.runService() }
     // Wait for the server (migrations are already applied).

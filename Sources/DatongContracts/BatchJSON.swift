@@ -54,6 +54,13 @@ extension CollectBatch: JSONBytesCodable {
 }
 
 extension CollectRecord {
+    /// The record as it travels in a batch, as JSON text (kept with a refused record).
+    package var jsonText: String {
+        var out: [UInt8] = []
+        write(to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
     fileprivate func write(to out: inout [UInt8]) {
         var record = JSONObjectWriter(&out)
         record.string("project", project, &out)

@@ -76,7 +76,9 @@ public struct RejectedRecord: Codable, Sendable, Equatable {
     }
 }
 
-/// What happened to a committed batch: `stored + duplicates` equals the batch's records.
+/// What happened to a committed batch: every record of `CollectBatch.records` is stored, a
+/// duplicate, or refused by the collector (`rejectedIndexes`); `rejected` counts those and the
+/// batch's own `rejected` entries.
 public struct CollectResult: Codable, Sendable, Equatable {
     public var stored: Int
     public var duplicates: Int
@@ -84,12 +86,30 @@ public struct CollectResult: Codable, Sendable, Equatable {
     /// Positions in `CollectBatch.records` of the records that were already stored (or repeated
     /// earlier in the same batch), ascending.
     public var duplicateIndexes: [Int]
+    /// Positions in `CollectBatch.records` of the records the collector could not store (kept in
+    /// `analytics.rejected` with the reason), ascending. Absent from answers of older collectors.
+    public var rejectedIndexes: [Int]
 
-    public init(stored: Int, duplicates: Int, rejected: Int, duplicateIndexes: [Int] = []) {
+    public init(stored: Int, duplicates: Int, rejected: Int, duplicateIndexes: [Int] = [], rejectedIndexes: [Int] = []) {
         self.stored = stored
         self.duplicates = duplicates
         self.rejected = rejected
         self.duplicateIndexes = duplicateIndexes
+        self.rejectedIndexes = rejectedIndexes
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case stored, duplicates, rejected, duplicateIndexes, rejectedIndexes
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            stored: try container.decode(Int.self, forKey: .stored), duplicates: try container.decode(Int.self, forKey: .duplicates),
+            rejected: try container.decode(Int.self, forKey: .rejected),
+            duplicateIndexes: try container.decodeIfPresent([Int].self, forKey: .duplicateIndexes) ?? [],
+            rejectedIndexes: try container.decodeIfPresent([Int].self, forKey: .rejectedIndexes) ?? []
+        )
     }
 }
 

@@ -403,21 +403,16 @@ package struct JSONParser {
             guard index < bytes.count, isDigit(bytes[index]) else { throw failure(.syntax) }
             while index < bytes.count, isDigit(bytes[index]) { index += 1 }
         }
-        var hasExponent = false
         if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
             isInteger = false
-            hasExponent = true
             index += 1
             if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
             guard index < bytes.count, isDigit(bytes[index]) else { throw failure(.syntax) }
             while index < bytes.count, isDigit(bytes[index]) { index += 1 }
         }
-        // A number must at least be a finite double. Without an exponent only one of over 308
-        // digits can overflow, so only those and exponents are read as a Double to check.
-        if hasExponent || index - start > 308 {
-            let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
-            guard let value = Double(text), value.isFinite else { throw Failure(kind: .syntax, offset: start) }
-        }
+        // Only the grammar is checked here: a number too large for a double (`1e400`) is valid JSON,
+        // and refusing the document for it would cost every other record in it. Readers that
+        // store or compute with a number check it (`JSONNumberRule`, `Double.isFinite`).
         append(.number, flag: isInteger, start: start, end: index)
     }
 

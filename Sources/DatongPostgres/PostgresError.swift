@@ -44,6 +44,14 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
         }
     }
 
+    /// True when a value in the statement's data is what PostgreSQL refused: class 22 "data
+    /// exception" (a NUL byte, invalid JSON or a number `numeric` cannot hold) or class 54 "program
+    /// limit exceeded" (a `jsonb` too large or too deep). The input is at fault, not the server.
+    public var isDataException: Bool {
+        guard let state = sqlState else { return false }
+        return state.hasPrefix("22") || state.hasPrefix("54")
+    }
+
     /// True when the connection itself broke, so the pool resets it before its next use.
     var isConnectionLost: Bool { code == .connectionLost || code == .connectionFailed }
 

@@ -84,13 +84,32 @@ public func jsonResponse(_ status: HTTPResponse.Status, encoding value: some Enc
 public func collectBody(
     _ request: Request, limit: Int, code: String = "body_too_large", timeout: Duration = .seconds(30)
 ) async throws -> ByteBuffer {
+    let tooLarge = ServiceError(.contentTooLarge, code, "the request body is larger than \(limit) bytes")
+    // A client that sent `Expect: 100-continue` waits for a go-ahead before it sends the body: one
+    // whose declared length is over the limit is refused at once, and the connection closed, as
+    // the body it announced will never be read. (Other clients are already sending: their body is
+    // read up to the limit, which keeps the connection usable for their next request.)
+    if request.headers[.expect]?.lowercased() == "100-continue", let declared = request.headers[.contentLength],
+       (Int(declared) ?? .max) > limit {
+        throw ServiceError(.contentTooLarge, code, "the request body would be larger than \(limit) bytes", closesConnection: true)
+    }
     let body = request.body
     let collected: ByteBuffer? = try await withThrowingTaskGroup(of: ByteBuffer?.self) { group in
         group.addTask {
             do {
                 return try await body.collect(upTo: limit)
             } catch is NIOTooManyBytesError {
-                throw ServiceError(.contentTooLarge, code, "the request body is larger than \(limit) bytes")
+                throw tooLarge
+            } catch let error as CancellationError {
+                throw error
+            } catch {
+                // The body stream fails only when the client's framing is broken (a chunk size
+                // that is not hex, negative, overflowing or not followed by its data) or the
+                // client went away: the request is at fault, and the connection is unusable.
+                throw ServiceError(
+                    .badRequest, "malformed_body", "the request body is not valid HTTP/1.1 framing (chunked encoding or length)",
+                    closesConnection: true
+                )
             }
         }
         group.addTask {
@@ -123,6 +142,7 @@ public func makeServiceApplication<Builder: HTTPResponderBuilder>(
 ) -> Application<Builder.Responder> where Builder.Responder.Context == DatongRequestContext {
     Application(
         router: router,
+        server: .http1(configuration: .init(idleTimeout: .seconds(Int64(server.idleTimeoutSeconds)))),
         configuration: .init(address: .hostname(server.host, port: server.port), serverName: name),
         services: services,
         logger: runtime.logger

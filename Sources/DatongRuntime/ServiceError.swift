@@ -11,12 +11,18 @@ public struct ServiceError: HTTPResponseError, CustomStringConvertible {
     public let code: String
     public let message: String
     public let retryAfterSeconds: Int?
+    /// The request's body was not read to its end (too large, timed out, malformed framing): the
+    /// connection cannot carry another request, so the answer says `Connection: close`.
+    public let closesConnection: Bool
 
-    public init(_ status: HTTPResponse.Status, _ code: String, _ message: String, retryAfterSeconds: Int? = nil) {
+    public init(
+        _ status: HTTPResponse.Status, _ code: String, _ message: String, retryAfterSeconds: Int? = nil, closesConnection: Bool = false
+    ) {
         self.status = status
         self.code = code
         self.message = message
         self.retryAfterSeconds = retryAfterSeconds
+        self.closesConnection = closesConnection || status == .requestTimeout
     }
 
     public static func badRequest(_ code: String, _ message: String) -> Self { .init(.badRequest, code, message) }
@@ -34,8 +40,7 @@ public struct ServiceError: HTTPResponseError, CustomStringConvertible {
     public func response(from request: Request, context: some RequestContext) throws -> Response {
         var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
         if let retryAfterSeconds { headers[.retryAfter] = String(retryAfterSeconds) }
-        // The rest of a body that timed out is not read: the connection cannot carry another request.
-        if status == .requestTimeout { headers[.connection] = "close" }
+        if closesConnection { headers[.connection] = "close" }
         let body = (try? JSONEncoder().encode(ProblemBody(error: code, message: message))) ?? Data()
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
     }
@@ -59,10 +64,12 @@ public struct ErrorMiddleware: RouterMiddleware {
         } catch let error as PostgresError where error.isUnavailable {
             context.logger.warning("database.unavailable", metadata: ["error": "\(error)"])
             throw ServiceError.unavailable("database_unavailable", "the database cannot be reached now; try again later")
-        } catch let error as PostgresError where error.sqlState?.hasPrefix("22") == true {
-            // Class 22 is "data exception": a value PostgreSQL cannot store (a NUL character, a
-            // timestamp out of range, malformed JSON). The input is at fault, not the server.
-            throw ServiceError.badRequest("invalid_value", "a value cannot be stored: \(error.message)")
+        } catch let error as PostgresError where error.isDataException {
+            // A value PostgreSQL cannot store (a NUL character, a timestamp out of range, malformed
+            // JSON): the input is at fault, not the server. PostgreSQL's own text stays in the log:
+            // it names tables and internals that are no business of a client.
+            context.logger.notice("request.invalid_value", metadata: ["error": "\(error)"])
+            throw ServiceError.badRequest("invalid_value", "a value in the request cannot be stored (SQLSTATE \(error.sqlState ?? "?"))")
         } catch let error as DecodingError {
             throw ServiceError.badRequest("invalid_body", "the request body does not match the expected JSON: \(Self.describe(error))")
         } catch {

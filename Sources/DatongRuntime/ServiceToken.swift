@@ -1,7 +1,8 @@
 import Hummingbird
 
 /// The shared secret of the calls between Datong's services (`SERVICE_TOKEN`). Internal endpoints
-/// check it; with no token configured they are open, as on a developer's machine.
+/// check it; with no token configured they refuse every request (a service started from the
+/// environment never runs without one).
 public struct ServiceToken: Sendable {
     private let digest: [UInt8]?
 
@@ -10,9 +11,11 @@ public struct ServiceToken: Sendable {
     }
 
     /// 401 unless the request carries the token as `Authorization: Bearer …` (compared in constant
-    /// time) or no token is configured.
+    /// time); always 401 when no token is configured.
     public func check(_ request: Request) throws {
-        guard let expected = digest else { return }
+        guard let expected = digest else {
+            throw ServiceError(.unauthorized, "service_token_not_configured", "this endpoint is for Datong's services, and this service has no SERVICE_TOKEN")
+        }
         guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
             throw ServiceError(.unauthorized, "missing_service_token", "this endpoint is for Datong's services: send the service token")
         }

@@ -27,6 +27,19 @@ public struct SettingsReader: Sendable {
         return value
     }
 
+    /// `SERVICE_TOKEN`, which every service requires: without it anyone who reaches an internal
+    /// port could write events or read identities.
+    public func serviceToken() throws -> String {
+        let token = string("SERVICE_TOKEN", default: "")
+        guard token.utf8.count >= ServerSettings.minServiceTokenLength else {
+            throw SettingsError(
+                name: "SERVICE_TOKEN", value: token.isEmpty ? "(unset)" : "(\(token.utf8.count) characters)",
+                expected: "the shared secret of the calls between the services, at least \(ServerSettings.minServiceTokenLength) characters, the same for all four (e.g. `openssl rand -hex 24`)"
+            )
+        }
+        return token
+    }
+
     public func logLevel(_ name: String, default fallback: String) throws -> String {
         let value = string(name, default: fallback).lowercased()
         let levels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
@@ -54,15 +67,32 @@ public struct ServerSettings: Sendable {
     public var port: Int
     /// `LOG_LEVEL`: trace, debug, info, notice, warning, error, critical.
     public var logLevel: String
-    /// `SERVICE_TOKEN`: when set, the calls between services carry it and the internal endpoints
-    /// (resolve, batches, project ingestion settings) refuse requests without it.
+    /// `SERVICE_TOKEN`: the calls between services carry it and the internal endpoints (resolve,
+    /// batches, project ingestion settings) refuse requests without it. A process started from the
+    /// environment refuses to start without one; built in code without one, the internal
+    /// endpoints refuse every request.
     public var serviceToken: String?
 
-    public init(host: String = "127.0.0.1", port: Int, logLevel: String = "info", serviceToken: String? = nil) {
+    /// Seconds a connection may stay open without a complete request head or between requests
+    /// (`IDLE_TIMEOUT_SECONDS`): a client that sends half its headers and waits is cut off then.
+    public var idleTimeoutSeconds: Int
+
+    /// The default `idleTimeoutSeconds`, longer than the gateway's own pool keeps idle connections
+    /// to the other services (20 s), so a service never closes one the gateway is about to reuse.
+    public static let defaultIdleTimeoutSeconds = 30
+
+    /// The shortest service token accepted: long enough that it cannot be guessed.
+    public static let minServiceTokenLength = 16
+
+    public init(
+        host: String = "127.0.0.1", port: Int, logLevel: String = "info", serviceToken: String? = nil,
+        idleTimeoutSeconds: Int = Self.defaultIdleTimeoutSeconds
+    ) {
         self.host = host
         self.port = port
         self.logLevel = logLevel
         self.serviceToken = serviceToken
+        self.idleTimeoutSeconds = idleTimeoutSeconds
     }
 
     public init(_ reader: SettingsReader, defaultPort: Int) throws {
@@ -70,7 +100,8 @@ public struct ServerSettings: Sendable {
             host: reader.string("HOST", default: "127.0.0.1"),
             port: try reader.int("PORT", default: defaultPort, range: 0...65535),
             logLevel: try reader.logLevel("LOG_LEVEL", default: "info"),
-            serviceToken: reader.optionalString("SERVICE_TOKEN")
+            serviceToken: try reader.serviceToken(),
+            idleTimeoutSeconds: try reader.int("IDLE_TIMEOUT_SECONDS", default: Self.defaultIdleTimeoutSeconds, range: 1...3600)
         )
     }
 }

@@ -32,8 +32,13 @@ struct BridgeHandler: Sendable {
         var results = relay.results
         let stored = try await ingest.store(relay.accepted, rejected: relay.rejected, receivedAt: receivedAt, context: context)
         let duplicates = Set(stored.duplicateIndexes)
+        let refused = Set(stored.rejectedIndexes)
         for (position, index) in relay.acceptedMessages.enumerated() {
-            results[index] = MessageResult(index: index, status: duplicates.contains(position) ? .duplicate : .stored)
+            if refused.contains(position) {
+                results[index] = MessageResult(index: index, status: .rejected, reason: Ingest.collectorRefusal)
+            } else {
+                results[index] = MessageResult(index: index, status: duplicates.contains(position) ? .duplicate : .stored)
+            }
         }
         let ignored = results.count(where: { $0.status == .ignored })
         context.logger.debug("bridge.stored", metadata: [
@@ -55,7 +60,7 @@ extension BridgeHandler {
         }
         let app: AppContext
         do {
-            app = try AppContext(root["app"]?.value)
+            app = try AppContext(root["app"]?.value, limits: limits)
         } catch {
             throw ServiceError.badRequest("invalid_app_context", error.reason)
         }

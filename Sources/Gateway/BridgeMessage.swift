@@ -26,7 +26,7 @@ enum BridgeMessage: Sendable {
         guard object.isObject else { return .failure(.init("the message is not a JSON object")) }
         guard let callType = object["callType"] else { return .success(.record(object)) }
         guard let name = callType.stringValue else { return .failure(.init("callType is not a string")) }
-        guard name == "app_h5_track" else { return .success(.ignored("callType '\(name.prefix(64))' is not an event")) }
+        guard name == "app_h5_track" else { return .success(.ignored("callType '\(UntrustedText.quoted(name, limit: 64))' is not an event")) }
         guard let data = object["data"] else { return .failure(.init("an app_h5_track message has no data object")) }
         if data.isObject { return .success(.record(data)) }
         // Some app wrappers pass `data` as JSON text rather than an object.
@@ -41,7 +41,7 @@ enum BridgeMessage: Sendable {
     private static func readLegacyURL(_ message: String, limits: UploadLimits) -> Result<BridgeMessage, BridgeMessageProblem> {
         let rest = message.dropFirst(legacyScheme.count)
         let command = rest.prefix { $0 != "?" && $0 != "/" }
-        guard command == "trackEvent" else { return .success(.ignored("'\(command.prefix(64))' is not an event")) }
+        guard command == "trackEvent" else { return .success(.ignored("'\(UntrustedText.quoted(command, limit: 64))' is not an event")) }
         guard let query = rest.firstIndex(of: "?").map({ rest[rest.index(after: $0)...] }) else {
             return .failure(.init("a trackEvent URL has no query"))
         }

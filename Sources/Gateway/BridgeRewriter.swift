@@ -19,28 +19,31 @@ struct AppContext: Sendable, Equatable {
     /// The presets of `properties` that replace the page's on bridged events, sorted by key.
     let presets: [PropertyPreset]
 
-    /// Reads and checks the `app` object; a problem is a 400 for the whole relay.
-    init(_ value: JSONValue?) throws(BridgeMessageProblem) {
+    /// Reads and checks the `app` object; a problem is a 400 for the whole relay. What the app sends
+    /// ends up on every relayed event, so it meets the same rules as a record's own fields.
+    init(_ value: JSONValue?, limits: UploadLimits) throws(BridgeMessageProblem) {
         guard case .object(let app)? = value else { throw .init("the body needs an 'app' object") }
         guard let url = app["server_url"]?.stringValue, let server = ServerTarget(url: url) else {
             throw .init("app.server_url must be the URL the app uploads to, e.g. https://sa.example.com/sa?project=production")
         }
-        guard let anonymousID = app["anonymous_id"]?.stringValue, !anonymousID.isEmpty, anonymousID.count <= 255 else {
-            throw .init("app.anonymous_id must be the app's anonymous id (1 to 255 characters)")
+        guard let anonymousID = app["anonymous_id"]?.stringValue, !anonymousID.isEmpty, RecordNormalizer.idProblem(anonymousID) == nil else {
+            throw .init("app.anonymous_id must be the app's anonymous id (1 to \(IDRule.maxBytes) bytes, no NUL)")
         }
         var loginID: String?
         switch app["login_id"] {
         case nil, .null?: loginID = nil
         case .string(let value)? where value.isEmpty: loginID = nil
-        case .string(let value)? where value.count <= 255: loginID = value
-        default: throw .init("app.login_id must be a string of at most 255 characters (omit it when logged out)")
+        case .string(let value)? where RecordNormalizer.idProblem(value) == nil: loginID = value
+        default: throw .init("app.login_id must be a string of at most \(IDRule.maxBytes) bytes (omit it when logged out)")
         }
         var identities: [String: String] = [:]
         switch app["identities"] {
         case nil, .null?: break
         case .object(let pairs)?:
             for (key, value) in pairs {
-                guard let text = value.stringValue else { throw .init("app.identities.\(key.prefix(100)) is not a string") }
+                if let problem = RecordNormalizer.nameProblem(key) { throw .init("app.identities key '\(UntrustedText.quoted(key))': \(problem)") }
+                guard let text = value.stringValue else { throw .init("app.identities.\(UntrustedText.quoted(key)) is not a string") }
+                if let problem = RecordNormalizer.idProblem(text) { throw .init("app.identities.\(UntrustedText.quoted(key)) \(problem)") }
                 identities[key] = text
             }
         default: throw .init("app.identities must be an object of $identity_* keys and string values")
@@ -48,23 +51,45 @@ struct AppContext: Sendable, Equatable {
         var properties: [String: JSONValue] = [:]
         switch app["properties"] {
         case nil, .null?: break
-        case .object(let object)?: properties = object
+        case .object(let object)?:
+            guard object.count <= limits.maxPropertiesPerRecord else {
+                throw .init("app.properties has \(object.count) properties; the limit is \(limits.maxPropertiesPerRecord)")
+            }
+            for (key, value) in object {
+                if let problem = RecordNormalizer.nameProblem(key) { throw .init("app.properties key '\(UntrustedText.quoted(key))': \(problem)") }
+                if let problem = Self.presetProblem(value, limits: limits) { throw .init("app.properties.\(UntrustedText.quoted(key)) \(problem)") }
+            }
+            properties = object
         default: throw .init("app.properties must be an object")
         }
         var appVersion: String?
         switch app["app_version"] {
         case nil, .null?: appVersion = properties["$app_version"]?.stringValue
-        case .string(let value)?: appVersion = value
-        default: throw .init("app.app_version must be a string")
+        case .string(let value)? where RecordNormalizer.idProblem(value) == nil: appVersion = value
+        default: throw .init("app.app_version must be a string of at most \(IDRule.maxBytes) bytes")
         }
         var pageURL: String?
         switch app["page_url"] {
         case nil, .null?: pageURL = nil
-        case .string(let value)?: pageURL = value
-        default: throw .init("app.page_url must be a string")
+        case .string(let value)? where value.utf8.count <= limits.maxStringLength: pageURL = value
+        default: throw .init("app.page_url must be a string of at most \(limits.maxStringLength) bytes")
         }
         self.init(server: server, anonymousID: anonymousID, loginID: loginID, identities: identities,
                   properties: properties, appVersion: appVersion, pageURL: pageURL)
+    }
+
+    /// Why an app property cannot be put on events, or nil: presets are strings, numbers or
+    /// booleans, within the string limit.
+    private static func presetProblem(_ value: JSONValue, limits: UploadLimits) -> String? {
+        switch value {
+        case .null, .bool, .int: return nil
+        case .double(let number): return number.isFinite ? nil : "is a number outside what a double holds"
+        case .string(let text):
+            if text.utf8.contains(0) { return "contains a NUL character" }
+            if text.utf8.count > limits.maxStringLength { return "is \(text.utf8.count) bytes long; the limit is \(limits.maxStringLength)" }
+            return nil
+        case .array, .object: return "must be a string, number or boolean"
+        }
     }
 
     init(
@@ -110,7 +135,7 @@ enum BridgeRewriter {
             return .failure(.init("the record has no server_url, so where the page meant to send it cannot be checked"))
         }
         guard let target = ServerTarget(url: url) else {
-            return .failure(.init("the record's server_url '\(url.prefix(200))' is not a URL with a host"))
+            return .failure(.init("the record's server_url '\(UntrustedText.quoted(url, limit: 200))' is not a URL with a host"))
         }
         let matchesApp = target == app.server && target.project == project
         guard matchesApp || whitelists.allowsServer(target) else {
@@ -121,11 +146,11 @@ enum BridgeRewriter {
         }
         if whitelists.restrictsPages {
             let pageURL = fields.properties?["$url"]?.stringValue ?? app.pageURL
-            guard let page = pageURL, let host = URLComponents(string: page)?.host, !host.isEmpty else {
+            guard let page = pageURL, let host = WebURL(page)?.host else {
                 return .failure(.init("the record has no $url (and the app sent no page_url), so its page cannot be checked against project \(project)'s H5 domain whitelist"))
             }
             guard whitelists.allowsPage(host: host) else {
-                return .failure(.init("the page's host \(host.prefix(255)) is not on project \(project)'s H5 domain whitelist"))
+                return .failure(.init("the page's host \(UntrustedText.quoted(host, limit: 255)) is not on project \(project)'s H5 domain whitelist"))
             }
         }
 
@@ -145,7 +170,7 @@ enum BridgeRewriter {
                     let key = keyRef.stringValue ?? ""
                     if appDeviceKeys.contains(key) { continue }
                     guard let text = value.stringValue else {
-                        return .failure(.init("identity '\(key.prefix(100))' is not a string"))
+                        return .failure(.init("identity '\(UntrustedText.quoted(key, limit: 100))' is not a string"))
                     }
                     identities[key] = text
                 }

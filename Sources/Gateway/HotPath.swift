@@ -1,9 +1,41 @@
+import DatongContracts
 import DatongRuntime
 import Foundation
 
-/// The gateway's decode + validate + rewrite path without HTTP or storage, for `gateway-bench`:
-/// the same code the handlers run, entered from outside the module.
+/// The gateway's decode + validate + rewrite path without HTTP or storage, for `gateway-bench` and
+/// the fuzz targets (`datong-fuzz`): the same code the handlers run, entered from outside the module.
 package enum GatewayHotPath {
+    /// What an upload or relay would send the collector.
+    package struct Outcome {
+        package var accepted: [CollectRecord]
+        package var rejected: [RejectedRecord]
+    }
+
+    /// Decodes one SDK upload as `upload` does and returns the records it would store and refuse.
+    package static func prepareUpload(query: String?, body: [UInt8], limits: UploadLimits, now: Int64) throws -> Outcome {
+        let upload = try PreparedUpload(query: query, body: body, limits: limits, now: now)
+        return Outcome(accepted: upload.accepted.map(\.collect), rejected: upload.rejected)
+    }
+
+    /// Reads one relay as `relay` does and returns the records it would store and refuse.
+    package static func prepareRelay(body: [UInt8], project: String, whitelistedPages: [String]? = nil, limits: UploadLimits, now: Int64) throws -> Outcome {
+        let (app, messages) = try BridgeHandler.parseRelay(body, limits: limits)
+        let readings = messages.map { BridgeMessage.read($0, limits: limits) }
+        let relay = PreparedRelay(
+            messages: messages, readings: readings, app: app, project: project, whitelists: ProjectWhitelists(h5Domains: whitelistedPages),
+            limits: limits, now: now
+        )
+        return Outcome(accepted: relay.accepted.map(\.collect), rejected: relay.rejected)
+    }
+
+    /// Inflates gzip as uploads are inflated (`GzipInflater`).
+    package static func inflate(_ bytes: UnsafeRawBufferPointer, limit: Int) throws -> [UInt8] {
+        try GzipInflater.inflate(bytes, limit: limit)
+    }
+
+    /// The host a browser would connect to for `url`, or nil (`WebURL`).
+    package static func host(ofURL url: String) -> String? { WebURL(url)?.host }
+
     /// Decodes one SDK upload (query and form body as sent) and validates its records; returns how
     /// many were accepted.
     package static func upload(query: String?, body: [UInt8], limits: UploadLimits, now: Int64) throws -> Int {

@@ -33,6 +33,10 @@ struct Ingest: Sendable {
         )
     }
 
+    /// Why a record the gateway accepted was refused by the collector (the reason in full is in
+    /// `analytics.rejected`).
+    static let collectorRefusal = "the collector could not store a value of this record; analytics.rejected has the reason"
+
     /// The server's clock in milliseconds since the Unix epoch.
     static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 }
@@ -52,6 +56,6 @@ func readRequestBody(_ request: Request, limits: UploadLimits) async throws -> [
             invalid: ServiceError.badRequest("invalid_gzip", "Content-Encoding is gzip but the body is not valid gzip")
         )
     default:
-        throw ServiceError(.unsupportedMediaType, "unsupported_content_encoding", "Content-Encoding '\(encoding.prefix(32))' is not supported; send gzip or nothing")
+        throw ServiceError(.unsupportedMediaType, "unsupported_content_encoding", "Content-Encoding '\(UntrustedText.quoted(encoding, limit: 32))' is not supported; send gzip or nothing")
     }
 }

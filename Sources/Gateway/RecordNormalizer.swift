@@ -48,7 +48,7 @@ struct RecordNormalizer: Sendable {
         }
 
         guard let type = fields.type?.stringValue else { return reject("the record has no type") }
-        guard RecordTypes.all.contains(type) else { return reject("unknown type '\(type.prefix(64))'") }
+        guard RecordTypes.all.contains(type) else { return reject("unknown type '\(UntrustedText.quoted(type, limit: 64))'") }
         let isItem = RecordTypes.isItem(type)
         let isEvent = RecordTypes.isEvent(type)
 
@@ -113,13 +113,13 @@ struct RecordNormalizer: Sendable {
             var pairs: [String: String] = [:]
             for (keyRef, value) in raw.members {
                 let key = keyRef.stringValue ?? ""
-                guard let text = value.stringValue else { return reject("identity '\(key.prefix(100))' is not a string") }
+                guard let text = value.stringValue else { return reject("identity '\(UntrustedText.quoted(key))' is not a string") }
                 pairs[key] = text
             }
             identities = pairs
         }
         for key in (identities ?? [:]).keys {
-            if let problem = Self.nameProblem(key) { return reject("identity key '\(key.prefix(100))': \(problem)") }
+            if let problem = Self.nameProblem(key) { return reject("identity key '\(UntrustedText.quoted(key))': \(problem)") }
         }
         let lib = fields.lib.flatMap { $0.isObject ? $0 : nil }
         let libName = lib?["$lib"]?.stringValue ?? properties.lib?.stringValue
@@ -157,7 +157,9 @@ struct RecordNormalizer: Sendable {
         return .success(NormalizedRecord(collect: collect, identity: identity, token: token))
     }
 
-    /// Epoch milliseconds from a JSON number; 10-digit values are seconds.
+    /// Epoch milliseconds from a JSON number; values below 10^11 are seconds. nil for a time no
+    /// record can have (before 1970, after 9999): the window check would refuse it anyway, and
+    /// scaling a hostile value must not overflow.
     static func milliseconds(_ value: JSONRef?) -> Int64? {
         guard let value, value.isNumber else { return nil }
         let raw: Int64
@@ -168,7 +170,10 @@ struct RecordNormalizer: Sendable {
         } else {
             return nil
         }
-        return raw < 100_000_000_000 ? raw * 1000 : raw
+        guard raw >= 0 else { return nil }
+        let (scaled, overflow) = raw < 100_000_000_000 ? raw.multipliedReportingOverflow(by: 1000) : (raw, false)
+        guard !overflow, scaled <= StoredTime.latestMillis else { return nil }
+        return scaled
     }
 
     /// A date-time value `yyyy-MM-dd HH:mm:ss.S` or `.SS` written with three millisecond digits, or
@@ -214,7 +219,7 @@ struct RecordNormalizer: Sendable {
         }
         let isReserved = reservedNameBytes.contains { $0.count == name.count && matches($0) }
             || reservedPrefixes.contains { $0.count <= name.count && matches($0) }
-        return isReserved ? "'\(String(decoding: name, as: UTF8.self))' is a reserved name" : nil
+        return isReserved ? "'\(UntrustedText.quoted(String(decoding: name, as: UTF8.self)))' is a reserved name" : nil
     }
 
     /// Lowercase letters and `_` only.
@@ -224,11 +229,12 @@ struct RecordNormalizer: Sendable {
     private static let nameRule = "names start with a letter, _ or $ and have at most 100 letters, digits, _ or $"
 
     /// Why an id or other short text the record stores in its own column cannot be stored, or nil:
-    /// PostgreSQL refuses NUL characters, and ids are at most 255 characters (as the SDKs enforce).
+    /// PostgreSQL refuses NUL characters, and ids are at most 255 bytes of UTF-8 (the SDKs cut
+    /// them at 255, and identity-service links nothing longer).
     static func idProblem(_ value: String?) -> String? {
         guard let value else { return nil }
         if value.utf8.contains(0) { return "contains a NUL character" }
-        if value.utf8.count > 255, value.count > 255 { return "is longer than 255 characters" }
+        if value.utf8.count > IDRule.maxBytes { return "is \(value.utf8.count) bytes long; the limit is \(IDRule.maxBytes)" }
         return nil
     }
 
@@ -239,7 +245,8 @@ struct RecordNormalizer: Sendable {
     ) -> String? {
         let entry = entries[index]
         switch entry.kind {
-        case .null, .bool, .number: return nil
+        case .null, .bool: return nil
+        case .number: return JSONNumberRule.problem(UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.end)]))
         case .string: return stringProblem(entry, bytes: bytes)
         case .array:
             guard Int(entry.count) <= limits.maxListItems else { return "a list holds \(entry.count) items; the limit is \(limits.maxListItems)" }
@@ -257,14 +264,12 @@ struct RecordNormalizer: Sendable {
 
     private func stringProblem(_ entry: JSONDocument.Entry, bytes: UnsafeBufferPointer<UInt8>) -> String? {
         // Without escapes a string holds no NUL (the parser refuses raw control characters), and
-        // its bytes bound its length.
+        // its bytes are its length; an escape only ever makes the text shorter than it was sent.
         let raw = UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.end)])
         if !entry.flag, raw.count <= limits.maxStringLength { return nil }
         let text = entry.flag ? JSONParser.unescape(raw) : Array(raw)
         if text.contains(0) { return "contains a NUL character" }
-        if text.count > limits.maxStringLength, String(decoding: text, as: UTF8.self).count > limits.maxStringLength {
-            return "longer than \(limits.maxStringLength) characters"
-        }
+        if text.count > limits.maxStringLength { return "\(text.count) bytes long; the limit is \(limits.maxStringLength)" }
         return nil
     }
 }

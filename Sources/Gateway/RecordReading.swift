@@ -85,15 +85,15 @@ struct PropertiesReading {
                         reading.hasEscapedKey = true
                         let decoded = JSONParser.unescape(name)
                         if let reason = decoded.withUnsafeBufferPointer({ RecordNormalizer.nameProblem(utf8: $0) }) {
-                            problem = .init(reason: "property '\(String(decoding: decoded.prefix(100), as: UTF8.self))': \(reason)")
+                            problem = .init(reason: "property '\(UntrustedText.quoted(String(decoding: decoded, as: UTF8.self)))': \(reason)")
                             return
                         }
                     } else if let reason = RecordNormalizer.nameProblem(utf8: name) {
-                        problem = .init(reason: "property '\(String(decoding: name.prefix(100), as: UTF8.self))': \(reason)")
+                        problem = .init(reason: "property '\(UntrustedText.quoted(String(decoding: name, as: UTF8.self)))': \(reason)")
                         return
                     }
                     if let reason = normalizer.valueProblem(at: key + 1, bytes: bytes, entries: entries) {
-                        problem = .init(reason: "property '\(JSONRef(document: document, index: key).stringValue ?? "")': \(reason)")
+                        problem = .init(reason: "property '\(UntrustedText.quoted(JSONRef(document: document, index: key).stringValue ?? ""))': \(reason)")
                         return
                     }
                     if !entry.flag, let first = name.first {

@@ -26,7 +26,7 @@ struct SDKConfigHandler: Sendable {
     func remote(_ request: Request, context: DatongRequestContext) async throws -> Response {
         let file = context.parameters.get("file") ?? ""
         guard let platform = Self.remotePlatforms[file] else {
-            throw ServiceError(.notFound, "unknown_config", "there is no config file '\(file.prefix(64))'; use iOS.conf or Android.conf")
+            throw ServiceError(.notFound, "unknown_config", "there is no config file '\(UntrustedText.quoted(file, limit: 64))'; use iOS.conf or Android.conf")
         }
         let query = request.uri.queryParameters
         let project = try requestProject(query["project"].map(String.init))
@@ -53,7 +53,7 @@ struct SDKConfigHandler: Sendable {
     func visual(_ request: Request, context: DatongRequestContext) async throws -> Response {
         let file = context.parameters.get("file") ?? ""
         guard let platform = Self.visualPlatforms[file] else {
-            throw ServiceError(.notFound, "unknown_config", "there is no visual config file '\(file.prefix(64))'; use iOS.conf, Android.conf or Web.conf")
+            throw ServiceError(.notFound, "unknown_config", "there is no visual config file '\(UntrustedText.quoted(file, limit: 64))'; use iOS.conf, Android.conf or Web.conf")
         }
         let query = request.uri.queryParameters
         var callback: String?
@@ -87,15 +87,22 @@ struct SDKConfigHandler: Sendable {
         }
         let script = "\(callback)(\(status.code), \(body ?? "null"))"
         return Response(
-            status: .ok, headers: [.contentType: "application/javascript; charset=utf-8", .cacheControl: "no-cache"],
+            status: .ok,
+            headers: [.contentType: "application/javascript; charset=utf-8", .cacheControl: "no-cache", .xContentTypeOptions: "nosniff"],
             body: .init(byteBuffer: ByteBuffer(string: script))
         )
     }
+
+    /// The longest `app_id` a document can be published for (config-service's rule).
+    static let maxAppIDBytes = 128
 
     /// The most specific published document: for the app on this platform, for the platform, for all.
     private func newest(
         _ kind: DocumentKind, project: String, platform: String, appID: String?, context: DatongRequestContext
     ) async throws -> (etag: String, body: [UInt8])? {
+        if let appID, appID.utf8.count > Self.maxAppIDBytes {
+            throw ServiceError.badRequest("invalid_app_id", "app_id is \(appID.utf8.count) bytes long; the limit is \(Self.maxAppIDBytes)")
+        }
         var scopes: [[(String, String)]] = [[("platform", platform)], []]
         if let appID, !appID.isEmpty { scopes.insert([("platform", platform), ("app_id", appID)], at: 0) }
         for scope in scopes {

@@ -71,6 +71,11 @@ struct ServiceClient: Sendable {
         case 200: return .document(etag: response.headers.first(name: "ETag"), body: Array(payload.readableBytesView))
         case 304: return .notModified
         case 404: return .absent
+        case 400..<500:
+            // The caller's request was at fault (a parameter config-service refuses): a 4xx with
+            // its reason, never a 503 that SDKs would retry forever.
+            let problem = try? JSONDecoder().decode(ProblemBody.self, from: Data(buffer: payload))
+            throw ServiceError.badRequest(problem?.error ?? "refused", "\(name) refused the request: \(problem?.message ?? "status \(response.status.code)")")
         default:
             logger.warning("upstream.refused", metadata: ["upstream": "\(name)", "status": "\(response.status.code)"])
             throw ServiceError.unavailable("\(name)_unavailable", "\(name) answered \(response.status.code); try again later")
@@ -118,7 +123,9 @@ extension HTTPClient {
             eventLoopGroupProvider: .singleton,
             configuration: .init(
                 timeout: .init(connect: connectTimeout),
-                connectionPool: .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 64)
+                // Idle connections go after 20 s, before the services' own idle timeout (30 s by
+                // default) would close one under a request.
+                connectionPool: .init(idleTimeout: .seconds(20), concurrentHTTP1ConnectionsPerHostSoftLimit: 64)
             )
         )
     }

@@ -1,5 +1,4 @@
 import DatongContracts
-import CompressNIO
 import DatongRuntime
 import Foundation
 import NIOCore
@@ -69,7 +68,7 @@ enum UploadPayload {
         case "9", "13":
             throw ServiceError.badRequest("encrypted_payload_unsupported", "encrypted payloads (gzip=9 or gzip=13) are not supported; turn off payload encryption in the SDK")
         case let other:
-            throw ServiceError.badRequest("invalid_gzip_flag", "gzip must be 0 or 1, got '\(other.prefix(16))'")
+            throw ServiceError.badRequest("invalid_gzip_flag", "gzip must be 0 or 1, got '\(UntrustedText.quoted(other, limit: 16))'")
         }
         let isList = parameters["data_list"] != nil
         guard let encoded = parameters["data_list"] ?? parameters["data"], !encoded.isEmpty else {
@@ -78,7 +77,7 @@ enum UploadPayload {
         // Form decoding turned a '+' sent unescaped into a space; base64 has no spaces, so both the
         // crc and the decoder read a space as '+'.
         let base64 = encoded
-        if let expected = crcParameter(parameters) {
+        if let expected = try crcParameter(parameters) {
             let actual = javaHashCode(base64, spaceAs: 0x2B)
             guard actual == expected else {
                 throw ServiceError.badRequest("crc_mismatch", "the crc \(expected) does not match the data (\(actual)): the request was corrupted")
@@ -119,14 +118,20 @@ enum UploadPayload {
         }
     }
 
-    /// `crc=N` (iOS, Android) or `ext=crc=N` (JS).
-    static func crcParameter(_ parameters: FormParameters) -> Int32? {
-        if let crc = parameters["crc"], let value = Int32(crc) { return value }
-        guard let ext = parameters["ext"] else { return nil }
-        for part in ext.split(whereSeparator: { $0 == "&" || $0 == "," }) where part.hasPrefix("crc=") {
-            return Int32(part.dropFirst(4))
+    /// `crc=N` (iOS, Android) or `ext=crc=N` (JS); nil when the request sends none (an empty one
+    /// counts as none). A crc that is not a 32-bit number is refused: the request was corrupted.
+    static func crcParameter(_ parameters: FormParameters) throws -> Int32? {
+        var text: Substring?
+        if let crc = parameters["crc"], !crc.isEmpty {
+            text = Substring(crc)
+        } else if let ext = parameters["ext"] {
+            text = ext.split(whereSeparator: { $0 == "&" || $0 == "," }).first { $0.hasPrefix("crc=") }?.dropFirst(4)
         }
-        return nil
+        guard let text, !text.isEmpty else { return nil }
+        guard let value = Int32(text) else {
+            throw ServiceError.badRequest("invalid_crc", "the crc '\(UntrustedText.quoted(text, limit: 32))' is not a 32-bit number: the request was corrupted")
+        }
+        return value
     }
 
     /// Java's `String.hashCode()`: 31·h + c over UTF-16 code units, wrapping at 32 bits; with
@@ -204,13 +209,12 @@ enum UploadPayload {
     }
 }
 
-/// Inflates gzip, stopping as soon as the output passes `limit` (a gzip bomb costs no more memory
-/// than the limit); throws `tooLarge` then, or `invalid` for data that is not gzip.
+/// Inflates gzip within `limit` (`GzipInflater`); throws `tooLarge` past the limit, or `invalid`
+/// for data that is not complete, intact gzip.
 func inflateGzip(_ compressed: ByteBuffer, limit: Int, tooLarge: ServiceError, invalid: ServiceError) throws -> [UInt8] {
-    var buffer = compressed
     do {
-        return Array(try buffer.decompress(with: .gzip(), maxSize: limit).readableBytesView)
-    } catch let error as CompressNIOError where error == .bufferOverflow {
+        return try compressed.withUnsafeReadableBytes { bytes throws(GzipInflater.Failure) in try GzipInflater.inflate(bytes, limit: limit) }
+    } catch .tooLarge {
         throw tooLarge
     } catch {
         throw invalid

@@ -31,13 +31,17 @@ struct UploadHandler: Sendable {
         var upload = try PreparedUpload(query: request.uri.query, body: body, limits: limits, now: receivedAt)
         try await projects.check(project: upload.project, token: upload.token, logger: context.logger)
         try await upload.checkRecordProjects(projects, logger: context.logger)
-        let problems = upload.problems
+        var problems = upload.problems
 
         if mode == .debug, request.headers[.dryRun]?.lowercased() == "true" {
             return try debugAnswer(problems)
         }
 
         let result = try await ingest.store(upload.accepted, rejected: upload.rejected, receivedAt: receivedAt, context: context)
+        if !result.rejectedIndexes.isEmpty {
+            problems += result.rejectedIndexes.filter { upload.acceptedIndexes.indices.contains($0) }.map { RecordProblem(index: upload.acceptedIndexes[$0], reason: Ingest.collectorRefusal) }
+            problems.sort { $0.index < $1.index }
+        }
         context.logger.debug("upload.stored", metadata: [
             "upload.project": "\(upload.project)", "upload.stored": "\(result.stored)",
             "upload.duplicates": "\(result.duplicates)", "upload.rejected": "\(result.rejected)",

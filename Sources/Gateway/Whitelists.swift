@@ -1,4 +1,69 @@
+import DatongContracts
 import Foundation
+
+/// An http(s) URL's host and query as the WHATWG URL standard reads them, which is how browsers and
+/// the page SDKs read them: tabs and newlines inside are dropped, `\\` counts as `/`, any number of
+/// slashes may follow the scheme, the user info ends at the authority's last `@`, and a port must
+/// be digits. Hosts with characters the standard forbids, percent-escapes or non-ASCII (IDNA is
+/// not done here) are refused rather than guessed at. A hand-written reader over the bytes: every
+/// bridged record carries a `server_url`, and Foundation's URL parsing (RFC 3986, which reads
+/// `https://a\\@b/` as host `b` where a browser goes to `a`) would also cost more.
+struct WebURL: Sendable, Equatable {
+    /// Lowercased.
+    let host: String
+    /// The bytes after `?` up to `#`, when there is a query.
+    let query: ArraySlice<UInt8>?
+
+    init?(_ string: String) {
+        var bytes = Array(string.utf8)
+        // Leading and trailing C0 controls and spaces go; tabs and newlines go everywhere.
+        while let first = bytes.first, first <= 0x20 { bytes.removeFirst() }
+        while let last = bytes.last, last <= 0x20 { bytes.removeLast() }
+        bytes.removeAll { $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")) else { return nil }
+        let scheme = String(decoding: bytes[..<colon], as: UTF8.self).lowercased()
+        guard scheme == "http" || scheme == "https" else { return nil }
+        var cursor = colon + 1
+        while cursor < bytes.count, bytes[cursor] == UInt8(ascii: "/") || bytes[cursor] == UInt8(ascii: "\\") { cursor += 1 }
+        var authorityEnd = cursor
+        while authorityEnd < bytes.count, !Self.endsAuthority(bytes[authorityEnd]) { authorityEnd += 1 }
+        var hostStart = cursor
+        for position in cursor..<authorityEnd where bytes[position] == UInt8(ascii: "@") { hostStart = position + 1 }
+        var hostEnd = hostStart
+        if hostStart < authorityEnd, bytes[hostStart] == UInt8(ascii: "[") {
+            while hostEnd < authorityEnd, bytes[hostEnd] != UInt8(ascii: "]") { hostEnd += 1 }
+            guard hostEnd < authorityEnd else { return nil }
+            hostEnd += 1
+        } else {
+            while hostEnd < authorityEnd, bytes[hostEnd] != UInt8(ascii: ":") { hostEnd += 1 }
+            guard !bytes[hostStart..<hostEnd].contains(where: Self.isForbiddenInHost) else { return nil }
+        }
+        guard hostEnd > hostStart else { return nil }
+        if hostEnd < authorityEnd {
+            // `:` and a port of digits (possibly none).
+            guard bytes[hostEnd] == UInt8(ascii: ":"),
+                  bytes[(hostEnd + 1)..<authorityEnd].allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
+            else { return nil }
+        }
+        host = String(decoding: bytes[hostStart..<hostEnd], as: UTF8.self).lowercased()
+        if let queryStart = bytes[authorityEnd...].firstIndex(of: UInt8(ascii: "?")) {
+            let queryEnd = bytes[queryStart...].firstIndex(of: UInt8(ascii: "#")) ?? bytes.count
+            // A `#` before the `?` means the `?` is in the fragment.
+            if bytes[authorityEnd..<queryStart].contains(UInt8(ascii: "#")) { query = nil } else { query = bytes[(queryStart + 1)..<queryEnd] }
+        } else {
+            query = nil
+        }
+    }
+
+    private static func endsAuthority(_ byte: UInt8) -> Bool {
+        byte == UInt8(ascii: "/") || byte == UInt8(ascii: "\\") || byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#")
+    }
+
+    /// The standard's forbidden host code points, plus `%` and non-ASCII (not decoded here).
+    private static func isForbiddenInHost(_ byte: UInt8) -> Bool {
+        byte <= 0x20 || byte >= 0x7F || "#/:<>?@[\\]^|%".utf8.contains(byte)
+    }
+}
 
 /// Where an SDK sends its data, as the bridge compares it: hostname and project only (PROTOCOL.md
 /// section 3 ignores scheme, port and path).
@@ -7,50 +72,18 @@ struct ServerTarget: Sendable, Hashable, CustomStringConvertible {
     let project: String
 
     /// Reads `https://sa.example.com:8106/sa?project=production`; no `project` means `default`.
-    /// A hand-written reader over the bytes: every bridged record carries a `server_url`, and
-    /// Foundation's URL parsing would cost more than all the record's other checks.
+    /// The host is the one a browser would connect to (`WebURL`), so a URL cannot name one host to
+    /// this check and another to the page's SDK.
     init?(url: String) {
-        let bytes = Array(url.utf8)
-        var start = 0
-        var end = bytes.count
-        while start < end, bytes[start] == 0x20 { start += 1 }
-        while end > start, bytes[end - 1] == 0x20 { end -= 1 }
-        // scheme "://"
-        var cursor = start
-        while cursor + 2 < end, !(bytes[cursor] == UInt8(ascii: ":") && bytes[cursor + 1] == UInt8(ascii: "/") && bytes[cursor + 2] == UInt8(ascii: "/")) {
-            guard bytes[cursor] != UInt8(ascii: "/"), bytes[cursor] != UInt8(ascii: "?") else { return nil }
-            cursor += 1
-        }
-        guard cursor > start, cursor + 2 < end else { return nil }
-        let authorityStart = cursor + 3
-        var authorityEnd = authorityStart
-        while authorityEnd < end, bytes[authorityEnd] != UInt8(ascii: "/"), bytes[authorityEnd] != UInt8(ascii: "?"),
-              bytes[authorityEnd] != UInt8(ascii: "#") {
-            authorityEnd += 1
-        }
-        var hostStart = authorityStart
-        for position in authorityStart..<authorityEnd where bytes[position] == UInt8(ascii: "@") { hostStart = position + 1 }
-        var hostEnd = hostStart
-        if hostStart < authorityEnd, bytes[hostStart] == UInt8(ascii: "[") {
-            while hostEnd < authorityEnd, bytes[hostEnd] != UInt8(ascii: "]") { hostEnd += 1 }
-            guard hostEnd < authorityEnd else { return nil }
-            hostEnd += 1
-        } else {
-            while hostEnd < authorityEnd, bytes[hostEnd] != UInt8(ascii: ":") { hostEnd += 1 }
-        }
-        guard hostEnd > hostStart,
-              !bytes[hostStart..<hostEnd].contains(where: { $0 <= 0x20 || $0 == UInt8(ascii: "%") || $0 >= 0x80 })
-        else { return nil }
+        guard let parsed = WebURL(url) else { return nil }
         var project = ""
-        if let queryStart = bytes[authorityEnd..<end].firstIndex(of: UInt8(ascii: "?")) {
-            let queryEnd = bytes[queryStart..<end].firstIndex(of: UInt8(ascii: "#")) ?? end
-            for pair in bytes[(queryStart + 1)..<queryEnd].split(separator: UInt8(ascii: "&"))
-            where pair.starts(with: "project=".utf8) {
+        if let query = parsed.query {
+            for pair in query.split(separator: UInt8(ascii: "&")) where pair.starts(with: "project=".utf8) {
                 project = FormParameters.formDecode(pair.dropFirst(8))
                 break
             }
         }
-        self.host = String(decoding: bytes[hostStart..<hostEnd], as: UTF8.self).lowercased()
+        self.host = parsed.host
         self.project = project.isEmpty ? "default" : project
     }
 
@@ -59,7 +92,7 @@ struct ServerTarget: Sendable, Hashable, CustomStringConvertible {
         self.project = project
     }
 
-    var description: String { "\(host) (project \(project))" }
+    var description: String { "\(UntrustedText.quoted(host, limit: 255)) (project \(UntrustedText.quoted(project)))" }
 }
 
 /// A project's two bridge whitelists as config-service last published them (ARCHITECTURE.md,

@@ -220,7 +220,7 @@ struct BridgeRulesTests {
         #expect(target == ServerTarget(host: host, project: project))
     }
 
-    @Test("what is not a server URL is refused", arguments: ["", "sa.example.com/sa", "https:///sa", "https://a b/sa", "/sa?project=x"])
+    @Test("what is not a server URL is refused", arguments: ["", "sa.example.com/sa", "https:///", "https://a b/sa", "/sa?project=x"])
     func notServerURLs(url: String) {
         #expect(ServerTarget(url: url) == nil)
     }

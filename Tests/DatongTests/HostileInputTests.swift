@@ -178,20 +178,38 @@ struct HostileInputTests {
         }
     }
 
-    @Test("the collector refuses batches it cannot store with a 400 and keeps running", arguments: [
-        #"{"receivedAt":1,"records":[{"project":"default","type":"track","event":"E","time":9223372036854775806,"hybridH5":false,"properties":{}}],"rejected":[]}"#,
-        #"{"receivedAt":-1,"records":[],"rejected":[]}"#,
-        #"{"receivedAt":1,"records":[{"project":"","type":"track","event":"E","time":1,"hybridH5":false,"properties":{}}],"rejected":[]}"#,
-        #"{"receivedAt":1,"records":[{"project":"default","type":"","event":"E","time":1,"hybridH5":false,"properties":{}}],"rejected":[]}"#,
-        #"{"receivedAt":1,"records":[],"rejected":[{"project":"no such;","reason":"r","raw":"x"}]}"#,
-    ])
-    func collectorBatchChecks(batch: String) async throws {
+    @Test("the collector refuses a batch only for what concerns the whole batch; a record it cannot store is refused alone")
+    func collectorBatchChecks() async throws {
+        let good = #"{"project":"default","type":"track","event":"Good","time":1700000000000,"hybridH5":false,"properties":{}}"#
+        let badRecords = [
+            #"{"project":"default","type":"track","event":"E","time":9223372036854775806,"hybridH5":false,"properties":{}}"#,
+            #"{"project":"","type":"track","event":"E","time":1,"hybridH5":false,"properties":{}}"#,
+            #"{"project":"default","type":"","event":"E","time":1,"hybridH5":false,"properties":{}}"#,
+        ]
         try await RunningServices.run { services in
             let token: HTTPFields = [.authorization: "Bearer \(RunningServices.serviceToken)"]
-            let refused = try await services.collector.execute(uri: "/v1/batches", method: .post, headers: token, body: ByteBuffer(string: batch))
+            let refused = try await services.collector.execute(
+                uri: "/v1/batches", method: .post, headers: token, body: ByteBuffer(string: #"{"receivedAt":-1,"records":[],"rejected":[]}"#)
+            )
             try Self.expectRefusal(refused, .badRequest, "invalid_batch")
+            for bad in badRecords {
+                let batch = #"{"receivedAt":1700000000000,"records":[\#(bad),\#(good)],"rejected":[]}"#
+                let answer = try await services.collector.execute(uri: "/v1/batches", method: .post, headers: token, body: ByteBuffer(string: batch))
+                #expect(answer.status == .ok, "\(answer.text)")
+                #expect(try answer.json()["rejectedIndexes"] as? [Int] == [0])
+                #expect(try answer.json()["rejected"] as? Int == 1)
+            }
+            // A rejected entry naming an invalid project is kept under `default`, saying so.
+            let odd = try await services.collector.execute(
+                uri: "/v1/batches", method: .post, headers: token,
+                body: ByteBuffer(string: #"{"receivedAt":1,"records":[],"rejected":[{"project":"no such;","reason":"r","raw":"x"}]}"#)
+            )
+            #expect(odd.status == .ok)
             #expect(try await services.collector.execute(uri: "/health", method: .get).status == .ok)
-            #expect(try await TestDatabase.rows(services.databaseURL, "SELECT count(*) FROM collector.events") == [["0"]])
+            #expect(try await TestDatabase.rows(services.databaseURL, "SELECT count(*) FROM collector.events") == [["1"]])
+            let rejected = try await TestDatabase.rows(services.databaseURL, "SELECT project, reason FROM analytics.rejected ORDER BY reason")
+            #expect(rejected.count == 4)
+            #expect(rejected.contains { $0[0] == "default" && ($0[1] ?? "").contains("no such;") })
         }
     }
 }

@@ -38,10 +38,26 @@ struct JSONParserTests {
     }
 
     @Test("malformed documents are refused", arguments: [
-        "", "{", "[1,]", "{\"a\" 1}", "{\"a\":1,}", "01", "1.", "-", "tru", "\"a", "[1] x", "{'a':1}", "\"a\u{1}b\"", "1e999", "\"\\x\"",
+        "", "{", "[1,]", "{\"a\" 1}", "{\"a\":1,}", "01", "1.", "-", "tru", "\"a", "[1] x", "{'a':1}", "\"a\u{1}b\"", "1e", "1e+", "\"\\x\"",
     ])
     func malformed(text: String) {
         #expect(failure(Array(text.utf8)) == .syntax)
+    }
+
+    @Test("a number beyond a double is valid JSON: the record holding it is refused, not the document")
+    func hugeNumbers() throws {
+        let document = try JSONParser.parse(Array(#"[1e999,2]"#.utf8), maxDepth: 4)
+        #expect(document.root.elements.map(\.rawText) == ["1e999", "2"])
+    }
+
+    @Test("stored numbers are a double's size: PostgreSQL's numeric would hold or print far more", arguments: [
+        ("0", true), ("-12.5", true), ("1.7976931348623157e308", true), ("5e-324", true), ("1.5e-300", true), ("123456789012345678901234567890", true),
+        ("1e309", false), ("1e-16383", false), ("1e-16384", false), ("0e-400", false), ("1e400000", false),
+        ("0." + String(repeating: "1", count: 70), false),
+    ])
+    func numberRule(text: String, storable: Bool) {
+        let problem = Array(text.utf8).withUnsafeBufferPointer { JSONNumberRule.problem($0) }
+        #expect((problem == nil) == storable, "\(text): \(problem ?? "storable")")
     }
 
     @Test("invalid UTF-8 is refused, not replaced")

@@ -99,8 +99,8 @@ struct RecordNormalizerTests {
         (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","anonymous_id":"a\u0000"}"#, "anonymous_id contains a NUL"),
         (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","identities":{"$identity_cookie_id":"c\u0000"}}"#, "identity '$identity_cookie_id' contains a NUL"),
         (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","identities":{"bad key":"c"}}"#, "identity key"),
-        (#"{"type":"track_signup","time":1795273119736,"distinct_id":"u","original_id":"\#(String(repeating: "x", count: 256))"}"#, "original_id is longer than 255"),
-        (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"\#(String(repeating: "x", count: 256))"}"#, "distinct_id is longer than 255"),
+        (#"{"type":"track_signup","time":1795273119736,"distinct_id":"u","original_id":"\#(String(repeating: "x", count: 256))"}"#, "original_id is 256 bytes long; the limit is 255"),
+        (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"\#(String(repeating: "x", count: 256))"}"#, "distinct_id is 256 bytes long; the limit is 255"),
     ])
     func refused(json: String, expected: String) throws {
         let reason = try #require(try reason(json))
@@ -126,7 +126,7 @@ struct RecordNormalizerTests {
             Issue.record("a long string was accepted")
             return
         }
-        #expect(rejection.reason.contains("longer than 16"))
+        #expect(rejection.reason.contains("17 bytes long; the limit is 16"))
     }
 
     @Test("more properties than the limit are refused")

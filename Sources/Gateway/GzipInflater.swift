@@ -1,0 +1,47 @@
+import CZlib
+
+/// Inflates gzip as RFC 1952 defines it, within a limit: every member of a multi-member stream
+/// (what `cat a.gz b.gz` makes, and what some clients send), each member's CRC-32 and ISIZE trailer
+/// checked by zlib, and a stream that ends before its trailer refused. Output stops growing as soon
+/// as it passes `limit`, so a gzip bomb costs no more memory than the limit.
+enum GzipInflater {
+    enum Failure: Error, Equatable {
+        /// Not gzip, corrupted, cut short, or followed by bytes that are not another member.
+        case invalid
+        /// The data inflates to more than the limit.
+        case tooLarge
+    }
+
+    static func inflate(_ input: UnsafeRawBufferPointer, limit: Int) throws(Failure) -> [UInt8] {
+        // zlib counts input in 32 bits; request bodies are far smaller.
+        guard let base = input.baseAddress, input.count < Int(UInt32.max) else { throw .invalid }
+        var stream = z_stream()
+        // 16 + 15: a gzip wrapper (header and trailer checked) around a 32 KiB window.
+        guard inflateInit2_(&stream, 16 + MAX_WBITS, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else { throw .invalid }
+        defer { inflateEnd(&stream) }
+        stream.next_in = UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: Bytef.self))
+        stream.avail_in = uInt(input.count)
+        var output: [UInt8] = []
+        output.reserveCapacity(min(limit, max(4096, input.count * 4)))
+        var chunk = [UInt8](repeating: 0, count: 64 << 10)
+        while true {
+            // One member, to its end: Z_STREAM_END comes only after zlib checked its CRC-32 and ISIZE.
+            var status: Int32
+            repeat {
+                status = chunk.withUnsafeMutableBufferPointer { buffer in
+                    stream.next_out = buffer.baseAddress
+                    stream.avail_out = uInt(buffer.count)
+                    return CZlib.inflate(&stream, Z_NO_FLUSH)
+                }
+                let produced = chunk.count - Int(stream.avail_out)
+                guard produced <= limit - output.count else { throw .tooLarge }
+                output.append(contentsOf: chunk[..<produced])
+                // Z_BUF_ERROR: no progress possible, the input ended inside the member.
+                guard status == Z_OK || status == Z_STREAM_END else { throw .invalid }
+            } while status != Z_STREAM_END
+            // Another member may follow; anything else after a member is refused.
+            guard stream.avail_in > 0 else { return output }
+            guard inflateReset(&stream) == Z_OK else { throw .invalid }
+        }
+    }
+}
