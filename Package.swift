@@ -16,6 +16,7 @@ let package = Package(
         .executable(name: "e2e-bench", targets: ["E2EBench"]),
         .executable(name: "failure-drills", targets: ["FailureDrills"]),
         .executable(name: "datongctl", targets: ["RunDatongctl"]),
+        .executable(name: "datong-fuzz", targets: ["Fuzz"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -34,6 +35,8 @@ let package = Package(
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        // libFuzzer's driver entry, declared only; the toolchain links it into fuzz builds.
+        .systemLibrary(name: "CLibFuzzer"),
 
         // PostgreSQL over libpq: pool on dedicated threads, statements, transactions, COPY, migrations.
         .target(
@@ -162,6 +165,9 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
+
+        // libFuzzer targets for every parser of untrusted bytes (scripts/fuzz, docs/RELIABILITY.md).
+        .executableTarget(name: "Fuzz", dependencies: ["Gateway", "DatongContracts", "CLibFuzzer"]),
 
         .testTarget(
             name: "DatongTests",

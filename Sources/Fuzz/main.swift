@@ -1,0 +1,203 @@
+// datong-fuzz: libFuzzer targets for every parser that reads untrusted bytes (docs/RELIABILITY.md).
+//
+//   datong-fuzz TARGET [libFuzzer options] [CORPUS_DIR ...]   fuzz (a build with -DFUZZING, scripts/fuzz)
+//   datong-fuzz TARGET FILE ...                                 replay inputs once (any build)
+//   datong-fuzz seed FIXTURES_DIR OUT_DIR                       write seed corpora from the SDK captures
+//
+// Targets, and what each asserts beyond "no crash, no hang, no sanitizer report":
+//   form    an upload's form body through form decoding, crc, base64, gzip, JSON and every record's
+//           checks; every record the gateway accepts is one PostgreSQL stores (`UntrustedText.storageProblem`)
+//   records the decoded JSON payload through the same path (base64-encoded here, so the fuzzer
+//           explores JSON and records rather than base64)
+//   relay   a bridge relay body: the app context, the three message forms, verification, rewriting
+//           and record checks; the same storability oracle
+//   gzip    the bounded multi-member gzip inflater; never more output than the limit
+//   json    the tape parser and its readers: unescaping, integers, numbers, entry links in bounds
+//   url     the WHATWG-style URL reader for server_url and page hosts; hosts hold no forbidden byte
+//   batch   the collector's batch decoding and the batch writer: what decodes writes back the same
+import CLibFuzzer
+import DatongContracts
+import Foundation
+import Gateway
+
+let limits = UploadLimits(maxDecompressedBytes: 1 << 20, maxRecordsPerRequest: 200, timeWindowPastDays: 36_500)
+let now: Int64 = 1_795_273_119_736
+
+/// Stops the run the way libFuzzer reports a crash: the input is saved and the reason printed.
+func violated(_ what: String, _ input: [UInt8]) -> Never {
+    fatalError("\(what); input \(input.count) bytes: \(String(decoding: input.prefix(200), as: UTF8.self).debugDescription)")
+}
+
+/// What PostgreSQL would refuse in a record the gateway accepted.
+func checkStorable(_ outcome: GatewayHotPath.Outcome, _ input: [UInt8]) {
+    for record in outcome.accepted {
+        if let problem = UntrustedText.storageProblem(ofJSONObject: record.properties) {
+            violated("accepted properties PostgreSQL refuses: \(problem)", input)
+        }
+        let texts = [record.type, record.event, record.distinctId, record.anonymousId, record.loginId, record.lib,
+                     record.libVersion, record.appVersion, record.itemType, record.itemId, record.project]
+        for text in texts.compactMap({ $0 }) where text.utf8.contains(0) { violated("an accepted field holds NUL", input) }
+        for id in [record.distinctId, record.anonymousId, record.loginId].compactMap({ $0 }) where id.utf8.count > IDRule.maxBytes {
+            violated("an accepted id is over \(IDRule.maxBytes) bytes", input)
+        }
+        if !(0...StoredTime.latestMillis).contains(record.time) { violated("an accepted time is out of range", input) }
+    }
+}
+
+let targets: [String: ([UInt8]) -> Void] = [
+    "form": { input in
+        guard let outcome = try? GatewayHotPath.prepareUpload(query: "project=fuzz", body: input, limits: limits, now: now) else { return }
+        checkStorable(outcome, input)
+    },
+    "records": { input in
+        let body = Array("data_list=".utf8) + Array(Data(input).base64EncodedString().addingPercentEncoding(withAllowedCharacters: .alphanumerics)!.utf8)
+        guard let outcome = try? GatewayHotPath.prepareUpload(query: "project=fuzz", body: body, limits: limits, now: now) else { return }
+        checkStorable(outcome, input)
+    },
+    "relay": { input in
+        guard let outcome = try? GatewayHotPath.prepareRelay(
+            body: input, project: "production", whitelistedPages: ["*.example.com"], limits: limits, now: now
+        ) else { return }
+        checkStorable(outcome, input)
+    },
+    "gzip": { input in
+        let limit = 1 << 16
+        if let output = try? input.withUnsafeBytes({ try GatewayHotPath.inflate($0, limit: limit) }), output.count > limit {
+            violated("inflated past the limit", input)
+        }
+    },
+    "json": { input in
+        guard let document = try? JSONParser.parse(input, maxDepth: 64) else { return }
+        for (index, entry) in document.entries.enumerated() {
+            guard Int(entry.next) > index, Int(entry.next) <= document.entries.count, entry.start >= 0,
+                  Int(entry.end) <= input.count, entry.start <= entry.end
+            else { violated("an entry points outside the document", input) }
+            let value = JSONRef(document: document, index: index)
+            switch entry.kind {
+            case .string:
+                if !Array(value.textBytes).withUnsafeBufferPointer(JSONParser.isValidUTF8) { violated("unescaped text is not UTF-8", input) }
+            case .number:
+                _ = value.int64Value
+                _ = value.doubleValue
+                _ = value.rawBytes.withContiguousStorageIfAvailable { JSONNumberRule.problem($0) }
+            default: break
+            }
+        }
+        _ = document.root.value
+    },
+    "url": { input in
+        guard let host = GatewayHotPath.host(ofURL: String(decoding: input, as: UTF8.self)) else { return }
+        if host.isEmpty || host.utf8.contains(where: { $0 <= 0x20 || $0 >= 0x7F || "/\\?#@%".utf8.contains($0) && !host.hasPrefix("[") }) {
+            violated("a host with a forbidden byte: \(host.debugDescription)", input)
+        }
+    },
+    "batch": { input in
+        guard let batch = try? CollectBatch(jsonBytes: input) else { return }
+        guard let again = try? CollectBatch(jsonBytes: batch.jsonBytes), again == batch else { violated("a batch does not survive its writer", input) }
+    },
+]
+
+// MARK: Seeds
+
+/// Seed corpora from the SDK captures: real bodies, payloads, relays and URLs.
+func writeSeeds(fixtures: URL, output: URL) throws {
+    func write(_ target: String, _ name: String, _ bytes: [UInt8]) throws {
+        let directory = output.appendingPathComponent(target)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try Data(bytes).write(to: directory.appendingPathComponent(name))
+    }
+    func lines(_ file: String) throws -> [[String: Any]] {
+        try String(contentsOf: fixtures.appendingPathComponent(file), encoding: .utf8).split(separator: "\n")
+            .compactMap { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    }
+    var count = 0
+    for (index, request) in try lines("python-sdk-1.11.0.jsonl").enumerated() {
+        guard let body = request["body"] as? String else { continue }
+        try write("form", "python-\(index)", Array(body.utf8))
+        let form = URLComponents(string: "?" + body.replacingOccurrences(of: "+", with: "%2B"))?.queryItems ?? []
+        if let data = form.first(where: { $0.name == "data_list" || $0.name == "data" })?.value,
+           let gzipped = Data(base64Encoded: data.replacingOccurrences(of: " ", with: "+")) {
+            try write("gzip", "python-\(index)", Array(gzipped))
+            if let json = try? gzipped.withUnsafeBytes({ try GatewayHotPath.inflate($0, limit: 1 << 20) }) {
+                try write("records", "python-\(index)", json)
+                try write("json", "python-\(index)", json)
+                if let outcome = try? GatewayHotPath.prepareUpload(query: "project=default", body: Array(body.utf8), limits: limits, now: now) {
+                    try write("batch", "python-\(index)", CollectBatch(receivedAt: now, records: outcome.accepted).jsonBytes)
+                }
+            }
+        }
+        count += 1
+    }
+    var messages: [String] = []
+    for (index, emission) in try lines("js-sdk-1.27.10.jsonl").enumerated() {
+        let kind = emission["kind"] as? String ?? ""
+        switch emission["payload"] {
+        case let text as String:
+            if kind.contains("postMessage") || kind.contains("sensorsdata_track") || kind == "iframe.src" { messages.append(text) }
+            try write("url", "js-\(index)", Array(text.utf8))
+            if text.hasPrefix("{") { try write("json", "js-\(index)", Array(text.utf8)) }
+        case let request as [String: Any]:
+            if let body = request["body"] as? String { try write("form", "js-\(index)", Array(body.utf8)) }
+            if let url = request["url"] as? String { try write("url", "js-\(index)", Array(url.utf8)) }
+        default: break
+        }
+        count += 1
+    }
+    let app: [String: Any] = [
+        "server_url": "https://sa.example.com:8106/sa?project=production", "anonymous_id": "fuzz-idfv",
+        "identities": ["$identity_idfv": "fuzz-idfv"], "properties": ["$os": "iOS", "$model": "iPhone15,2", "$app_version": "2.3.0"],
+        "app_version": "2.3.0", "page_url": "https://h5.example.com/shop/item?id=42",
+    ]
+    let relay = try JSONSerialization.data(withJSONObject: ["app": app, "messages": messages])
+    try write("relay", "js-relay", Array(relay))
+    for (index, message) in messages.enumerated() {
+        try write("relay", "js-\(index)", Array(try JSONSerialization.data(withJSONObject: ["app": app, "messages": [message]])))
+    }
+    print("datong-fuzz: seeds from \(count) captures written to \(output.path)")
+}
+
+// MARK: Driver
+
+var arguments = CommandLine.arguments
+guard arguments.count >= 2 else {
+    print("usage: datong-fuzz TARGET [libFuzzer options] [CORPUS ...] | datong-fuzz seed FIXTURES_DIR OUT_DIR\ntargets: \(targets.keys.sorted().joined(separator: ", "))")
+    exit(2)
+}
+let name = arguments.remove(at: 1)
+if name == "seed" {
+    guard arguments.count == 3 else { print("usage: datong-fuzz seed FIXTURES_DIR OUT_DIR"); exit(2) }
+    try writeSeeds(fixtures: URL(fileURLWithPath: arguments[1]), output: URL(fileURLWithPath: arguments[2]))
+    exit(0)
+}
+guard let chosen = targets[name] else {
+    print("datong-fuzz: no target '\(name)'; targets: \(targets.keys.sorted().joined(separator: ", "))")
+    exit(2)
+}
+nonisolated(unsafe) let target = chosen
+
+#if FUZZING
+var argc = Int32(arguments.count)
+var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+let status = argv.withUnsafeMutableBufferPointer { buffer -> Int32 in
+    var pointer: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = buffer.baseAddress
+    return LLVMFuzzerRunDriver(&argc, &pointer) { data, size in
+        target(size == 0 ? [] : Array(UnsafeBufferPointer(start: data, count: size)))
+        return 0
+    }
+}
+exit(status)
+#else
+// Replay: each file (or each file in a directory) once, as a test of the crash inputs kept.
+var replayed = 0
+for path in arguments.dropFirst() {
+    var isDirectory: ObjCBool = false
+    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { continue }
+    let files = isDirectory.boolValue
+        ? try FileManager.default.contentsOfDirectory(atPath: path).sorted().map { "\(path)/\($0)" } : [path]
+    for file in files {
+        target(Array(try Data(contentsOf: URL(fileURLWithPath: file))))
+        replayed += 1
+    }
+}
+print("datong-fuzz \(name): replayed \(replayed) inputs, no failure")
+#endif
