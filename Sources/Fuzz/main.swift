@@ -175,15 +175,20 @@ guard let chosen = targets[name] else {
 }
 nonisolated(unsafe) let target = chosen
 
+/// libFuzzer's callback. `LLVMFuzzerRunDriver` below is given it directly; the fuzzer runtime also
+/// expects the symbol to exist.
+@_cdecl("LLVMFuzzerTestOneInput")
+func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+    target(size == 0 || data == nil ? [] : Array(UnsafeBufferPointer(start: data, count: size)))
+    return 0
+}
+
 #if FUZZING
 var argc = Int32(arguments.count)
 var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
 let status = argv.withUnsafeMutableBufferPointer { buffer -> Int32 in
     var pointer: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = buffer.baseAddress
-    return LLVMFuzzerRunDriver(&argc, &pointer) { data, size in
-        target(size == 0 ? [] : Array(UnsafeBufferPointer(start: data, count: size)))
-        return 0
-    }
+    return LLVMFuzzerRunDriver(&argc, &pointer) { data, size in fuzzOneInput(data, size) }
 }
 exit(status)
 #else

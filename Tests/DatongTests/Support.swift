@@ -157,35 +157,56 @@ struct RunningServices: Sendable {
         let config = buildConfigApplication(
             settings: ConfigSettings(server: server, database: database, adminToken: adminToken), runtime: runtime
         )
-        try await identity.test(.live) { identityClient in
+        // No error leaves a `.test(.live)` closure: HummingbirdTesting answers a thrown error by
+        // cancelling the server's task, and a connection the server accepted in that moment is
+        // never served, which traps in NIO ("Deinited NIOAsyncWriter without calling finish()",
+        // apple/swift-nio#3481) and takes the whole test run down. Each closure returns its
+        // outcome instead, every server shuts down gracefully, and the error is thrown here.
+        let outcome: Result<Void, any Error> = try await identity.test(.live) { identityClient in
             try await collector.test(.live) { collectorClient in
                 try await config.test(.live) { configClient in
-                    // The projects the fixtures upload to (`default` exists from the first migration).
-                    for project in fixtureProjects {
-                        let created = try await configClient.execute(
-                            uri: "/v1/projects/\(project)", method: .put, headers: [.authorization: "Bearer \(adminToken)"]
+                    await captured {
+                        // The projects the fixtures upload to (`default` exists from the first migration).
+                        for project in fixtureProjects {
+                            let created = try await configClient.execute(
+                                uri: "/v1/projects/\(project)", method: .put, headers: [.authorization: "Bearer \(adminToken)"]
+                            )
+                            #expect(created.status == .created)
+                        }
+                        let gateway = buildGatewayApplication(
+                            settings: GatewaySettings(
+                                server: server,
+                                identityURL: "http://127.0.0.1:\(identityClient.port!)",
+                                collectorURL: collectorURL ?? "http://127.0.0.1:\(collectorClient.port!)",
+                                configURL: configURL ?? "http://127.0.0.1:\(configClient.port!)",
+                                upstreamTimeoutSeconds: 5,
+                                limits: limits
+                            ),
+                            runtime: runtime
                         )
-                        #expect(created.status == .created)
-                    }
-                    let gateway = buildGatewayApplication(
-                        settings: GatewaySettings(
-                            server: server,
-                            identityURL: "http://127.0.0.1:\(identityClient.port!)",
-                            collectorURL: collectorURL ?? "http://127.0.0.1:\(collectorClient.port!)",
-                            configURL: configURL ?? "http://127.0.0.1:\(configClient.port!)",
-                            upstreamTimeoutSeconds: 5,
-                            limits: limits
-                        ),
-                        runtime: runtime
-                    )
-                    try await gateway.test(.live) { gatewayClient in
-                        try await body(RunningServices(
-                            gateway: gatewayClient, config: configClient, identity: identityClient, collector: collectorClient, databaseURL: url
-                        ))
+                        try await gateway.test(.live) { gatewayClient in
+                            await captured {
+                                try await body(RunningServices(
+                                    gateway: gatewayClient, config: configClient, identity: identityClient, collector: collectorClient,
+                                    databaseURL: url
+                                ))
+                            }
+                        }.get()
                     }
                 }
             }
         }
+        try outcome.get()
+    }
+}
+
+/// `body`'s outcome as a value, so that an error can cross a live test server's closure without
+/// cancelling the server (see `RunningServices.run`).
+func captured<T>(_ body: () async throws -> T) async -> Result<T, any Error> {
+    do {
+        return .success(try await body())
+    } catch {
+        return .failure(error)
     }
 }
 
