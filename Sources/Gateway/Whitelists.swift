@@ -31,8 +31,13 @@ struct WebURL: Sendable, Equatable {
         for position in cursor..<authorityEnd where bytes[position] == UInt8(ascii: "@") { hostStart = position + 1 }
         var hostEnd = hostStart
         if hostStart < authorityEnd, bytes[hostStart] == UInt8(ascii: "[") {
-            while hostEnd < authorityEnd, bytes[hostEnd] != UInt8(ascii: "]") { hostEnd += 1 }
-            guard hostEnd < authorityEnd else { return nil }
+            // An IPv6 literal: hex digits, colons and (for an embedded IPv4 address) dots.
+            hostEnd += 1
+            while hostEnd < authorityEnd, bytes[hostEnd] != UInt8(ascii: "]") {
+                guard Self.isIPv6Literal(bytes[hostEnd]) else { return nil }
+                hostEnd += 1
+            }
+            guard hostEnd < authorityEnd, hostEnd > hostStart + 1 else { return nil }
             hostEnd += 1
         } else {
             while hostEnd < authorityEnd, bytes[hostEnd] != UInt8(ascii: ":") { hostEnd += 1 }
@@ -57,6 +62,10 @@ struct WebURL: Sendable, Equatable {
 
     private static func endsAuthority(_ byte: UInt8) -> Bool {
         byte == UInt8(ascii: "/") || byte == UInt8(ascii: "\\") || byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#")
+    }
+
+    private static func isIPv6Literal(_ byte: UInt8) -> Bool {
+        JSONParser.hexValue(byte) != nil || byte == UInt8(ascii: ":") || byte == UInt8(ascii: ".")
     }
 
     /// The standard's forbidden host code points, plus `%` and non-ASCII (not decoded here).

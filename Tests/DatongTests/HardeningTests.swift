@@ -168,6 +168,10 @@ struct HardeningTests {
             ("javascript:alert(1)", nil),
             ("https:///", nil),
             ("ftp://sa.example.com/", nil),
+            ("https://[::1]:8106/sa", "[::1]"),
+            ("https://[]/", nil),
+            // Found by the url fuzz target: a bracketed host is an IPv6 literal or nothing.
+            ("httPs:[\u{01}{ps:z[\u{01}{\"se\u{18}na]?p", nil),
         ]
         for (url, host) in cases { #expect(WebURL(url)?.host == host, "\(url)") }
         #expect(ServerTarget(url: "https://sa.example.com/sa?x=1&project=prod#frag")?.project == "prod")
