@@ -2,7 +2,7 @@ import CompressNIO
 import Foundation
 import NIOCore
 
-/// Realistic SDK traffic, built the way the SDKs build it (PROTOCOL.md sections 1 and 3): iOS app
+/// Realistic SDK traffic, built the way the SDKs build it (docs/PROTOCOL.md sections 1 and 3): iOS app
 /// events, H5 events the app relayed (`_hybrid_h5`), raw bridge messages in their three forms, and
 /// the upload body the iOS SDK posts (`gzip=1`, base64, `crc`, form-encoded `data_list`).
 ///

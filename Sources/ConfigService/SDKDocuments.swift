@@ -1,6 +1,6 @@
 import Foundation
 
-/// The checks the Sensors-style documents pass before they are published (PROTOCOL.md section 5):
+/// The checks the Sensors-style documents pass before they are published (docs/PROTOCOL.md section 5):
 /// what SDKs would misread is refused with its JSON Pointer.
 enum SDKDocuments {
     /// A remote config: `{"configs": {…switches…}, "nv": "…"}`; unknown switches pass through for

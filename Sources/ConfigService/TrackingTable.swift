@@ -1,6 +1,6 @@
 import Foundation
 
-/// The checks a codeless-tracking table passes before it is published (ARCHITECTURE.md, tracking
+/// The checks a codeless-tracking table passes before it is published (docs/ARCHITECTURE.md, tracking
 /// tables). Every problem is reported, each at its JSON Pointer (RFC 6901: `/` in an identifier is
 /// written `~1`), so an operator can fix the whole table in one go.
 enum TrackingTable {

@@ -206,7 +206,7 @@ package struct JSONRef: Sendable {
 
 /// A strict, single-pass JSON parser over UTF-8 bytes into a `JSONDocument`.
 ///
-/// Foundation's `JSONDecoder` into an enum costs about 20 µs per SDK record (ARCHITECTURE.md's
+/// Foundation's `JSONDecoder` into an enum costs about 20 µs per SDK record (docs/ARCHITECTURE.md's
 /// performance model); this reads each byte once, keeps integers exact, validates UTF-8 and bounds
 /// nesting depth while it parses, so hostile input is refused before it costs memory.
 package struct JSONParser {

@@ -1,4 +1,4 @@
-/// The record `type`s the SDKs send (PROTOCOL.md section 2) and where each kind is stored.
+/// The record `type`s the SDKs send (docs/PROTOCOL.md section 2) and where each kind is stored.
 public enum RecordTypes {
     /// Types stored as events (`analytics.events`).
     public static let events: Set<String> = ["track", "track_signup", "track_id_bind", "track_id_unbind"]

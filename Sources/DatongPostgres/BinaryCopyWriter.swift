@@ -1,5 +1,5 @@
 /// Builds the payload of `COPY … FROM STDIN (FORMAT binary)`: no text escaping on the client and
-/// no parsing on the server, the fastest bulk path libpq offers (see NOTES-MACHINE.md).
+/// no parsing on the server, the fastest bulk path libpq offers (docs/BENCHMARKS.md, building blocks).
 public struct BinaryCopyWriter: Sendable {
     public private(set) var bytes: [UInt8]
     private var finished = false

@@ -3,7 +3,7 @@ import DatongRuntime
 import Hummingbird
 
 /// `POST /v1/bridge?project=NAME`: an app relays the raw messages its H5 pages sent through the JS
-/// bridge, with its own context; the gateway does what the app SDK would (PROTOCOL.md section 3):
+/// bridge, with its own context; the gateway does what the app SDK would (docs/PROTOCOL.md section 3):
 /// reads each message, verifies where the page meant to send it and which page it is, rewrites it
 /// onto the app's user and presets, and stores it. One result per message, in order.
 struct BridgeHandler: Sendable {

@@ -1,5 +1,5 @@
 import DatongContracts
-/// One raw message an app received from an H5 page through its JS bridge (PROTOCOL.md section 3),
+/// One raw message an app received from an H5 page through its JS bridge (docs/PROTOCOL.md section 3),
 /// read into the record it carries. Pure.
 enum BridgeMessage: Sendable {
     /// An event or profile record, with the page SDK's `server_url` still in it.

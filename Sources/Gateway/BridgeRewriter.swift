@@ -109,7 +109,7 @@ struct AppContext: Sendable, Equatable {
 }
 
 /// Verifies a record an H5 page handed to its app and rewrites it exactly as the app's SDK would
-/// before uploading it (PROTOCOL.md section 3). Pure apart from the fresh `_track_id`.
+/// before uploading it (docs/PROTOCOL.md section 3). Pure apart from the fresh `_track_id`.
 enum BridgeRewriter {
     /// Identity keys that name the app's device: the app's own values replace the page's.
     static let appDeviceKeys: Set<String> = [

@@ -9,7 +9,7 @@ import Synchronization
 /// stays in force). A project nobody has seen yet cannot be checked without config-service, so
 /// its uploads get a 503 and the SDK retries.
 ///
-/// Status codes are chosen for what the SDKs do with them (PROTOCOL.md section 1): an unknown
+/// Status codes are chosen for what the SDKs do with them (docs/PROTOCOL.md section 1): an unknown
 /// project is 404 and a missing or wrong token 403, both of which the iOS and Android SDKs keep and
 /// retry, so a batch sent before the project was created or the token was fixed is not lost.
 final class ProjectDirectory: Sendable {

@@ -9,7 +9,7 @@ struct NormalizedRecord: Sendable, Equatable {
     var token: String? = nil
 }
 
-/// Validates one SDK record and normalizes it (PROTOCOL.md section 2). Pure: the same record and
+/// Validates one SDK record and normalizes it (docs/PROTOCOL.md section 2). Pure: the same record and
 /// clock give the same answer. A failure is a reason a person can act on.
 struct RecordNormalizer: Sendable {
     let limits: UploadLimits
@@ -178,7 +178,7 @@ struct RecordNormalizer: Sendable {
 
     /// A date-time value `yyyy-MM-dd HH:mm:ss.S` or `.SS` written with three millisecond digits, or
     /// nil when `text` needs no change. The JS SDK pads milliseconds to two digits only, so `.06`
-    /// means 6 ms and becomes `.006` (PROTOCOL.md section 2).
+    /// means 6 ms and becomes `.006` (docs/PROTOCOL.md section 2).
     static func normalizedDateTime(_ text: some Collection<UInt8>) -> [UInt8]? {
         guard text.count == 21 || text.count == 22 else { return nil }
         let bytes = Array(text)

@@ -260,7 +260,7 @@ struct PropertyPreset: Sendable, Equatable {
     }
 }
 
-/// What an app SDK puts in place of a bridged record's own fields (PROTOCOL.md section 3). The
+/// What an app SDK puts in place of a bridged record's own fields (docs/PROTOCOL.md section 3). The
 /// normalizer applies it while it reads the record, so the page's record is never copied or rebuilt.
 struct BridgeOverrides: Sendable, Equatable {
     /// The app's user, for records that belong to a user (not items).

@@ -4,7 +4,7 @@ import Foundation
 import Hummingbird
 import Logging
 
-/// The Sensors-compatible config downloads (PROTOCOL.md section 5), served on the same host and
+/// The Sensors-compatible config downloads (docs/PROTOCOL.md section 5), served on the same host and
 /// port as `/sa` because SDKs derive the config URL from the upload URL. The documents come from
 /// config-service: the most specific one published for the app (platform + app id, then platform,
 /// then all apps) wins.

@@ -1,7 +1,7 @@
 import DatongRuntime
 import Hummingbird
 
-/// SDKs replace only the last path segment of the server URL they are given (PROTOCOL.md section 1),
+/// SDKs replace only the last path segment of the server URL they are given (docs/PROTOCOL.md section 1),
 /// so `https://host/any/prefix/sa` uploads to `/any/prefix/sa.gif` or `/any/prefix/debug`. This
 /// router routes those paths as if they had no prefix, before the route lookup.
 struct SDKPathRouter<Inner: HTTPResponderBuilder>: HTTPResponderBuilder where Inner.Responder.Context == DatongRequestContext {

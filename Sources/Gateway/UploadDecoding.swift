@@ -57,7 +57,7 @@ struct FormParameters: Sendable {
     }
 }
 
-/// Turns an upload's `data` / `data_list` parameter into JSON records (PROTOCOL.md section 1):
+/// Turns an upload's `data` / `data_list` parameter into JSON records (docs/PROTOCOL.md section 1):
 /// checks the crc, decodes lenient base64, inflates gzip within the decompressed-size limit.
 enum UploadPayload {
     static func records(from parameters: FormParameters, limits: UploadLimits) throws -> [JSONRef] {

@@ -4,7 +4,7 @@ import Foundation
 import Hummingbird
 import Logging
 
-/// Handles SDK uploads (PROTOCOL.md section 1): decode once, validate each record, resolve every
+/// Handles SDK uploads (docs/PROTOCOL.md section 1): decode once, validate each record, resolve every
 /// record's user in one identity-service call, store the batch through the collector, and answer
 /// only after the collector says it is committed.
 struct UploadHandler: Sendable {

@@ -74,7 +74,7 @@ struct WebURL: Sendable, Equatable {
     }
 }
 
-/// Where an SDK sends its data, as the bridge compares it: hostname and project only (PROTOCOL.md
+/// Where an SDK sends its data, as the bridge compares it: hostname and project only (docs/PROTOCOL.md
 /// section 3 ignores scheme, port and path).
 struct ServerTarget: Sendable, Hashable, CustomStringConvertible {
     let host: String
@@ -104,7 +104,7 @@ struct ServerTarget: Sendable, Hashable, CustomStringConvertible {
     var description: String { "\(UntrustedText.quoted(host, limit: 255)) (project \(UntrustedText.quoted(project)))" }
 }
 
-/// A project's two bridge whitelists as config-service last published them (ARCHITECTURE.md,
+/// A project's two bridge whitelists as config-service last published them (docs/ARCHITECTURE.md,
 /// Whitelists), read once when fetched so that checking a record is a lookup. Pure.
 struct ProjectWhitelists: Sendable, Equatable {
     /// Other servers whose H5 pages may bridge into the project.

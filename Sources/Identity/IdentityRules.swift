@@ -31,7 +31,7 @@ struct IdentityPlan: Sendable, Equatable {
     func mayMerge(_ identity: IdentityKey) -> Bool { !linksNothing && !neverMerged.contains(identity) }
 }
 
-/// Which identities a record carries, as PROTOCOL.md section 4 describes. Pure functions.
+/// Which identities a record carries, as docs/PROTOCOL.md section 4 describes. Pure functions.
 enum IdentityRules {
     static let loginKey = "$identity_login_id"
     static let anonymousKey = "$identity_anonymous_id"

@@ -3,7 +3,7 @@ import Foundation
 @testable import Gateway
 import Testing
 
-/// The bridge rules of PROTOCOL.md section 3 as pure functions, on the JS SDK's real bridge messages.
+/// The bridge rules of docs/PROTOCOL.md section 3 as pure functions, on the JS SDK's real bridge messages.
 @Suite("Bridge messages: reading, verification and rewriting")
 struct BridgeRulesTests {
     static let appServer = "https://sa.example.com/sa?project=production"

@@ -2,7 +2,7 @@ import DatongContracts
 @testable import Identity
 import Testing
 
-@Suite("Identity rules (PROTOCOL.md section 4)")
+@Suite("Identity rules (docs/PROTOCOL.md section 4)")
 struct IdentityRulesTests {
     @Test("a signup links the previous anonymous id to the login id")
     func signup() {

@@ -3,7 +3,7 @@ import Foundation
 @testable import Gateway
 import Testing
 
-@Suite("Record validation and normalization (PROTOCOL.md section 2)")
+@Suite("Record validation and normalization (docs/PROTOCOL.md section 2)")
 struct RecordNormalizerTests {
     let normalizer = RecordNormalizer(limits: UploadLimits(timeWindowPastDays: 36_500))
     let now: Int64 = 1_795_273_200_000

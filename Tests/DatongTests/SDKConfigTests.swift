@@ -5,7 +5,7 @@ import Hummingbird
 import HummingbirdTesting
 import Testing
 
-/// The Sensors config downloads (PROTOCOL.md section 5) through the gateway, on the host and any
+/// The Sensors config downloads (docs/PROTOCOL.md section 5) through the gateway, on the host and any
 /// path prefix SDKs upload to, with the documents published in config-service.
 @Suite("bridge-gateway: SDK config downloads")
 struct SDKConfigTests {

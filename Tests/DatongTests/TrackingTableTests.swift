@@ -5,7 +5,7 @@ import Testing
 /// Tracking tables are checked on publish; every problem is reported at its JSON Pointer.
 @Suite("config-service: tracking-table validation")
 struct TrackingTableTests {
-    /// The table of ARCHITECTURE.md, as an app team would publish it.
+    /// The table of docs/ARCHITECTURE.md, as an app team would publish it.
     static let valid = #"""
         { "ACTION":    { "ViewController/jumpSecond": {
                            "userDefined": {"eventid": "201803074|93", "target": "", "pageid": "234", "pagename": "首页"},

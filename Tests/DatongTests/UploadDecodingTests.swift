@@ -5,7 +5,7 @@ import NIOCore
 import CompressNIO
 import Testing
 
-@Suite("Upload decoding (PROTOCOL.md section 1)")
+@Suite("Upload decoding (docs/PROTOCOL.md section 1)")
 struct UploadDecodingTests {
     let limits = UploadLimits()
 
