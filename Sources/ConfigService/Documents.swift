@@ -105,6 +105,8 @@ enum DocumentValidator {
             problems += SDKDocuments.remoteConfigProblems(value)
         case .visualConfig:
             problems += SDKDocuments.visualConfigProblems(value)
+        case .appLinks:
+            problems += AppLinks.problems(value)
         }
         guard problems.isEmpty else { return .failure(DocumentProblems(list: problems)) }
         guard let canonical = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .fragmentsAllowed]) else {

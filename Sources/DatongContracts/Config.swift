@@ -5,6 +5,8 @@ public enum DocumentKind: String, Codable, Sendable, CaseIterable {
     case visualConfig = "visual-config"
     case serverURLWhitelist = "server-url-whitelist"
     case h5DomainWhitelist = "h5-domain-whitelist"
+    /// The app's route table and its Universal Links / App Links data (seed 003).
+    case appLinks = "app-links"
 }
 
 /// A project as the admin API lists it.

@@ -47,7 +47,16 @@ public func buildGatewayApplication(
     router.get("/debug") { request, context in try await uploads.handle(request, context: context, mode: .debug) }
     router.post("/v1/bridge") { request, context in try await bridge.handle(request, context: context) }
     let sdkConfig = SDKConfigHandler(config: config)
-    router.get("/config/:file") { request, context in try await sdkConfig.remote(request, context: context) }
+    let downloads = AppDownloadsHandler(config: config, linksProject: settings.appLinksProject)
+    router.get("/config/:file") { request, context in
+        // `…/config/iOS.conf` is the Sensors remote config; `…/config/NAME.json` Datong's app downloads.
+        if context.parameters.get("file")?.hasSuffix(".json") == true { return try await downloads.document(request, context: context) }
+        return try await sdkConfig.remote(request, context: context)
+    }
+    router.get("/.well-known/apple-app-site-association") { request, context in
+        try await downloads.appleAppSiteAssociation(request, context: context)
+    }
+    router.get("/.well-known/assetlinks.json") { request, context in try await downloads.assetLinks(request, context: context) }
     router.get("/config/visualized/:file") { request, context in try await sdkConfig.visual(request, context: context) }
 
     return makeServiceApplication(

@@ -16,6 +16,10 @@ public struct GatewaySettings: Sendable {
     /// Requests the gateway works on at once; beyond it, 503 with `Retry-After` at once, so that
     /// overload costs neither memory nor latency for the requests admitted (`MAX_IN_FLIGHT_REQUESTS`).
     public var maxInFlightRequests: Int
+    /// The project whose app-links document `/.well-known/apple-app-site-association` and
+    /// `/.well-known/assetlinks.json` are built from: those paths belong to the host, not to a
+    /// project (`APP_LINKS_PROJECT`).
+    public var appLinksProject: String
 
     public static let defaultPort = 8106
 
@@ -23,9 +27,10 @@ public struct GatewaySettings: Sendable {
         server: ServerSettings = ServerSettings(port: Self.defaultPort),
         identityURL: String = "http://127.0.0.1:8107", collectorURL: String = "http://127.0.0.1:8109",
         configURL: String = "http://127.0.0.1:8108", upstreamTimeoutSeconds: Int = 10, whitelistRefreshSeconds: Int = 2,
-        limits: UploadLimits = UploadLimits(), maxInFlightRequests: Int = 512
+        limits: UploadLimits = UploadLimits(), maxInFlightRequests: Int = 512, appLinksProject: String = "default"
     ) {
         self.maxInFlightRequests = maxInFlightRequests
+        self.appLinksProject = appLinksProject
         self.server = server
         self.identityURL = identityURL
         self.collectorURL = collectorURL
@@ -57,7 +62,8 @@ public struct GatewaySettings: Sendable {
                 bodyTimeoutSeconds: try reader.int("BODY_TIMEOUT_SECONDS", default: defaults.bodyTimeoutSeconds, range: 1...3600),
                 maxListItems: try reader.int("MAX_LIST_ITEMS", default: defaults.maxListItems, range: 1...1_000_000)
             ),
-            maxInFlightRequests: try reader.int("MAX_IN_FLIGHT_REQUESTS", default: 512, range: 1...100_000)
+            maxInFlightRequests: try reader.int("MAX_IN_FLIGHT_REQUESTS", default: 512, range: 1...100_000),
+            appLinksProject: try requestProject(reader.optionalString("APP_LINKS_PROJECT"))
         )
     }
 }

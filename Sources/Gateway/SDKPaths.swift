@@ -30,7 +30,8 @@ enum SDKPaths {
     /// The last segments the SDKs use.
     static let endpoints: Set<Substring> = ["sa", "sa.gif", "debug"]
 
-    /// `/prefix/sa.gif?q` → `/sa.gif?q`, `/prefix/config/iOS.conf?q` → `/config/iOS.conf?q`; nil when
+    /// `/prefix/sa.gif?q` → `/sa.gif?q`, `/prefix/config/iOS.conf?q` → `/config/iOS.conf?q`
+    /// (`tracking-table.json` and the other app downloads alike); nil when
     /// the path needs no change.
     static func unprefixed(_ path: String) -> String? {
         let end = path.firstIndex(of: "?") ?? path.endIndex
@@ -38,8 +39,8 @@ enum SDKPaths {
         guard let slash = route.lastIndex(of: "/"), slash != route.startIndex else { return nil }
         let last = route[route.index(after: slash)...]
         if endpoints.contains(last) { return String(path[slash...]) }
-        // Config downloads: …/config/X.conf and …/config/visualized/X.conf.
-        guard last.hasSuffix(".conf"), let config = route.range(of: "/config/", options: .backwards),
+        // Config downloads: …/config/X.conf, …/config/visualized/X.conf and …/config/X.json.
+        guard last.hasSuffix(".conf") || last.hasSuffix(".json"), let config = route.range(of: "/config/", options: .backwards),
               config.lowerBound != route.startIndex
         else { return nil }
         let rest = route[config.upperBound...]

@@ -146,9 +146,13 @@ struct RunningServices: Sendable {
         collectorURL: String? = nil,
         configURL: String? = nil,
         idleTimeoutSeconds: Int = ServerSettings.defaultIdleTimeoutSeconds,
+        databaseSetup: String? = nil,
         _ body: @escaping @Sendable (RunningServices) async throws -> Void
     ) async throws {
         let url = try await TestDatabase.create()
+        if let databaseSetup {
+            try await TestDatabase.withPool(url) { pool in try await pool.withConnection { try $0.execute(databaseSetup) } }
+        }
         let runtime = ServiceRuntime(logger: TestDatabase.logger)
         let database = DatabaseSettings(url: url, poolSize: 2, startupTimeout: 10)
         let server = ServerSettings(port: 0, serviceToken: serviceToken, idleTimeoutSeconds: idleTimeoutSeconds)
