@@ -234,7 +234,7 @@ struct BridgeRulesTests {
     }
 
     @Test("other paths are left alone", arguments: [
-        "/sa", "/sa.gif?x=/y/sa", "/v1/bridge", "/health", "/a/sa/b", "/", "/config/iOS.conf", "/a/config/x/y/z.conf", "/a/config/iOS.json",
+        "/sa", "/sa.gif?x=/y/sa", "/v1/bridge", "/health", "/a/sa/b", "/", "/config/iOS.conf", "/a/config/x/y/z.conf", "/a/config/iOS.txt",
     ])
     func unchangedPaths(path: String) {
         #expect(SDKPaths.unprefixed(path) == nil)
