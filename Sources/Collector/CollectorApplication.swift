@@ -95,8 +95,12 @@ extension CollectRecord {
         let texts: [(String, String?)] = [
             ("type", type), ("event", event), ("distinctId", distinctId), ("anonymousId", anonymousId), ("loginId", loginId),
             ("lib", lib), ("libVersion", libVersion), ("appVersion", appVersion), ("itemType", itemType), ("itemId", itemId),
+            ("libMethod", libMethod), ("libDetail", libDetail), ("originalId", originalId),
         ]
         for (name, value) in texts where value?.utf8.contains(0) == true { return "\(name) contains a NUL character" }
+        for (key, value) in identities ?? [:] where key.utf8.contains(0) || value.utf8.contains(0) {
+            return "identities contain a NUL character"
+        }
         return nil
     }
 }

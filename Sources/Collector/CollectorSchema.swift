@@ -167,5 +167,21 @@ enum CollectorSchema {
                 LEFT JOIN analytics.user_canonical c ON c.project = e.project AND c.user_id = e.user_id;
             COMMENT ON VIEW analytics.events IS 'One row per stored event (track, $SignUp, $BindID, $UnbindID); user_id is the current user (merges followed), stored_user_id the user it was stored with.';
             """),
+        Migration(version: 4, name: "events keep how they were made (lib_method, lib_detail), original_id and identities", sql: """
+            -- New columns go last: the collector COPYs rows in column order.
+            ALTER TABLE collector.events
+                ADD COLUMN lib_method  text,
+                ADD COLUMN lib_detail  text,
+                ADD COLUMN original_id text,
+                ADD COLUMN identities  jsonb;
+            CREATE OR REPLACE VIEW analytics.events AS
+                SELECT e.project, e.event_id, e.type, e.event, e.time, e.received_at, e.distinct_id,
+                       COALESCE(c.canonical_user_id, e.user_id) AS user_id,
+                       e.anonymous_id, e.login_id, e.lib, e.lib_version, e.app_version, e.hybrid_h5, e.properties,
+                       e.user_id AS stored_user_id, e.lib_method, e.lib_detail, e.original_id, e.identities
+                FROM collector.events e
+                LEFT JOIN analytics.user_canonical c ON c.project = e.project AND c.user_id = e.user_id;
+            COMMENT ON COLUMN analytics.events.lib_method IS 'How the event was made: code, autoTrack, or visual (codeless tracking).';
+            """),
     ]
 }

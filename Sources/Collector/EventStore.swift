@@ -333,7 +333,7 @@ final class PostgresEventStore: EventStore {
         """
 
     static func appendEvent(_ record: CollectRecord, key: RecordKey, receivedAt: Int64, to writer: inout BinaryCopyWriter) {
-        writer.beginRow(fieldCount: 15)
+        writer.beginRow(fieldCount: 19)
         writer.text(record.project)
         writer.timestamp(unixMillis: record.time)
         writer.uuid(key)
@@ -349,6 +349,24 @@ final class PostgresEventStore: EventStore {
         writer.text(record.appVersion)
         writer.boolean(record.hybridH5)
         writer.jsonb(record.properties)
+        // Added by migration 4, after the first fifteen columns.
+        writer.text(record.libMethod)
+        writer.text(record.libDetail)
+        writer.text(record.originalId)
+        writer.jsonb(record.identities.map(Self.identitiesJSON))
+    }
+
+    /// The identities as a JSON object, keys sorted.
+    static func identitiesJSON(_ identities: [String: String]) -> String {
+        var out: [UInt8] = [UInt8(ascii: "{")]
+        for (index, (key, value)) in identities.sorted(by: { $0.key < $1.key }).enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONValue.writeString(utf8: key.utf8, to: &out)
+            out.append(UInt8(ascii: ":"))
+            JSONValue.writeString(utf8: value.utf8, to: &out)
+        }
+        out.append(UInt8(ascii: "}"))
+        return String(decoding: out, as: UTF8.self)
     }
 
     private static func appendProfileRecord(_ record: CollectRecord, key: RecordKey, receivedAt: Int64, to writer: inout BinaryCopyWriter) {

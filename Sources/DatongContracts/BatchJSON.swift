@@ -78,6 +78,10 @@ extension CollectRecord {
         record.raw("properties", properties, &out)
         record.string("itemType", itemType, &out)
         record.string("itemId", itemId, &out)
+        record.string("libMethod", libMethod, &out)
+        record.string("libDetail", libDetail, &out)
+        record.string("originalId", originalId, &out)
+        record.identities(identities, &out)
         record.finish(&out)
     }
 
@@ -86,6 +90,7 @@ extension CollectRecord {
         var project: String?, type: String?, event: String?, time: Int64?, distinctId: String?, userId: Int64?
         var anonymousId: String?, loginId: String?, lib: String?, libVersion: String?, appVersion: String?
         var hybridH5: Bool?, properties: String?, itemType: String?, itemId: String?
+        var libMethod: String?, libDetail: String?, originalId: String?, identities: [String: String]?
         for (key, field) in value.members {
             if key.textEquals("project") { project = try Field.string(field, path, "project") }
             else if key.textEquals("type") { type = try Field.string(field, path, "type") }
@@ -114,6 +119,10 @@ extension CollectRecord {
             }
             else if key.textEquals("itemType") { itemType = try Field.string(field, path, "itemType") }
             else if key.textEquals("itemId") { itemId = try Field.string(field, path, "itemId") }
+            else if key.textEquals("libMethod") { libMethod = try Field.string(field, path, "libMethod") }
+            else if key.textEquals("libDetail") { libDetail = try Field.string(field, path, "libDetail") }
+            else if key.textEquals("originalId") { originalId = try Field.string(field, path, "originalId") }
+            else if key.textEquals("identities") { identities = try Field.identities(field, path) }
         }
         guard let project else { throw ContractDecodingError("\(path).project is missing") }
         guard let type else { throw ContractDecodingError("\(path).type is missing") }
@@ -123,7 +132,8 @@ extension CollectRecord {
         self.init(
             project: project, type: type, event: event, time: time, distinctId: distinctId, userId: userId,
             anonymousId: anonymousId, loginId: loginId, lib: lib, libVersion: libVersion, appVersion: appVersion,
-            hybridH5: hybridH5, properties: properties, itemType: itemType, itemId: itemId
+            hybridH5: hybridH5, properties: properties, itemType: itemType, itemId: itemId,
+            libMethod: libMethod, libDetail: libDetail, originalId: originalId, identities: identities
         )
     }
 }
@@ -182,13 +192,7 @@ extension IdentityRecord {
         record.string("type", type, &out)
         record.string("distinctId", distinctId, &out)
         record.string("originalId", originalId, &out)
-        if let identities {
-            record.object("identities", &out) { out in
-                var object = JSONObjectWriter(&out)
-                for (key, value) in identities.sorted(by: { $0.key < $1.key }) { object.string(dynamic: key, value, &out) }
-                object.finish(&out)
-            }
-        }
+        record.identities(identities, &out)
         record.bool("isLoginId", isLoginId, &out)
         record.string("lib", lib, &out)
         record.finish(&out)
@@ -208,16 +212,7 @@ extension IdentityRecord {
                 guard field.kind == .bool else { throw ContractDecodingError("\(path).isLoginId is not a boolean") }
                 isLoginId = field.isTrue
             } else if key.textEquals("identities") {
-                if field.kind == .null { continue }
-                guard field.isObject else { throw ContractDecodingError("\(path).identities is not an object") }
-                var found: [String: String] = [:]
-                for (name, text) in field.members {
-                    guard let name = name.stringValue, let text = try Field.string(text, path, "identities") else {
-                        throw ContractDecodingError("\(path).identities holds a value that is not a string")
-                    }
-                    found[name] = text
-                }
-                identities = found
+                identities = try Field.identities(field, path)
             }
         }
         guard let project else { throw ContractDecodingError("\(path).project is missing") }
@@ -294,6 +289,20 @@ private enum Field {
         }
     }
 
+    /// An `identities` object of string values; nil for null.
+    static func identities(_ value: JSONRef, _ path: String) throws(ContractDecodingError) -> [String: String]? {
+        if value.kind == .null { return nil }
+        guard value.isObject else { throw ContractDecodingError("\(path).identities is not an object") }
+        var found: [String: String] = [:]
+        for (name, text) in value.members {
+            guard let name = name.stringValue, let text = try Field.string(text, path, "identities") else {
+                throw ContractDecodingError("\(path).identities holds a value that is not a string")
+            }
+            found[name] = text
+        }
+        return found
+    }
+
     static func int(_ value: JSONRef, _ path: String) throws(ContractDecodingError) -> Int64 {
         guard let int = value.int64Value else { throw ContractDecodingError("\(path) is not an integer") }
         return int
@@ -341,6 +350,16 @@ private struct JSONObjectWriter {
     mutating func raw(_ name: StaticString, _ json: String, _ out: inout [UInt8]) {
         key(name, &out)
         out.append(contentsOf: json.utf8)
+    }
+
+    /// An `identities` member (keys sorted), left out when nil.
+    mutating func identities(_ identities: [String: String]?, _ out: inout [UInt8]) {
+        guard let identities else { return }
+        object("identities", &out) { out in
+            var object = JSONObjectWriter(&out)
+            for (key, value) in identities.sorted(by: { $0.key < $1.key }) { object.string(dynamic: key, value, &out) }
+            object.finish(&out)
+        }
     }
 
     mutating func int(_ name: StaticString, _ value: Int64?, _ out: inout [UInt8]) {

@@ -37,13 +37,26 @@ public struct CollectRecord: Codable, Sendable, Equatable {
     public var properties: String
     public var itemType: String?
     public var itemId: String?
+    /// `lib.$lib_method`: how the event was made: `code`, `autoTrack`, or codeless (`visual`).
+    public var libMethod: String?
+    /// `lib.$lib_detail`: where in the app's code (or which element) the event came from.
+    public var libDetail: String?
+    /// The record's `original_id` (a `$SignUp`'s previous anonymous id).
+    public var originalId: String?
+    /// The record's `identities` (for a relayed record, as the app rewrote them).
+    public var identities: [String: String]?
 
     public init(
         project: String, type: String, event: String?, time: Int64, distinctId: String?, userId: Int64?,
         anonymousId: String? = nil, loginId: String? = nil, lib: String? = nil, libVersion: String? = nil,
         appVersion: String? = nil, hybridH5: Bool = false, properties: String, itemType: String? = nil,
-        itemId: String? = nil
+        itemId: String? = nil, libMethod: String? = nil, libDetail: String? = nil, originalId: String? = nil,
+        identities: [String: String]? = nil
     ) {
+        self.libMethod = libMethod
+        self.libDetail = libDetail
+        self.originalId = originalId
+        self.identities = identities
         self.project = project
         self.type = type
         self.event = event
@@ -116,7 +129,7 @@ public struct CollectResult: Codable, Sendable, Equatable {
 extension CollectRecord {
     private enum CodingKeys: String, CodingKey {
         case project, type, event, time, distinctId, userId, anonymousId, loginId, lib, libVersion, appVersion, hybridH5
-        case properties, itemType, itemId
+        case properties, itemType, itemId, libMethod, libDetail, originalId, identities
     }
 
     /// Codable reads `properties` as a JSON object and keeps its canonical text (keys sorted), the
@@ -141,7 +154,11 @@ extension CollectRecord {
             appVersion: try container.decodeIfPresent(String.self, forKey: .appVersion),
             hybridH5: try container.decode(Bool.self, forKey: .hybridH5), properties: String(decoding: text, as: UTF8.self),
             itemType: try container.decodeIfPresent(String.self, forKey: .itemType),
-            itemId: try container.decodeIfPresent(String.self, forKey: .itemId)
+            itemId: try container.decodeIfPresent(String.self, forKey: .itemId),
+            libMethod: try container.decodeIfPresent(String.self, forKey: .libMethod),
+            libDetail: try container.decodeIfPresent(String.self, forKey: .libDetail),
+            originalId: try container.decodeIfPresent(String.self, forKey: .originalId),
+            identities: try container.decodeIfPresent([String: String].self, forKey: .identities)
         )
     }
 
@@ -165,5 +182,9 @@ extension CollectRecord {
         try container.encode(value, forKey: .properties)
         try container.encodeIfPresent(itemType, forKey: .itemType)
         try container.encodeIfPresent(itemId, forKey: .itemId)
+        try container.encodeIfPresent(libMethod, forKey: .libMethod)
+        try container.encodeIfPresent(libDetail, forKey: .libDetail)
+        try container.encodeIfPresent(originalId, forKey: .originalId)
+        try container.encodeIfPresent(identities, forKey: .identities)
     }
 }

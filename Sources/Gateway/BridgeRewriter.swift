@@ -103,8 +103,13 @@ struct AppContext: Sendable, Equatable {
         self.properties = properties
         self.appVersion = appVersion
         self.pageURL = pageURL
-        presets = BridgeRewriter.appDeviceProperties.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) })
-            .compactMap { key in properties[key].map { PropertyPreset(key: key, value: $0) } }
+        // Every property the app sends goes over the page's, as the Android SDK's H5TrackAssemble
+        // merges its preset, super-property and real-time plugins over an H5 event's properties
+        // (PropertyPluginManager.propertiesHandler); the page keeps what its own SDK says of itself
+        // (SAPresetPropertyPlugin removes $lib, $lib_version and $app_version when the event has them).
+        presets = properties.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }).map { key in
+            PropertyPreset(key: key, value: properties[key]!, pageWins: BridgeRewriter.pageOwnedProperties.contains(key))
+        }
     }
 }
 
@@ -116,11 +121,9 @@ enum BridgeRewriter {
         "$identity_idfv", "$identity_ios_uuid", "$identity_android_id", "$identity_android_uuid", "$identity_anonymous_id",
     ]
 
-    /// Device and app presets the app's values overwrite on bridged events.
-    static let appDeviceProperties: [String] = [
-        "$os", "$os_version", "$model", "$manufacturer", "$app_id", "$app_name", "$app_version", "$screen_width",
-        "$screen_height", "$timezone_offset", "$is_first_day", "$network_type", "$wifi", "$device_id",
-    ]
+    /// App properties that do not replace the page's own on a bridged event: what the page's SDK says
+    /// of itself (as the Android SDK keeps them), and what describes the page, which only the page knows.
+    static let pageOwnedProperties: Set<String> = ["$lib", "$lib_version", "$app_version", "$url", "$url_path", "$title", "$referrer"]
 
     /// Checks where the record was meant to go and which page sent it, and says what the app puts in
     /// place of the record's own fields for `project`. An H5 `$SignUp` logs `app` in, so later
@@ -144,14 +147,8 @@ enum BridgeRewriter {
                     + "nor project \(project)'s server-URL whitelist"
             ))
         }
-        if whitelists.restrictsPages {
-            let pageURL = fields.properties?["$url"]?.stringValue ?? app.pageURL
-            guard let page = pageURL, let host = WebURL(page)?.host else {
-                return .failure(.init("the record has no $url (and the app sent no page_url), so its page cannot be checked against project \(project)'s H5 domain whitelist"))
-            }
-            guard whitelists.allowsPage(host: host) else {
-                return .failure(.init("the page's host \(UntrustedText.quoted(host, limit: 255)) is not on project \(project)'s H5 domain whitelist"))
-            }
+        if let problem = whitelists.pageProblem(pageURL: fields.properties?["$url"]?.stringValue ?? app.pageURL, project: project) {
+            return .failure(.init(problem))
         }
 
         var user: BridgeOverrides.User?
@@ -162,6 +159,24 @@ enum BridgeRewriter {
                 // The page logged in: so does the app, and the signup names the app's anonymous id.
                 if let login = fields.distinctID?.stringValue, !login.isEmpty { app.loginID = login }
                 originalID = app.anonymousID
+            }
+            if type == "track_id_unbind" {
+                // The app SDK leaves a page's unbind as the page wrote it: the one pair it detaches,
+                // under the app's distinct_id, no anonymous id (H5TrackAssemble.updateIdentities and
+                // checkIDConsistent, sa-sdk-android).
+                var identities: [String: String] = [:]
+                if let sent = fields.identities {
+                    for (keyRef, value) in sent.members {
+                        guard let text = value.stringValue else {
+                            return .failure(.init("identity '\(UntrustedText.quoted(keyRef.stringValue ?? "", limit: 100))' is not a string"))
+                        }
+                        identities[keyRef.stringValue ?? ""] = text
+                    }
+                }
+                user = BridgeOverrides.User(
+                    distinctID: app.loginID ?? app.anonymousID, anonymousID: nil, loginID: app.loginID, originalID: nil, identities: identities
+                )
+                return .success(BridgeOverrides(user: user, appVersion: app.appVersion, presets: app.presets))
             }
             // The page's identities minus its device ids, plus the app's: the cookie id is kept.
             var identities: [String: String] = [:]

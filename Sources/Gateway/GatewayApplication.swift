@@ -20,7 +20,7 @@ public func buildGatewayApplication(
         config: config, refreshInterval: .seconds(settings.whitelistRefreshSeconds), logger: runtime.logger
     )
     let projects = ProjectDirectory(config: config, refreshInterval: .seconds(settings.whitelistRefreshSeconds))
-    let uploads = UploadHandler(limits: settings.limits, ingest: ingest, projects: projects)
+    let uploads = UploadHandler(limits: settings.limits, ingest: ingest, projects: projects, whitelists: whitelists)
     let bridge = BridgeHandler(limits: settings.limits, whitelists: whitelists, ingest: ingest, projects: projects)
 
     let router = makeServiceRouter(runtime: runtime, readiness: [
@@ -41,6 +41,8 @@ public func buildGatewayApplication(
         )
     }
     router.post("/sa") { request, context in try await uploads.handle(request, context: context, mode: .upload) }
+    // Pages whose POST bodies are lost (seed 001/004) fall back to GET with the payload in the query.
+    router.get("/sa") { request, context in try await uploads.handle(request, context: context, mode: .beacon) }
     router.post("/sa.gif") { request, context in try await uploads.handle(request, context: context, mode: .upload) }
     router.get("/sa.gif") { request, context in try await uploads.handle(request, context: context, mode: .beacon) }
     router.post("/debug") { request, context in try await uploads.handle(request, context: context, mode: .debug) }

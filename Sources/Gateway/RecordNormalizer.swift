@@ -37,7 +37,9 @@ struct RecordNormalizer: Sendable {
         let fields = fields ?? RecordFields(record)
         var project = defaultProject
         // A bridged record goes to the relay's project: the app removes the page's `project`.
-        if bridged == nil, let override = fields.project {
+        // An empty `project` means "not given": the Go SDK sends `"project":""` when it was set up
+        // without a project name, leaving the URL's `?project=` to decide.
+        if bridged == nil, let override = fields.project, override.stringValue?.isEmpty != true {
             guard let name = override.stringValue, ProjectName.isValid(name) else {
                 return .failure(.init(project: defaultProject, reason: "the record's project is not a valid project name"))
             }
@@ -69,11 +71,15 @@ struct RecordNormalizer: Sendable {
         // (for a bridged record only a numeric one, as the app SDK applies it).
         var timeValue = fields.time
         if let override = properties.time, bridged == nil || override.isNumber { timeValue = override }
-        guard let time = Self.milliseconds(timeValue) else { return reject("the record has no numeric time") }
-        let pastLimit = now - Int64(limits.timeWindowPastDays) * 86_400_000
-        let futureLimit = now + Int64(limits.timeWindowFutureMinutes) * 60_000
-        guard time >= pastLimit else { return reject("time \(time) is more than \(limits.timeWindowPastDays) days in the past") }
-        guard time <= futureLimit else { return reject("time \(time) is more than \(limits.timeWindowFutureMinutes) minutes in the future") }
+        guard let time = Self.milliseconds(timeValue) else { return reject("the record has no numeric time from 1970 to 9999") }
+        // `time_free: true` marks an import of history (the server SDKs' `enableTimeFree`): Sensors
+        // skips its time window for it, and so does Datong; the time must still be one it stores.
+        if !(fields.timeFree?.isTrue ?? false) {
+            let pastLimit = now - Int64(limits.timeWindowPastDays) * 86_400_000
+            let futureLimit = now + Int64(limits.timeWindowFutureMinutes) * 60_000
+            guard time >= pastLimit else { return reject("time \(time) is more than \(limits.timeWindowPastDays) days in the past (send time_free: true for an import of history)") }
+            guard time <= futureLimit else { return reject("time \(time) is more than \(limits.timeWindowFutureMinutes) minutes in the future") }
+        }
 
         var event: String?
         if isEvent {
@@ -127,14 +133,20 @@ struct RecordNormalizer: Sendable {
         let hybrid = bridged != nil || (fields.hybrid?.isTrue ?? false)
 
         let recordLoginID = user.map { $0.loginID } ?? fields.loginID?.stringValue
-        let anonymousID = user?.anonymousID ?? fields.anonymousID?.stringValue ?? identities?["$identity_anonymous_id"]
+        let anonymousID = user.map { $0.anonymousID } ?? fields.anonymousID?.stringValue ?? identities?["$identity_anonymous_id"]
         let loginID = recordLoginID ?? identities?["$identity_login_id"] ?? (isLoginID || type == "track_signup" ? distinctID : nil)
         let libVersion = lib?["$lib_version"]?.stringValue ?? properties.libVersion?.stringValue
         let appVersion = bridged?.appVersion ?? lib?["$app_version"]?.stringValue ?? properties.appVersion?.stringValue
         let originalID = user?.originalID ?? fields.originalID?.stringValue
+        let libMethod = lib?["$lib_method"]?.stringValue
+        let libDetail = lib?["$lib_detail"]?.stringValue
+        if let detail = libDetail, detail.utf8.count > limits.maxStringLength || detail.utf8.contains(0) {
+            return reject("lib.$lib_detail is over \(limits.maxStringLength) bytes or holds a NUL character")
+        }
         var storedTexts: [(String, String?)] = [
             ("distinct_id", distinctID), ("anonymous_id", anonymousID), ("login_id", loginID), ("original_id", originalID),
             ("item_id", itemID), ("lib.$lib", libName), ("lib.$lib_version", libVersion), ("lib.$app_version", appVersion),
+            ("lib.$lib_method", libMethod),
         ]
         for (key, value) in identities ?? [:] { storedTexts.append(("identity '\(key)'", value)) }
         for (field, value) in storedTexts {
@@ -146,14 +158,15 @@ struct RecordNormalizer: Sendable {
             project: project, type: type, event: event, time: time, distinctId: distinctID, userId: nil,
             anonymousId: anonymousID, loginId: loginID, lib: libName, libVersion: libVersion, appVersion: appVersion,
             hybridH5: hybrid,
-            properties: properties.canonicalText(replacing: presets),
-            itemType: itemType, itemId: itemID
+            properties: properties.canonicalText(replacing: presets, dateTimes: DateTimeStyle(lib: libName)),
+            itemType: itemType, itemId: itemID, libMethod: libMethod, libDetail: libDetail, originalId: originalID,
+            identities: identities
         )
         let identity = isItem ? nil : IdentityRecord(
             project: project, type: type, distinctId: distinctID ?? "",
             originalId: originalID, identities: identities, isLoginId: isLoginID, lib: libName
         )
-        let token = bridged == nil ? fields.token?.stringValue : nil
+        let token = bridged == nil ? fields.token?.stringValue.flatMap { $0.isEmpty ? nil : $0 } : nil
         return .success(NormalizedRecord(collect: collect, identity: identity, token: token))
     }
 
@@ -176,11 +189,34 @@ struct RecordNormalizer: Sendable {
         return scaled
     }
 
-    /// A date-time value `yyyy-MM-dd HH:mm:ss.S` or `.SS` written with three millisecond digits, or
-    /// nil when `text` needs no change. The JS SDK pads milliseconds to two digits only, so `.06`
-    /// means 6 ms and becomes `.006` (docs/PROTOCOL.md section 2).
-    static func normalizedDateTime(_ text: some Collection<UInt8>) -> [UInt8]? {
-        guard text.count == 21 || text.count == 22 else { return nil }
+    /// How an SDK writes the fraction of a date-time value (`yyyy-MM-dd HH:mm:ss.f`), read from each
+    /// SDK's formatter. Stored values always have three millisecond digits.
+    enum DateTimeStyle: Sendable, Equatable {
+        /// The fraction is the millisecond count, not padded to three digits: the JS SDK pads it to
+        /// two (`formatDate`: `e<10?"0"+e:e` on `getMilliseconds()`, sensorsdata.es6.min.js), so 6 ms
+        /// is `.06`; the Python SDK not at all (`int(obj.microsecond / 1000)`, sensorsanalytics/sdk.py
+        /// `DatetimeSerializer`), so 6 ms is `.6`.
+        case milliseconds
+        /// The fraction is a decimal fraction of a second with trailing zeros trimmed, and none at all
+        /// for whole seconds: Go's `Format("2006-01-02 15:04:05.999")` (structs/event.go), so 670 ms
+        /// is `.67` and 600 ms `.6`. The Java, Android (`yyyy-MM-dd HH:mm:ss.SSS`, TimeUtils.java,
+        /// SensorsAnalyticsUtil.java) and iOS (the same pattern in the framework) SDKs always write three
+        /// digits, which both styles read alike; this is the reading for them and anything unknown.
+        case decimalFraction
+
+        /// The style of the SDK named by `lib.$lib` (or the `$lib` property).
+        init(lib: String?) {
+            switch lib?.lowercased() {
+            case "js", "python", "miniprogram", "mp": self = .milliseconds
+            default: self = .decimalFraction
+            }
+        }
+    }
+
+    /// A date-time value `yyyy-MM-dd HH:mm:ss`, `.f`, `.ff` written with three millisecond digits as
+    /// `style` means it, or nil when `text` needs no change (or is no date-time).
+    static func normalizedDateTime(_ text: some Collection<UInt8>, style: DateTimeStyle) -> [UInt8]? {
+        guard (19...22).contains(text.count), text.count != 20 else { return nil }
         let bytes = Array(text)
         for (byte, expected) in zip(bytes, dateTimePattern) {
             if expected == UInt8(ascii: "d") {
@@ -189,8 +225,14 @@ struct RecordNormalizer: Sendable {
                 return nil
             }
         }
+        // Whole seconds: `.000`.
+        guard bytes.count > 19 else { return bytes + Array(".000".utf8) }
         for byte in bytes[20...] where byte < UInt8(ascii: "0") || byte > UInt8(ascii: "9") { return nil }
-        return Array(bytes[..<20]) + repeatElement(UInt8(ascii: "0"), count: 23 - bytes.count) + bytes[20...]
+        let zeros = repeatElement(UInt8(ascii: "0"), count: 23 - bytes.count)
+        switch style {
+        case .milliseconds: return Array(bytes[..<20]) + zeros + bytes[20...]
+        case .decimalFraction: return bytes + zeros
+        }
     }
 
     private static let dateTimePattern = Array("dddd-dd-dd dd:dd:dd.".utf8)

@@ -20,6 +20,8 @@ struct RecordFields {
     var serverURL: JSONRef?
     /// The record's own ingestion token (with its own `project`).
     var token: JSONRef?
+    /// `time_free: true`: an import of history, exempt from the time window.
+    var timeFree: JSONRef?
 
     init(_ record: JSONRef) {
         for (key, value) in record.members {
@@ -39,6 +41,7 @@ struct RecordFields {
             else if key.textEquals("_hybrid_h5") { hybrid = value }
             else if key.textEquals("server_url") { serverURL = value }
             else if key.textEquals("token") { token = value }
+            else if key.textEquals("time_free") { timeFree = value }
         }
     }
 }
@@ -106,7 +109,13 @@ struct PropertiesReading {
                             if Self.equals(name, "$lib") { reading.lib = value }
                             else if Self.equals(name, "$lib_version") { reading.libVersion = value }
                             else if Self.equals(name, "$app_version") { reading.appVersion = value }
-                            else if Self.equals(name, "$is_login_id") { reading.isLoginID = value }
+                            else if Self.equals(name, "$is_login_id") {
+                                // A flag on the record (its distinct_id is a login id), not data: it is
+                                // read here and never stored, on events or profiles (the event's
+                                // login_id column says the same).
+                                reading.isLoginID = value
+                                continue
+                            }
                         } else if bridged, Self.equals(name, "project") || Self.equals(name, "token") {
                             continue
                         }
@@ -127,8 +136,8 @@ struct PropertiesReading {
     /// The properties to store as JSON object text: keys sorted by their bytes, a repeated key
     /// keeping its last value, date-times given three millisecond digits, and each of `presets`
     /// (sorted by key) in place of the property of its name.
-    func canonicalText(replacing presets: [PropertyPreset] = []) -> String {
-        guard let document, !hasEscapedKey else { return escapedKeysText(replacing: presets) }
+    func canonicalText(replacing presets: [PropertyPreset] = [], dateTimes: RecordNormalizer.DateTimeStyle = .milliseconds) -> String {
+        guard let document, !hasEscapedKey else { return escapedKeysText(replacing: presets, dateTimes: dateTimes) }
         var out: [UInt8] = []
         out.reserveCapacity(estimatedSize)
         out.append(UInt8(ascii: "{"))
@@ -156,12 +165,16 @@ struct PropertiesReading {
                     // Of a repeated key only the last one sent (the last of its run) is stored.
                     if position + 1 < sorted.count, Self.compare(keyName, name(sorted[position + 1])) == 0 { continue }
                     writePresets(before: keyName)
-                    if presetIndex < presets.count, presets[presetIndex].key.elementsEqual(keyName) { continue }
+                    if presetIndex < presets.count, presets[presetIndex].key.elementsEqual(keyName) {
+                        // The app's value, unless the page's own is kept (`$lib`, `$lib_version`, `$app_version`).
+                        if !presets[presetIndex].pageWins { continue }
+                        presetIndex += 1
+                    }
                     if out.count > 1 { out.append(UInt8(ascii: ",")) }
                     let entry = entries[Int(key)]
                     out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[Int(entry.start - 1)...Int(entry.end)]))
                     out.append(UInt8(ascii: ":"))
-                    Self.writeValue(at: Int(key) + 1, bytes: bytes, entries: entries, to: &out)
+                    Self.writeValue(at: Int(key) + 1, bytes: bytes, entries: entries, dateTimes: dateTimes, to: &out)
                 }
                 writePresets(before: nil)
             }
@@ -172,19 +185,23 @@ struct PropertiesReading {
 
     /// The same text built through `JSONValue`, when a key holds an escape (no SDK writes one) or
     /// there are no properties.
-    private func escapedKeysText(replacing presets: [PropertyPreset]) -> String {
+    private func escapedKeysText(replacing presets: [PropertyPreset], dateTimes: RecordNormalizer.DateTimeStyle) -> String {
         var object: [String: JSONValue] = [:]
         if let document {
             for key in keys {
                 let value = JSONRef(document: document, index: Int(key) + 1)
                 var stored = value.value
-                if value.kind == .string, let padded = RecordNormalizer.normalizedDateTime(value.textBytes) {
+                if value.kind == .string, let padded = RecordNormalizer.normalizedDateTime(value.textBytes, style: dateTimes) {
                     stored = .string(String(decoding: padded, as: UTF8.self))
                 }
                 object[JSONRef(document: document, index: Int(key)).stringValue ?? ""] = stored
             }
         }
-        for preset in presets { object[String(decoding: preset.key, as: UTF8.self)] = preset.value }
+        for preset in presets {
+            let key = String(decoding: preset.key, as: UTF8.self)
+            if preset.pageWins, object[key] != nil { continue }
+            object[key] = preset.value
+        }
         var out: [UInt8] = []
         JSONValue.object(object).write(to: &out)
         return String(decoding: out, as: UTF8.self)
@@ -207,7 +224,8 @@ struct PropertiesReading {
     /// A property value as stored: copied as sent unless it holds an escape to normalize or a
     /// date-time to pad.
     private static func writeValue(
-        at index: Int, bytes: UnsafeBufferPointer<UInt8>, entries: UnsafeBufferPointer<JSONDocument.Entry>, to out: inout [UInt8]
+        at index: Int, bytes: UnsafeBufferPointer<UInt8>, entries: UnsafeBufferPointer<JSONDocument.Entry>,
+        dateTimes: RecordNormalizer.DateTimeStyle, to out: inout [UInt8]
     ) {
         let entry = entries[index]
         switch entry.kind {
@@ -215,8 +233,8 @@ struct PropertiesReading {
             let text = UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.end)])
             if entry.flag {
                 let decoded = JSONParser.unescape(text)
-                JSONValue.writeString(utf8: RecordNormalizer.normalizedDateTime(decoded) ?? decoded, to: &out)
-            } else if let padded = RecordNormalizer.normalizedDateTime(text) {
+                JSONValue.writeString(utf8: RecordNormalizer.normalizedDateTime(decoded, style: dateTimes) ?? decoded, to: &out)
+            } else if let padded = RecordNormalizer.normalizedDateTime(text, style: dateTimes) {
                 JSONValue.writeString(utf8: padded, to: &out)
             } else {
                 out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[Int(entry.start - 1)...Int(entry.end)]))
@@ -243,14 +261,18 @@ struct PropertiesReading {
     }
 }
 
-/// A property an app puts on every bridged event in place of the page's (`$os`, `$model`, …).
+/// A property an app puts on every bridged event (`$os`, `$model`, `$carrier`, its super
+/// properties, …): in place of the page's, unless the page's own is kept (`pageWins`).
 struct PropertyPreset: Sendable, Equatable {
     let key: [UInt8]
     let value: JSONValue
+    /// The page's value stays when it has one: what its own SDK says of itself.
+    let pageWins: Bool
 
-    init(key: String, value: JSONValue) {
+    init(key: String, value: JSONValue, pageWins: Bool = false) {
         self.key = Array(key.utf8)
         self.value = value
+        self.pageWins = pageWins
     }
 
     func write(to out: inout [UInt8]) {
@@ -266,7 +288,8 @@ struct BridgeOverrides: Sendable, Equatable {
     /// The app's user, for records that belong to a user (not items).
     struct User: Sendable, Equatable {
         var distinctID: String
-        var anonymousID: String
+        /// nil for a relayed `$UnbindID`, which carries no anonymous id.
+        var anonymousID: String?
         var loginID: String?
         /// For a `$SignUp`, the app's anonymous id; nil leaves the record's own `original_id`.
         var originalID: String?

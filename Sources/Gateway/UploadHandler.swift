@@ -11,6 +11,8 @@ struct UploadHandler: Sendable {
     let limits: UploadLimits
     let ingest: Ingest
     let projects: ProjectDirectory
+    /// The H5 domain whitelists, which an app's upload of relayed records meets as a relay does.
+    let whitelists: WhitelistCache
 
     /// A 1×1 transparent GIF, the answer to image beacons.
     static let pixel: [UInt8] = [
@@ -31,6 +33,9 @@ struct UploadHandler: Sendable {
         var upload = try PreparedUpload(query: request.uri.query, body: body, limits: limits, now: receivedAt)
         try await projects.check(project: upload.project, token: upload.token, logger: context.logger)
         try await upload.checkRecordProjects(projects, logger: context.logger)
+        if upload.hasRelayedRecords {
+            upload.checkRelayedPages(try await whitelists.whitelists(for: upload.project))
+        }
         var problems = upload.problems
 
         if mode == .debug, request.headers[.dryRun]?.lowercased() == "true" {
@@ -106,6 +111,11 @@ struct PreparedUpload: Sendable {
     /// The text of accepted records that name another project than the request's, by position:
     /// kept in case that project refuses them.
     private var foreignRecords: [Int: String] = [:]
+    /// Accepted records an app relayed from an H5 page (`_hybrid_h5: true`), by position: the page's
+    /// `$url` and the record's text, for the H5 domain whitelist.
+    private var relayedPages: [Int: (url: String?, raw: String)] = [:]
+
+    var hasRelayedRecords: Bool { !relayedPages.isEmpty }
 
     /// Decodes the form parameters and payload and validates each record; a request that can never
     /// succeed throws a `ServiceError`, a bad record is kept as rejected with its reason.
@@ -122,6 +132,7 @@ struct PreparedUpload: Sendable {
                 accepted.append(record)
                 acceptedIndexes.append(index)
                 if record.collect.project != project { foreignRecords[index] = value.rawText }
+                if record.collect.hybridH5 { relayedPages[index] = (value["properties"]?["$url"]?.stringValue, value.rawText) }
             case .failure(let rejection):
                 rejected.append(RejectedRecord(project: rejection.project, reason: rejection.reason, raw: value.rawText))
                 problems.append(RecordProblem(index: index, reason: rejection.reason))
@@ -142,6 +153,27 @@ extension PreparedUpload {
                let refusal = try await projects.problem(project: record.collect.project, token: record.token ?? token, logger: logger) {
                 rejected.append(RejectedRecord(project: project, reason: refusal.message, raw: raw))
                 problems.append(RecordProblem(index: index, reason: refusal.message))
+            } else {
+                kept.append(record)
+                keptIndexes.append(index)
+            }
+        }
+        accepted = kept
+        acceptedIndexes = keptIndexes
+    }
+}
+
+extension PreparedUpload {
+    /// Records an app SDK relayed from an H5 page must come from a page the project's H5 domain
+    /// whitelist allows, as they must in a relay; the others are kept as rejected with the reason.
+    mutating func checkRelayedPages(_ whitelists: ProjectWhitelists) {
+        guard whitelists.restrictsPages else { return }
+        var kept: [NormalizedRecord] = []
+        var keptIndexes: [Int] = []
+        for (record, index) in zip(accepted, acceptedIndexes) {
+            if let page = relayedPages[index], let problem = whitelists.pageProblem(pageURL: page.url, project: record.collect.project) {
+                rejected.append(RejectedRecord(project: record.collect.project, reason: "bridge: \(problem)", raw: page.raw))
+                problems.append(RecordProblem(index: index, reason: "bridge: \(problem)"))
             } else {
                 kept.append(record)
                 keptIndexes.append(index)

@@ -139,6 +139,19 @@ struct ProjectWhitelists: Sendable, Equatable {
         return hosts.contains(host) || suffixes.contains { host.hasSuffix($0) && host.count > $0.count }
     }
 
+    /// Why a bridged record from the page at `pageURL` may not enter `project`, or nil: the reason
+    /// kept in `analytics.rejected`, the same for a relay and for an app's upload of relayed records.
+    func pageProblem(pageURL: String?, project: String) -> String? {
+        guard restrictsPages else { return nil }
+        guard let page = pageURL, let host = WebURL(page)?.host else {
+            return "the record has no $url (and the app sent no page_url), so its page cannot be checked against project \(project)'s H5 domain whitelist"
+        }
+        guard allowsPage(host: host) else {
+            return "the page's host \(UntrustedText.quoted(host, limit: 255)) is not on project \(project)'s H5 domain whitelist"
+        }
+        return nil
+    }
+
     /// True when bridged records need the H5 domain whitelist checked.
     var restrictsPages: Bool { !hosts.isEmpty || !suffixes.isEmpty }
 

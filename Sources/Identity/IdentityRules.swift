@@ -108,6 +108,10 @@ enum IdentityRules {
             add(loginKey, record.distinctId)
         } else {
             add(deviceKey(lib: record.lib), record.distinctId)
+            // Every SDK's anonymous id is also its `$identity_anonymous_id`. An app that hands its
+            // anonymous id to an H5 page, which then sends directly with it as distinct_id (bridge
+            // schemes 1 and 2), gets the page's events under its own user this way.
+            add(anonymousKey, record.distinctId)
         }
         if record.type == "track_signup" {
             if let identities = record.identities, identities[loginKey] == nil, splitKeyedDistinctID(record.distinctId) == nil {

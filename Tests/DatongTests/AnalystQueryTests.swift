@@ -26,7 +26,7 @@ struct AnalystQueryTests {
     @Test("every query in the README runs and answers what it says")
     func readmeQueriesAnswer() async throws {
         let queries = try Self.readmeQueries()
-        #expect(queries.count == 6)
+        #expect(queries.count == 7)
         func query(_ prefix: String) throws -> String {
             try #require(queries.first { $0.key.hasPrefix(prefix) }?.value, "no README query starting '\(prefix)'")
         }
@@ -39,13 +39,13 @@ struct AnalystQueryTests {
             // Three users within a few seconds: an iOS user who views and adds to cart, an H5 page inside
             // an app that only views, an Android user who added to cart before viewing (not a conversion).
             let now = Int64(Date().timeIntervalSince1970 * 1000) - 10_000
-            func event(_ name: String, user: Int64, lib: String, at offset: Int64, hybrid: Bool = false) -> CollectRecord {
+            func event(_ name: String, user: Int64, lib: String, at offset: Int64, hybrid: Bool = false, method: String? = nil) -> CollectRecord {
                 CollectRecord(project: "default", type: "track", event: name, time: now + offset, distinctId: "d\(user)", userId: user,
-                              lib: lib, hybridH5: hybrid, properties: "{}")
+                              lib: lib, hybridH5: hybrid, properties: "{}", libMethod: method)
             }
             let records = [
-                event("ViewProduct", user: 1, lib: "iOS", at: 0), event("AddToCart", user: 1, lib: "iOS", at: 1_000),
-                event("ViewProduct", user: 2, lib: "js", at: 0, hybrid: true),
+                event("ViewProduct", user: 1, lib: "iOS", at: 0, method: "visual"), event("AddToCart", user: 1, lib: "iOS", at: 1_000, method: "code"),
+                event("ViewProduct", user: 2, lib: "js", at: 0, hybrid: true, method: "autoTrack"),
                 event("AddToCart", user: 3, lib: "Android", at: 0), event("ViewProduct", user: 3, lib: "Android", at: 2_000),
                 CollectRecord(project: "default", type: "profile_set", event: nil, time: now, distinctId: "d1", userId: 1, properties: #"{"name":"Alice"}"#),
             ]
@@ -69,6 +69,9 @@ struct AnalystQueryTests {
 
             let rejected = try await run(try query("rejected records"))
             #expect(rejected.map { [$0[0], $0[2]] } == [["default", "1"]])
+
+            let methods = try await run(try query("codeless events"))
+            #expect(methods == [["AddToCart", "0", "0", "2"], ["ViewProduct", "1", "1", "1"]])
 
             let minutes = try await run(try query("what arrived"))
             let totals = minutes.reduce(into: [0, 0, 0, 0]) { sums, row in

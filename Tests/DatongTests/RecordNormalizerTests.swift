@@ -166,9 +166,13 @@ struct RecordNormalizerTests {
             let stored = try JSONSerialization.jsonObject(with: Data(normalized.collect.properties.utf8)) as? NSDictionary
             let expected = sent?.mutableCopy() as? NSMutableDictionary
             expected?.removeObject(forKey: "$time")
-            // Date-times are padded to 3 millisecond digits (tested on their own below).
+            expected?.removeObject(forKey: "$is_login_id")
+            // Date-times get 3 millisecond digits, read as the sending SDK means them (tested on their own below).
+            let style = RecordNormalizer.DateTimeStyle(lib: record["lib"]?["$lib"]?.stringValue)
             for case let (key as String, text as String) in sent ?? [:] {
-                if let padded = RecordNormalizer.normalizedDateTime(Array(text.utf8)) { expected?.setObject(String(decoding: padded, as: UTF8.self), forKey: key as NSString) }
+                if let padded = RecordNormalizer.normalizedDateTime(Array(text.utf8), style: style) {
+                    expected?.setObject(String(decoding: padded, as: UTF8.self), forKey: key as NSString)
+                }
             }
             #expect(stored == expected, "\(normalized.collect.properties)")
             compared += 1
@@ -187,16 +191,27 @@ struct RecordNormalizerTests {
         #expect(upload.problems.map(\.index) == [0])
     }
 
-    @Test("date-times keep their meaning: the JS SDK's 1 or 2 millisecond digits become 3", arguments: [
-        ("2024-01-02 03:04:05.06", "2024-01-02 03:04:05.006"),
-        ("2024-01-02 03:04:05.6", "2024-01-02 03:04:05.006"),
-        ("2024-01-02 03:04:05.60", "2024-01-02 03:04:05.060"),
-        ("2024-01-02 03:04:05.600", "2024-01-02 03:04:05.600"),
-        ("2024-01-02", "2024-01-02"),
-        ("2024-01-02 03:04:05.x6", "2024-01-02 03:04:05.x6"),
+    @Test("date-times keep the meaning their SDK gave them, stored with 3 millisecond digits", arguments: [
+        // JS pads the millisecond count to 2 digits, Python not at all: the fraction is a count.
+        ("js", "2024-01-02 03:04:05.06", "2024-01-02 03:04:05.006"),
+        ("js", "2024-01-02 03:04:05.60", "2024-01-02 03:04:05.060"),
+        ("python", "2024-01-02 03:04:05.6", "2024-01-02 03:04:05.006"),
+        ("python", "2024-01-02 03:04:05.67", "2024-01-02 03:04:05.067"),
+        // Go trims trailing zeros of a decimal fraction, and writes whole seconds without one.
+        ("Golang", "2026-11-20 08:30:15.67", "2026-11-20 08:30:15.670"),
+        ("Golang", "2026-11-20 08:30:15.6", "2026-11-20 08:30:15.600"),
+        ("Golang", "2026-11-20 08:30:15.006", "2026-11-20 08:30:15.006"),
+        ("Golang", "2026-11-20 08:30:15", "2026-11-20 08:30:15.000"),
+        // Java, Android and iOS always write three digits.
+        ("Android", "2024-01-02 03:04:05.600", "2024-01-02 03:04:05.600"),
+        ("js", "2024-01-02 03:04:05.600", "2024-01-02 03:04:05.600"),
+        ("js", "2024-01-02 03:04:05", "2024-01-02 03:04:05.000"),
+        ("js", "2024-01-02", "2024-01-02"),
+        ("js", "2024-01-02 03:04:05.x6", "2024-01-02 03:04:05.x6"),
+        ("js", "2024-01-02 03:04:05.", "2024-01-02 03:04:05."),
     ])
-    func dateTimes(sent: String, stored: String) throws {
-        let json = #"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"at":"\#(sent)"}}"#
+    func dateTimes(lib: String, sent: String, stored: String) throws {
+        let json = #"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","lib":{"$lib":"\#(lib)"},"properties":{"at":"\#(sent)"}}"#
         let normalized = try normalize(json).get()
         #expect(normalized.collect.properties == #"{"at":"\#(stored)"}"#)
     }
