@@ -48,6 +48,9 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // OpenSSL libcrypto for the SDKs' payload encryption: key pairs, sealing at rest, unwrapping
+        // envelope keys (RSA PKCS#1 v1.5, ECIES) and AES payloads.
+        .target(name: "DatongCrypto", dependencies: ["CCrypto"]),
         // Inter-service contracts: the Codable types both the client and the server side use.
         .target(name: "DatongContracts"),
         // What every service shares: settings, logging, metrics, health/ready, request ids, errors.
@@ -69,7 +72,7 @@ let package = Package(
         .target(
             name: "Gateway",
             dependencies: [
-                "DatongContracts", "DatongRuntime", "CZlib",
+                "DatongContracts", "DatongRuntime", "DatongCrypto", "CZlib",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "CompressNIO", package: "compress-nio"),
@@ -88,7 +91,7 @@ let package = Package(
         .target(
             name: "ConfigService",
             dependencies: [
-                "DatongContracts", "DatongRuntime", "DatongPostgres",
+                "DatongContracts", "DatongRuntime", "DatongPostgres", "DatongCrypto",
                 .product(name: "Hummingbird", package: "hummingbird"),
             ]
         ),
@@ -173,7 +176,7 @@ let package = Package(
             name: "DatongTests",
             dependencies: [
                 "Gateway", "Identity", "ConfigService", "Collector", "DatongCtl",
-                "DatongContracts", "DatongRuntime", "DatongPostgres", "BenchSupport",
+                "DatongContracts", "DatongRuntime", "DatongPostgres", "DatongCrypto", "BenchSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "CompressNIO", package: "compress-nio"),

@@ -1,3 +1,9 @@
 #include <openssl/evp.h>
 #include <openssl/sha.h>
 #include <openssl/crypto.h>
+#include <openssl/rsa.h>
+#include <openssl/ec.h>
+#include <openssl/x509.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <openssl/err.h>
