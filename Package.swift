@@ -57,7 +57,7 @@ let package = Package(
         .target(
             name: "DatongRuntime",
             dependencies: [
-                "DatongPostgres", "DatongContracts", "CCrypto",
+                "DatongPostgres", "DatongContracts", "DatongCrypto", "CCrypto",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -93,6 +93,7 @@ let package = Package(
             dependencies: [
                 "DatongContracts", "DatongRuntime", "DatongPostgres", "DatongCrypto",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         .target(

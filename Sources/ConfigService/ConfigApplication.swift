@@ -44,6 +44,7 @@ public func buildConfigApplication(
 
     // Internal: what the gateway checks uploads against (no admin token; the digest only).
     let serviceToken = ServiceToken(settings.server.serviceToken)
+    EncryptionKeysAPI(store: store, auth: auth, serviceToken: serviceToken, sealer: settings.sealer).register(on: router)
     router.get("/v1/projects/:project/ingestion") { request, context in
         try serviceToken.check(request)
         let project = try projectParameter(context)

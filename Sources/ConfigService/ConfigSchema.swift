@@ -56,5 +56,23 @@ enum ConfigSchema {
             -- When set, uploads to the project must carry the token whose hex SHA-256 this is.
             ALTER TABLE config.projects ADD COLUMN token_sha256 text;
             """),
+        Migration(version: 5, name: "encryption key pairs and transport encryption", sql: """
+            -- The key pairs SDKs encrypt uploads for. Private keys only ever sealed (AES-256-GCM under
+            -- the master key from the environment); a pkv is never reused within a project, and a
+            -- key is never deleted, only retired by an admin.
+            CREATE TABLE config.encryption_keys (
+                project        text        NOT NULL REFERENCES config.projects (name),
+                pkv            integer     NOT NULL CHECK (pkv > 0),
+                type           text        NOT NULL CHECK (type IN ('rsa', 'ec')),
+                public_key     text        NOT NULL,
+                sealed_private bytea       NOT NULL,
+                created_at     timestamptz NOT NULL DEFAULT now(),
+                created_by     text        NOT NULL,
+                retired_at     timestamptz,
+                retired_by     text,
+                PRIMARY KEY (project, pkv)
+            );
+            ALTER TABLE config.projects ADD COLUMN transport_encryption boolean NOT NULL DEFAULT false;
+            """),
     ]
 }

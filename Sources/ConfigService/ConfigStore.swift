@@ -1,3 +1,5 @@
+import Foundation
+import DatongCrypto
 import DatongContracts
 import DatongPostgres
 
@@ -176,6 +178,96 @@ struct ConfigStore: Sendable {
                                detail: "to version \(number)", on: connection)
             }
             return version
+        }
+    }
+
+    // MARK: Encryption keys
+
+    /// Stores a new key pair for `project` under the next pkv (one past every pkv it ever had);
+    /// nil when there is no such project.
+    func createKey(project: String, pair: GeneratedKeyPair, sealer: KeySealer, actor: String) async throws -> EncryptionKeyInfo? {
+        try await pool.transaction { connection in
+            try connection.lockInOrder(["config.encryption_keys/\(project)"])
+            guard try connection.query("SELECT 1 FROM config.projects WHERE name = $1", [project]).rows.count == 1 else { return nil }
+            let next = try connection.query(
+                "SELECT coalesce(max(pkv), 0) + 1 FROM config.encryption_keys WHERE project = $1", [project]
+            ).rows.first?[0].flatMap(Int.init) ?? 1
+            let sealed = try sealer.seal(pair.privateKeyDER, label: ProjectEncryption.sealLabel(project: project, pkv: next))
+            let row = try connection.query(
+                """
+                INSERT INTO config.encryption_keys (project, pkv, type, public_key, sealed_private, created_by)
+                VALUES ($1, $2::integer, $3, $4, decode($5, 'base64'), $6)
+                RETURNING to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+                """,
+                [project, String(next), pair.type.rawValue, pair.publicKeyBase64, Data(sealed).base64EncodedString(), actor]
+            ).rows.first
+            try Self.audit(actor, "key.created", project: project, detail: "pkv \(next) (\(pair.type.rawValue))", on: connection)
+            return EncryptionKeyInfo(pkv: next, type: pair.type.rawValue, publicKey: pair.publicKeyBase64,
+                                     createdAt: row?[0] ?? "", createdBy: actor, retiredAt: nil)
+        }
+    }
+
+    func listKeys(project: String) async throws -> [EncryptionKeyInfo] {
+        try await pool.withConnection { connection in
+            try connection.query(
+                """
+                SELECT pkv, type, public_key, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), created_by,
+                       to_char(retired_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+                FROM config.encryption_keys WHERE project = $1 ORDER BY pkv
+                """, [project]
+            ).rows.map { row in
+                EncryptionKeyInfo(pkv: row[0].flatMap(Int.init) ?? 0, type: row[1] ?? "", publicKey: row[2] ?? "",
+                                  createdAt: row[3] ?? "", createdBy: row[4] ?? "", retiredAt: row[5])
+            }
+        }
+    }
+
+    /// Retires key `pkv` of `project`: it is no longer served and no longer decrypts. nil when there
+    /// is no such key, false when it was retired already.
+    func retireKey(project: String, pkv: Int, actor: String) async throws -> Bool? {
+        try await pool.transaction { connection in
+            let rows = try connection.query(
+                "SELECT retired_at IS NOT NULL FROM config.encryption_keys WHERE project = $1 AND pkv = $2::integer FOR UPDATE",
+                [project, String(pkv)]
+            ).rows
+            guard let row = rows.first else { return nil }
+            if row[0] == "t" { return false }
+            try connection.query(
+                "UPDATE config.encryption_keys SET retired_at = now(), retired_by = $3 WHERE project = $1 AND pkv = $2::integer",
+                [project, String(pkv), actor]
+            )
+            try Self.audit(actor, "key.retired", project: project, detail: "pkv \(pkv)", on: connection)
+            return true
+        }
+    }
+
+    /// Turns transport encryption (`gzip=13`) on or off for SDKs; false when there is no such project.
+    func setTransportEncryption(project: String, enabled: Bool, actor: String) async throws -> Bool {
+        try await pool.transaction { connection in
+            let updated = try connection.query(
+                "UPDATE config.projects SET transport_encryption = $2::boolean WHERE name = $1", [project, enabled ? "true" : "false"]
+            ).affectedRows == 1
+            if updated { try Self.audit(actor, enabled ? "project.transport_encryption_on" : "project.transport_encryption_off", project: project, on: connection) }
+            return updated
+        }
+    }
+
+    /// The gateway's view of a project's encryption; nil when there is no such project.
+    func encryption(project: String) async throws -> ProjectEncryption? {
+        try await pool.withConnection { connection in
+            guard let flag = try connection.query("SELECT transport_encryption FROM config.projects WHERE name = $1", [project]).rows.first else {
+                return nil
+            }
+            let keys = try connection.query(
+                """
+                SELECT pkv, type, public_key, encode(sealed_private, 'base64') FROM config.encryption_keys
+                WHERE project = $1 AND retired_at IS NULL ORDER BY pkv
+                """, [project]
+            ).rows.map { row in
+                ProjectEncryption.Key(pkv: row[0].flatMap(Int.init) ?? 0, type: row[1] ?? "", publicKey: row[2] ?? "",
+                                      sealedPrivateKey: (row[3] ?? "").replacingOccurrences(of: "\n", with: ""))
+            }
+            return ProjectEncryption(transportEncryption: flag[0] == "t", keys: keys)
         }
     }
 

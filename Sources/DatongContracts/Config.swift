@@ -143,3 +143,59 @@ public struct ProjectIngestion: Codable, Sendable, Equatable {
         self.tokenSHA256 = tokenSHA256
     }
 }
+
+/// One of a project's encryption key pairs as the admin API shows it: never the private key.
+public struct EncryptionKeyInfo: Codable, Sendable, Equatable {
+    /// The key's number, echoed by the SDKs in every envelope; never reused within a project.
+    public var pkv: Int
+    /// `rsa` or `ec`.
+    public var type: String
+    /// Base64 of the DER SubjectPublicKeyInfo, as the SDKs read it.
+    public var publicKey: String
+    public var createdAt: String
+    public var createdBy: String
+    /// When an admin retired it: it is no longer served to SDKs and no longer decrypts.
+    public var retiredAt: String?
+
+    public init(pkv: Int, type: String, publicKey: String, createdAt: String, createdBy: String, retiredAt: String?) {
+        self.pkv = pkv
+        self.type = type
+        self.publicKey = publicKey
+        self.createdAt = createdAt
+        self.createdBy = createdBy
+        self.retiredAt = retiredAt
+    }
+}
+
+/// What the gateway needs to serve and decrypt a project's encrypted uploads
+/// (`GET /v1/projects/{project}/encryption`, service token only): its active keys, each private key
+/// sealed under the master key, and whether SDKs may encrypt whole batches (`gzip=13`).
+public struct ProjectEncryption: Codable, Sendable, Equatable {
+    public struct Key: Codable, Sendable, Equatable {
+        public var pkv: Int
+        public var type: String
+        public var publicKey: String
+        /// Base64 of the private key's PKCS#8 DER sealed with AES-256-GCM under the master key,
+        /// bound to "project/pkv".
+        public var sealedPrivateKey: String
+
+        public init(pkv: Int, type: String, publicKey: String, sealedPrivateKey: String) {
+            self.pkv = pkv
+            self.type = type
+            self.publicKey = publicKey
+            self.sealedPrivateKey = sealedPrivateKey
+        }
+    }
+
+    public var transportEncryption: Bool
+    /// Active keys, oldest first.
+    public var keys: [Key]
+
+    public init(transportEncryption: Bool, keys: [Key]) {
+        self.transportEncryption = transportEncryption
+        self.keys = keys
+    }
+
+    /// The label a sealed key is bound to.
+    public static func sealLabel(project: String, pkv: Int) -> String { "\(project)/\(pkv)" }
+}

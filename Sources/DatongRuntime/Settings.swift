@@ -1,3 +1,4 @@
+import DatongCrypto
 /// Reads settings from environment variables, with typed parsing and clear errors.
 ///
 /// Every service describes its settings as a struct built from this reader; the README's table
@@ -55,6 +56,12 @@ public struct SettingsError: Error, CustomStringConvertible {
     public let name: String
     public let value: String
     public let expected: String
+
+    package init(name: String, value: String, expected: String) {
+        self.name = name
+        self.value = value
+        self.expected = expected
+    }
 
     public var description: String { "setting \(name)=\(value) is invalid: expected \(expected)" }
 }
@@ -130,5 +137,18 @@ public struct DatabaseSettings: Sendable {
             poolSize: try reader.int("DATABASE_POOL_SIZE", default: defaultPoolSize, range: 1...256),
             startupTimeout: try reader.int("DATABASE_STARTUP_TIMEOUT", default: 30, range: 0...3600)
         )
+    }
+}
+
+extension SettingsReader {
+    /// `ENCRYPTION_MASTER_KEY`: the key private keys are sealed under (config-service) and opened
+    /// with (gateway). Never logged; a malformed one stops the service at start.
+    public func masterKey() throws -> KeySealer? {
+        guard let text = optionalString("ENCRYPTION_MASTER_KEY") else { return nil }
+        do {
+            return try KeySealer(masterKeyBase64: text)
+        } catch {
+            throw SettingsError(name: "ENCRYPTION_MASTER_KEY", value: "(\(text.utf8.count) characters, not shown)", expected: error.description)
+        }
     }
 }

@@ -20,7 +20,8 @@ public func buildGatewayApplication(
         config: config, refreshInterval: .seconds(settings.whitelistRefreshSeconds), logger: runtime.logger
     )
     let projects = ProjectDirectory(config: config, refreshInterval: .seconds(settings.whitelistRefreshSeconds))
-    let uploads = UploadHandler(limits: settings.limits, ingest: ingest, projects: projects, whitelists: whitelists)
+    let keyring = EncryptionKeyring(config: config, sealer: settings.sealer, refreshInterval: .seconds(settings.whitelistRefreshSeconds))
+    let uploads = UploadHandler(limits: settings.limits, ingest: ingest, projects: projects, whitelists: whitelists, keyring: keyring)
     let bridge = BridgeHandler(limits: settings.limits, whitelists: whitelists, ingest: ingest, projects: projects)
 
     let router = makeServiceRouter(runtime: runtime, readiness: [
@@ -48,7 +49,7 @@ public func buildGatewayApplication(
     router.post("/debug") { request, context in try await uploads.handle(request, context: context, mode: .debug) }
     router.get("/debug") { request, context in try await uploads.handle(request, context: context, mode: .debug) }
     router.post("/v1/bridge") { request, context in try await bridge.handle(request, context: context) }
-    let sdkConfig = SDKConfigHandler(config: config)
+    let sdkConfig = SDKConfigHandler(config: config, keyring: keyring)
     let downloads = AppDownloadsHandler(config: config, linksProject: settings.appLinksProject)
     router.get("/config/:file") { request, context in
         // `…/config/iOS.conf` is the Sensors remote config; `…/config/NAME.json` Datong's app downloads.

@@ -1,3 +1,4 @@
+import DatongCrypto
 import DatongRuntime
 
 /// bridge-gateway's settings (see the README's settings table).
@@ -20,6 +21,9 @@ public struct GatewaySettings: Sendable {
     /// `/.well-known/assetlinks.json` are built from: those paths belong to the host, not to a
     /// project (`APP_LINKS_PROJECT`).
     public var appLinksProject: String
+    /// Opens the private keys of encrypted uploads (`ENCRYPTION_MASTER_KEY`, the same as
+    /// config-service's); without it encrypted uploads are answered 503 and kept on the devices.
+    public var sealer: KeySealer?
 
     public static let defaultPort = 8106
 
@@ -27,8 +31,10 @@ public struct GatewaySettings: Sendable {
         server: ServerSettings = ServerSettings(port: Self.defaultPort),
         identityURL: String = "http://127.0.0.1:8107", collectorURL: String = "http://127.0.0.1:8109",
         configURL: String = "http://127.0.0.1:8108", upstreamTimeoutSeconds: Int = 10, whitelistRefreshSeconds: Int = 2,
-        limits: UploadLimits = UploadLimits(), maxInFlightRequests: Int = 512, appLinksProject: String = "default"
+        limits: UploadLimits = UploadLimits(), maxInFlightRequests: Int = 512, appLinksProject: String = "default",
+        sealer: KeySealer? = nil
     ) {
+        self.sealer = sealer
         self.maxInFlightRequests = maxInFlightRequests
         self.appLinksProject = appLinksProject
         self.server = server
@@ -63,7 +69,8 @@ public struct GatewaySettings: Sendable {
                 maxListItems: try reader.int("MAX_LIST_ITEMS", default: defaults.maxListItems, range: 1...1_000_000)
             ),
             maxInFlightRequests: try reader.int("MAX_IN_FLIGHT_REQUESTS", default: 512, range: 1...100_000),
-            appLinksProject: try requestProject(reader.optionalString("APP_LINKS_PROJECT"))
+            appLinksProject: try requestProject(reader.optionalString("APP_LINKS_PROJECT")),
+            sealer: try reader.masterKey()
         )
     }
 }

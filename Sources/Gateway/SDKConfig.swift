@@ -1,4 +1,5 @@
 import DatongContracts
+import DatongCrypto
 import DatongRuntime
 import Foundation
 import Hummingbird
@@ -10,6 +11,8 @@ import Logging
 /// then all apps) wins.
 struct SDKConfigHandler: Sendable {
     let config: ServiceClient
+    /// The project's encryption keys, whose public halves the remote config hands to SDKs.
+    let keyring: EncryptionKeyring
 
     /// The switches an SDK gets when nothing is published: everything on, the app's own settings.
     static var defaultSwitches: [String: Any] {
@@ -31,11 +34,19 @@ struct SDKConfigHandler: Sendable {
         let query = request.uri.queryParameters
         let project = try requestProject(query["project"].map(String.init))
         let document = try await newest(.remoteConfig, project: project, platform: platform, appID: query["app_id"].map(String.init), context: context)
-        let version = document.map { Self.version(ofETag: $0.etag) } ?? "0"
+        let keys = try await keyring.keys(for: project, logger: context.logger)
+        var version = document.map { Self.version(ofETag: $0.etag) } ?? "0"
+        if !keys.published.isEmpty || keys.transportEncryption {
+            // A new key, a retired one or the transport switch changes `v`, so an SDK holding an
+            // older config fetches the new one instead of getting a 304 (PROTOCOL-ENCRYPTION.md 6.3).
+            let keySet = keys.published.map { "\($0.pkv):\($0.type)" }.joined(separator: ",")
+            version = String(SHA256Digest.hex(Array("\(version)|\(keySet)|\(keys.transportEncryption)".utf8)).prefix(16))
+        }
         if query["v"].map(String.init) == version {
             return Response(status: .notModified, headers: [.cacheControl: "no-cache"])
         }
         var configs = Self.defaultSwitches
+        for (name, value) in Self.keyConfigs(keys) { configs[name] = value }
         var answer: [String: Any] = ["v": version]
         if let document, let published = try? JSONSerialization.jsonObject(with: Data(document.body)) as? [String: Any] {
             // A published remote config is the SDK's answer without `v`: `{"configs": {…}, "nv": …}`.
@@ -45,6 +56,27 @@ struct SDKConfigHandler: Sendable {
         answer["configs"] = configs
         let body = try JSONSerialization.data(withJSONObject: answer, options: [.sortedKeys])
         return jsonResponse(.ok, String(decoding: body, as: UTF8.self), headers: [.cacheControl: "no-cache"])
+    }
+
+    /// The public keys in the form the SDKs parse (docs/PROTOCOL-ENCRYPTION.md section 6.1): `key` the
+    /// newest RSA key (no `type`: Android's RSA path breaks on one) with the newest EC key as the
+    /// JSON text `key_ec`; `key_v2` the preferred key (EC when there is one); and
+    /// `supportTransportEncrypt` when the project allows `gzip=13`.
+    static func keyConfigs(_ keys: ProjectKeys) -> [String: Any] {
+        var configs: [String: Any] = [:]
+        let rsa = keys.newest(.rsa), ec = keys.newest(.ec)
+        var key: [String: Any] = [:]
+        if let rsa { key = ["pkv": rsa.pkv, "public_key": rsa.publicKey] }
+        if let ec, let text = try? JSONSerialization.data(withJSONObject: ["pkv": ec.pkv, "type": "EC", "public_key": ec.publicKey], options: [.sortedKeys]) {
+            key["key_ec"] = String(decoding: text, as: UTF8.self)
+        }
+        if !key.isEmpty { configs["key"] = key }
+        if let preferred = ec ?? rsa {
+            configs["key_v2"] = ["pkv": preferred.pkv, "type": preferred.type == KeyType.ec.rawValue ? KeyType.ec.sdkType : KeyType.rsa.sdkType,
+                                 "public_key": preferred.publicKey]
+        }
+        if keys.transportEncryption { configs["supportTransportEncrypt"] = true }
+        return configs
     }
 
     /// `GET …/config/visualized/{iOS,Android,Web}.conf?app_id=&project=&v=`: 200 with the events,

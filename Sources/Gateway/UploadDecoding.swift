@@ -57,18 +57,38 @@ struct FormParameters: Sendable {
     }
 }
 
+/// What an upload's payload held: its records, and the encrypted envelopes that could not be
+/// opened (kept as rejected with the envelope as received, so they can be replayed).
+struct DecodedPayload {
+    var records: [JSONRef] = []
+    var undecryptable: [RejectedRecord] = []
+    /// pkvs named by envelopes for which the project has no key (a reason to read the keys again).
+    var unknownPKVs: Set<Int> = []
+}
+
 /// Turns an upload's `data` / `data_list` parameter into JSON records (docs/PROTOCOL.md section 1):
-/// checks the crc, decodes lenient base64, inflates gzip within the decompressed-size limit.
+/// checks the crc, decodes lenient base64, inflates gzip within the decompressed-size limit;
+/// `gzip=9` / `gzip=13` payloads are opened with the project's keys (`EncryptedPayload`).
 enum UploadPayload {
+    /// Whether the upload is encrypted (`gzip=9` record encryption, `gzip=13` transport encryption).
+    static func isEncrypted(_ parameters: FormParameters) -> Bool { ["9", "13"].contains(parameters["gzip"] ?? "") }
+
     static func records(from parameters: FormParameters, limits: UploadLimits) throws -> [JSONRef] {
+        try decode(parameters, limits: limits, project: "", keys: nil).records
+    }
+
+    static func decode(_ parameters: FormParameters, limits: UploadLimits, project: String, keys: ProjectKeys?) throws -> DecodedPayload {
         let compressed: Bool
         switch parameters["gzip"] ?? "0" {
         case "", "0": compressed = false
         case "1": compressed = true
         case "9", "13":
-            throw ServiceError.badRequest("encrypted_payload_unsupported", "encrypted payloads (gzip=9 or gzip=13) are not supported; turn off payload encryption in the SDK")
+            guard let keys else {
+                throw ServiceError.unavailable("encryption_unavailable", "this gateway cannot open encrypted payloads now; the SDK keeps the batch and retries")
+            }
+            return try EncryptedPayload.decode(parameters, limits: limits, project: project, keys: keys)
         case let other:
-            throw ServiceError.badRequest("invalid_gzip_flag", "gzip must be 0 or 1, got '\(UntrustedText.quoted(other, limit: 16))'")
+            throw ServiceError.badRequest("invalid_gzip_flag", "gzip must be 0, 1, 9 or 13, got '\(UntrustedText.quoted(other, limit: 16))'")
         }
         let isList = parameters["data_list"] != nil
         guard let encoded = parameters["data_list"] ?? parameters["data"], !encoded.isEmpty else {
@@ -77,12 +97,7 @@ enum UploadPayload {
         // Form decoding turned a '+' sent unescaped into a space; base64 has no spaces, so both the
         // crc and the decoder read a space as '+'.
         let base64 = encoded
-        if let expected = try crcParameter(parameters) {
-            let actual = javaHashCode(base64, spaceAs: 0x2B)
-            guard actual == expected else {
-                throw ServiceError.badRequest("crc_mismatch", "the crc \(expected) does not match the data (\(actual)): the request was corrupted")
-            }
-        }
+        try checkCRC(parameters, text: base64, spaceAs: 0x2B)
         guard var bytes = decodeBase64(base64) else {
             throw ServiceError.badRequest("invalid_base64", "the \(isList ? "data_list" : "data") parameter is not valid base64")
         }
@@ -93,13 +108,27 @@ enum UploadPayload {
         }
         let value = try parseJSON(bytes, limits: limits, what: "the decoded payload")
         let records = value.kind == .array ? Array(value.elements) : [value]
-        guard records.count <= limits.maxRecordsPerRequest else {
-            throw ServiceError(.contentTooLarge, "too_many_records", "\(records.count) records in one request; the limit is \(limits.maxRecordsPerRequest)")
-        }
+        try checkCount(records.count, limits: limits)
         guard !records.isEmpty else {
             throw ServiceError.badRequest("no_records", "data_list is an empty array")
         }
-        return records
+        return DecodedPayload(records: records)
+    }
+
+    static func checkCount(_ count: Int, limits: UploadLimits) throws {
+        guard count <= limits.maxRecordsPerRequest else {
+            throw ServiceError(.contentTooLarge, "too_many_records", "\(count) records in one request; the limit is \(limits.maxRecordsPerRequest)")
+        }
+    }
+
+    /// The request's crc, when it sends one, must be Java's hashCode of `text`.
+    static func checkCRC(_ parameters: FormParameters, text: String, spaceAs space: UInt16) throws {
+        if let expected = try crcParameter(parameters) {
+            let actual = javaHashCode(text, spaceAs: space)
+            guard actual == expected else {
+                throw ServiceError.badRequest("crc_mismatch", "the crc \(expected) does not match the data (\(actual)): the request was corrupted")
+            }
+        }
     }
 
     /// Parses JSON the gateway received: malformed, invalid UTF-8 or too deep is a 400 naming the problem.
@@ -204,7 +233,7 @@ enum UploadPayload {
                         invalid: ServiceError.badRequest("invalid_gzip", "gzip=1 but the data is not valid gzip"))
     }
 
-    private static func tooLarge(_ limit: Int) -> ServiceError {
+    static func tooLarge(_ limit: Int) -> ServiceError {
         ServiceError(.contentTooLarge, "payload_too_large", "the decoded payload is larger than \(limit) bytes")
     }
 }

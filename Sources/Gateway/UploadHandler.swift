@@ -13,6 +13,8 @@ struct UploadHandler: Sendable {
     let projects: ProjectDirectory
     /// The H5 domain whitelists, which an app's upload of relayed records meets as a relay does.
     let whitelists: WhitelistCache
+    /// The projects' encryption keys, for `gzip=9` / `gzip=13` uploads.
+    let keyring: EncryptionKeyring
 
     /// A 1×1 transparent GIF, the answer to image beacons.
     static let pixel: [UInt8] = [
@@ -30,7 +32,22 @@ struct UploadHandler: Sendable {
     func handle(_ request: Request, context: DatongRequestContext, mode: Mode) async throws -> Response {
         let body = try await readRequestBody(request, limits: limits)
         let receivedAt = Ingest.now()
-        var upload = try PreparedUpload(query: request.uri.query, body: body, limits: limits, now: receivedAt)
+        let parameters = FormParameters(query: request.uri.query, body: body)
+        var keys: ProjectKeys?
+        if UploadPayload.isEncrypted(parameters) {
+            // Never a status the SDK deletes the batch for: without keys the answer is a 503.
+            guard keyring.canDecrypt else {
+                context.logger.error("encryption.no_master_key")
+                throw ServiceError.unavailable("encryption_unavailable", "this gateway has no ENCRYPTION_MASTER_KEY, so it cannot open encrypted payloads; the SDK keeps the batch and retries")
+            }
+            keys = try await keyring.keys(for: try requestProject(parameters["project"]), logger: context.logger)
+        }
+        var upload = try PreparedUpload(parameters: parameters, limits: limits, now: receivedAt, keys: keys)
+        if !upload.unknownPKVs.isEmpty {
+            // A key made a moment ago: read the keys again at once, then decode again.
+            keys = try await keyring.keys(for: upload.project, fresh: true, logger: context.logger)
+            upload = try PreparedUpload(parameters: parameters, limits: limits, now: receivedAt, keys: keys)
+        }
         try await projects.check(project: upload.project, token: upload.token, logger: context.logger)
         try await upload.checkRecordProjects(projects, logger: context.logger)
         if upload.hasRelayedRecords {
@@ -119,11 +136,20 @@ struct PreparedUpload: Sendable {
 
     /// Decodes the form parameters and payload and validates each record; a request that can never
     /// succeed throws a `ServiceError`, a bad record is kept as rejected with its reason.
-    init(query: String?, body: [UInt8], limits: UploadLimits, now: Int64) throws {
-        let parameters = FormParameters(query: query, body: body)
+    /// pkvs of envelopes the given keys could not open for want of the key.
+    private(set) var unknownPKVs: Set<Int> = []
+
+    init(query: String?, body: [UInt8], limits: UploadLimits, now: Int64, keys: ProjectKeys? = nil) throws {
+        try self.init(parameters: FormParameters(query: query, body: body), limits: limits, now: now, keys: keys)
+    }
+
+    init(parameters: FormParameters, limits: UploadLimits, now: Int64, keys: ProjectKeys?) throws {
         project = try requestProject(parameters["project"])
-        token = parameters["token"]
-        let values = try UploadPayload.records(from: parameters, limits: limits)
+        token = parameters["token"].flatMap { $0.isEmpty ? nil : $0 }
+        let payload = try UploadPayload.decode(parameters, limits: limits, project: project, keys: keys)
+        unknownPKVs = payload.unknownPKVs
+        rejected = payload.undecryptable
+        let values = payload.records
         let normalizer = RecordNormalizer(limits: limits)
         accepted.reserveCapacity(values.count)
         for (index, value) in values.enumerated() {

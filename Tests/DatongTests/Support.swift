@@ -1,5 +1,6 @@
 import ConfigService
 import Collector
+import DatongCrypto
 import DatongPostgres
 import DatongRuntime
 import Foundation
@@ -137,6 +138,8 @@ struct RunningServices: Sendable {
     static let adminToken = "test-admin-token"
     /// Every service runs with it, so every test goes through the checks between services.
     static let serviceToken = "test-service-token"
+    /// config-service and the gateway share it, as in a deployment (`ENCRYPTION_MASTER_KEY`).
+    static let masterKey = Data((0..<32).map { UInt8($0 * 3 % 256) }).base64EncodedString()
     /// Created in config-service before the gateway starts: the JS fixture's pages and the app
     /// contexts name `production`, the Python fixture's batch names `proj_x`.
     static let fixtureProjects = ["production", "proj_x"]
@@ -147,6 +150,7 @@ struct RunningServices: Sendable {
         configURL: String? = nil,
         idleTimeoutSeconds: Int = ServerSettings.defaultIdleTimeoutSeconds,
         databaseSetup: String? = nil,
+        gatewayHasMasterKey: Bool = true,
         _ body: @escaping @Sendable (RunningServices) async throws -> Void
     ) async throws {
         let url = try await TestDatabase.create()
@@ -159,7 +163,8 @@ struct RunningServices: Sendable {
         let identity = buildIdentityApplication(settings: IdentitySettings(server: server, database: database), runtime: runtime)
         let collector = buildCollectorApplication(settings: CollectorSettings(server: server, database: database), runtime: runtime)
         let config = buildConfigApplication(
-            settings: ConfigSettings(server: server, database: database, adminToken: adminToken), runtime: runtime
+            settings: ConfigSettings(server: server, database: database, adminToken: adminToken, sealer: try KeySealer(masterKeyBase64: masterKey)),
+            runtime: runtime
         )
         // No error leaves a `.test(.live)` closure: HummingbirdTesting answers a thrown error by
         // cancelling the server's task, and a connection the server accepted in that moment is
@@ -184,7 +189,8 @@ struct RunningServices: Sendable {
                                 collectorURL: collectorURL ?? "http://127.0.0.1:\(collectorClient.port!)",
                                 configURL: configURL ?? "http://127.0.0.1:\(configClient.port!)",
                                 upstreamTimeoutSeconds: 5,
-                                limits: limits
+                                limits: limits,
+                                sealer: gatewayHasMasterKey ? try KeySealer(masterKeyBase64: masterKey) : nil
                             ),
                             runtime: runtime
                         )

@@ -1,0 +1,114 @@
+import DatongContracts
+import DatongCrypto
+import DatongRuntime
+import Foundation
+
+/// `gzip=9` (each record encrypted) and `gzip=13` (the whole batch encrypted) uploads of the Sensors
+/// SDKs (docs/PROTOCOL-ENCRYPTION.md): `data_list` is the JSON text of a list of envelopes
+/// `{"ekey", "pkv", "payloads": […] | "…", "flush_time"}`, not base64; the crc is over that text.
+/// Each envelope's AES key is unwrapped with the project's private key of its pkv, each payload
+/// decrypted and inflated within the limits, and what comes out is records like any other upload's.
+/// An envelope that cannot be opened never yields a record and is never lost: it is kept, as
+/// received, among the rejected records with the reason (`encrypted: …`).
+enum EncryptedPayload {
+    static func decode(_ parameters: FormParameters, limits: UploadLimits, project: String, keys: ProjectKeys) throws -> DecodedPayload {
+        guard let text = parameters["data_list"] ?? parameters["data"], !text.isEmpty else {
+            throw ServiceError.badRequest("missing_data", "the request has no data_list parameter")
+        }
+        try UploadPayload.checkCRC(parameters, text: text, spaceAs: 0x20)
+        let bytes = Array(text.utf8)
+        guard bytes.count <= limits.maxDecompressedBytes else { throw UploadPayload.tooLarge(limits.maxDecompressedBytes) }
+        let root = try UploadPayload.parseJSON(bytes, limits: limits, what: "the envelope list")
+        let envelopes = root.kind == .array ? Array(root.elements) : [root]
+        try UploadPayload.checkCount(envelopes.count, limits: limits)
+        var decoded = DecodedPayload()
+        var budget = limits.maxDecompressedBytes
+        for envelope in envelopes {
+            switch open(envelope, limits: limits, keys: keys, budget: &budget) {
+            case .success(let records):
+                decoded.records += records
+            case .failure(let problem):
+                if case .unknownKey(let pkv) = problem { decoded.unknownPKVs.insert(pkv) }
+                decoded.undecryptable.append(RejectedRecord(project: project, reason: "encrypted: \(problem.reason(project: project))", raw: envelope.rawText))
+            }
+            if budget < 0 { throw UploadPayload.tooLarge(limits.maxDecompressedBytes) }
+        }
+        try UploadPayload.checkCount(decoded.records.count, limits: limits)
+        return decoded
+    }
+
+    enum Problem: Error {
+        case malformed(String)
+        case unknownKey(Int)
+        case unusableKey(Int, String)
+        case undecryptable(Int, String)
+
+        func reason(project: String) -> String {
+            switch self {
+            case .malformed(let why): return "the envelope is malformed: \(why)"
+            case .unknownKey(let pkv):
+                return "project \(project) has no active key pkv \(pkv); the envelope is kept as received, to be replayed once the key is back (scripts/replay-encrypted)"
+            case .unusableKey(let pkv, let why): return "key pkv \(pkv) cannot be opened (\(why)); the envelope is kept for replay (scripts/replay-encrypted)"
+            case .undecryptable(let pkv, let why): return "the envelope does not decrypt with key pkv \(pkv): \(why)"
+            }
+        }
+    }
+
+    private static func open(
+        _ envelope: JSONRef, limits: UploadLimits, keys: ProjectKeys, budget: inout Int
+    ) -> Result<[JSONRef], Problem> {
+        guard envelope.isObject else { return .failure(.malformed("not a JSON object")) }
+        // pkv is a JSON number (Android, iOS); a numeric string is accepted.
+        guard let pkv = envelope["pkv"].flatMap({ $0.int64Value ?? $0.stringValue.flatMap { Int64($0) } }).flatMap({ Int(exactly: $0) }), pkv > 0
+        else { return .failure(.malformed("no pkv")) }
+        guard let ekeyText = envelope["ekey"]?.stringValue, let ekey = UploadPayload.decodeBase64(ekeyText), !ekey.isEmpty else {
+            return .failure(.malformed("no ekey in base64"))
+        }
+        // `payloads`: a list (gzip=9), a string (gzip=13); iOS rows before a flush say `payload`.
+        var payloads: [String] = []
+        if let list = envelope["payloads"] ?? envelope["payload"] {
+            switch list.kind {
+            case .string: payloads = [list.stringValue ?? ""]
+            case .array:
+                for item in list.elements {
+                    guard let text = item.stringValue else { return .failure(.malformed("a payload is not a string")) }
+                    payloads.append(text)
+                }
+            default: return .failure(.malformed("payloads is neither a list nor a string"))
+            }
+        }
+        guard !payloads.isEmpty, payloads.count <= limits.maxRecordsPerRequest else { return .failure(.malformed("no payloads, or more than a request may hold")) }
+        guard let key = keys.privateKeys[pkv] else {
+            if let why = keys.unusable[pkv] { return .failure(.unusableKey(pkv, why)) }
+            return .failure(.unknownKey(pkv))
+        }
+        let aesKey: [UInt8]
+        do {
+            aesKey = try key.unwrap(ekey)
+        } catch {
+            return .failure(.undecryptable(pkv, error.description))
+        }
+        var records: [JSONRef] = []
+        for payload in payloads {
+            guard let sealed = UploadPayload.decodeBase64(payload) else { return .failure(.malformed("a payload is not base64")) }
+            let json: [UInt8]
+            do {
+                let gzipped = try EnvelopePayload.decrypt(sealed, key: aesKey)
+                json = try gzipped.withUnsafeBytes { raw throws(GzipInflater.Failure) in try GzipInflater.inflate(raw, limit: max(0, budget)) }
+            } catch let failure as CryptoFailure {
+                return .failure(.undecryptable(pkv, failure.description))
+            } catch GzipInflater.Failure.tooLarge {
+                budget = -1
+                return .failure(.undecryptable(pkv, "the payload inflates past the limit"))
+            } catch {
+                return .failure(.undecryptable(pkv, "the decrypted payload is not gzip"))
+            }
+            budget -= json.count
+            guard let value = try? JSONParser.parse(json, maxDepth: limits.maxJSONDepth).root else {
+                return .failure(.undecryptable(pkv, "the decrypted payload is not JSON"))
+            }
+            records += value.kind == .array ? Array(value.elements) : [value]
+        }
+        return .success(records)
+    }
+}
