@@ -189,6 +189,34 @@ struct EncryptedUploadTests {
             #expect(reasons.filter { ($0[0] ?? "").contains("no active key pkv 99") }.count == 2)
             #expect(reasons.allSatisfy { ($0[1] ?? "").contains("\"ekey\"") })
             #expect(try await TestDatabase.rows(services.databaseURL, "SELECT count(*) FROM analytics.events") == [["2"]])
+
+            // The key of pkv 99 comes back (restored from a backup): the replay stores what was kept.
+            let ecKey = try EncryptionTests.keys().first { $0.type == .ec }!
+            let sealed = try KeySealer(masterKeyBase64: RunningServices.masterKey)
+                .seal(Array(try need(Data(base64Encoded: ecKey.privateKeyPKCS8))), label: "production/99")
+            _ = try await TestDatabase.rows(services.databaseURL, """
+                INSERT INTO config.encryption_keys (project, pkv, type, public_key, sealed_private, created_by)
+                VALUES ('production', 99, 'ec', $1, decode($2, 'base64'), 'restore')
+                """, [ecKey.publicKey, Data(sealed).base64EncodedString()])
+            try await Task.sleep(for: .seconds(1.1))  // the gateway reads keys again at most once a second
+            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().appendingPathComponent("scripts/replay-encrypted").path
+            let replay = Process()
+            replay.executableURL = URL(fileURLWithPath: "/bin/bash")
+            replay.arguments = [script, "production", "--database", services.databaseURL, "--gateway", "http://127.0.0.1:\(services.gateway.port!)"]
+            let output = Pipe()
+            replay.standardOutput = output
+            replay.standardError = output
+            try replay.run()
+            replay.waitUntilExit()
+            let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            #expect(replay.terminationStatus == 0, "\(printed)")
+            #expect(printed.contains("replayed 2, still without a usable key 0"), "\(printed)")
+            // 4 records in the two envelopes; the second envelope's 2 were stored from the tampered
+            // upload already (the same records), so they count as duplicates.
+            #expect(try await TestDatabase.rows(services.databaseURL, "SELECT count(*) FROM analytics.events") == [["4"]])
+            // The tampered envelope stays: it would never decrypt.
+            #expect(try await TestDatabase.rows(services.databaseURL, "SELECT count(*) FROM analytics.rejected") == [["1"]])
         }
         // A gateway that cannot open keys answers 503: the SDK keeps the batch.
         try await RunningServices.run(gatewayHasMasterKey: false) { services in

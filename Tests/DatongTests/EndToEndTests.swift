@@ -100,7 +100,8 @@ struct EndToEndTests {
         try await RunningServices.run { services in
             let cases: [(String, String, HTTPResponse.Status, String)] = [
                 ("/sa?project=default", "data=%%%", .badRequest, "invalid_base64"),
-                ("/sa?project=default&gzip=13", "data=abcd", .badRequest, "encrypted_payload_unsupported"),
+                // An encrypted upload whose envelope list is not JSON (base64 where JSON text belongs).
+                ("/sa?project=default&gzip=13", "data=abcd", .badRequest, "invalid_json"),
                 ("/sa?project=bad-name", "data=e30", .badRequest, "invalid_project"),
                 ("/sa?project=default", "nothing=1", .badRequest, "missing_data"),
                 ("/sa?project=default", "data=" + String(repeating: "A", count: 6 << 20), .contentTooLarge, "body_too_large"),

@@ -310,7 +310,7 @@ struct GatewayTests {
         ("deep", HTTPResponse.Status.badRequest, "json_too_deep"),
         ("utf8", .badRequest, "invalid_utf8"),
         ("records", .contentTooLarge, "too_many_records"),
-        ("gzip9", .badRequest, "encrypted_payload_unsupported"),
+        ("gzip9", .badRequest, "invalid_json"),
         ("crc", .badRequest, "crc_mismatch"),
     ])
     func limits(kind: String, status: HTTPResponse.Status, code: String) async throws {
