@@ -128,7 +128,7 @@ let package = Package(
         .target(
             name: "BenchSupport",
             dependencies: [
-                "DatongPostgres",
+                "DatongPostgres", "DatongCrypto", "CCrypto",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -136,7 +136,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "GatewayBench",
-            dependencies: ["Gateway", "BenchSupport", .product(name: "NIOCore", package: "swift-nio")]
+            dependencies: ["Gateway", "BenchSupport", "DatongCrypto", .product(name: "NIOCore", package: "swift-nio")]
         ),
         // The four services as separate processes (release builds), driven like SDKs drive them.
         .executableTarget(name: "E2EBench", dependencies: ["BenchSupport", "DatongPostgres"]),

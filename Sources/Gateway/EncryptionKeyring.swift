@@ -8,7 +8,7 @@ import Synchronization
 /// A project's encryption as the gateway uses it: the public keys it serves to SDKs, and the
 /// private keys, opened once with the master key and kept parsed in memory, so an envelope costs
 /// one unwrap and no lookup.
-struct ProjectKeys: Sendable {
+package struct ProjectKeys: Sendable {
     var transportEncryption: Bool
     /// Active keys, oldest first, as config-service listed them.
     var published: [ProjectEncryption.Key]

@@ -1,4 +1,5 @@
 import DatongContracts
+import DatongCrypto
 import DatongRuntime
 import Foundation
 
@@ -11,9 +12,16 @@ package enum GatewayHotPath {
         package var rejected: [RejectedRecord]
     }
 
+    /// A project's keys as the gateway holds them, from private keys in PKCS#8 DER.
+    package static func projectKeys(_ keys: [(pkv: Int, type: KeyType, pkcs8DER: [UInt8])]) throws -> ProjectKeys {
+        var privateKeys: [Int: EnvelopePrivateKey] = [:]
+        for key in keys { privateKeys[key.pkv] = try EnvelopePrivateKey(pkcs8DER: key.pkcs8DER, type: key.type, pkv: key.pkv) }
+        return ProjectKeys(transportEncryption: true, published: [], privateKeys: privateKeys, unusable: [:])
+    }
+
     /// Decodes one SDK upload as `upload` does and returns the records it would store and refuse.
-    package static func prepareUpload(query: String?, body: [UInt8], limits: UploadLimits, now: Int64) throws -> Outcome {
-        let upload = try PreparedUpload(query: query, body: body, limits: limits, now: now)
+    package static func prepareUpload(query: String?, body: [UInt8], limits: UploadLimits, now: Int64, keys: ProjectKeys? = nil) throws -> Outcome {
+        let upload = try PreparedUpload(query: query, body: body, limits: limits, now: now, keys: keys)
         return Outcome(accepted: upload.accepted.map(\.collect), rejected: upload.rejected)
     }
 

@@ -5,6 +5,7 @@
 //
 // `--only TEXT` runs the baseline and the paths whose name contains TEXT (for profiling one path).
 import BenchSupport
+import DatongCrypto
 import Foundation
 import Gateway
 import NIOCore
@@ -30,6 +31,21 @@ for index in 0..<uploadCount {
         SDKTraffic.bridgeRecord(device, sequence: $0, time: now - Int64($0 * 1000), serverURL: "https://sa.example.com:8106/sa.gif?project=production")
     }
     relays.append(SDKTraffic.relayBody(device, records: pageRecords, serverURL: "https://sa.example.com/sa?project=production"))
+}
+
+// The same uploads encrypted as an SDK with enableEncrypt sends them (gzip=9), for an RSA and an EC key.
+let rsaKey = try GeneratedKeyPair.generate(.rsa), ecKey = try GeneratedKeyPair.generate(.ec)
+let keys = try GatewayHotPath.projectKeys([(1, .rsa, rsaKey.privateKeyDER), (2, .ec, ecKey.privateKeyDER)])
+var rsaUploads: [[UInt8]] = [], ecUploads: [[UInt8]] = []
+for index in 0..<uploadCount {
+    let device = SDKTraffic.Device(index)
+    let records: [[String: Any]] = (0..<recordsPerUpload).map {
+        let time = now - Int64($0 * 1000)
+        return $0 % 5 == 4 ? SDKTraffic.h5Event(device, sequence: $0, time: time) : SDKTraffic.appEvent(device, sequence: $0, time: time)
+    }
+    // One envelope per upload: a new app process (AES key, ekey) for every upload, the worst case.
+    rsaUploads.append(try SDKEncryption(publicKeyBase64: rsaKey.publicKeyBase64, type: .rsa, pkv: 1).uploadBody(records))
+    ecUploads.append(try SDKEncryption(publicKeyBase64: ecKey.publicKeyBase64, type: .ec, pkv: 2).uploadBody(records))
 }
 
 /// An upload exactly as the iOS SDK sends it, and the JSON inside it.
@@ -89,6 +105,20 @@ let allPaths: [Path] = [
         var count = 0
         for upload in uploads {
             count += try GatewayHotPath.upload(query: "project=production", body: upload.body, limits: limits, now: now)
+        }
+        return count
+    },
+    Path(name: "Datong: encrypted upload, RSA (gzip=9: unwrap, AES, gunzip per record, validate)") {
+        var count = 0
+        for body in rsaUploads {
+            count += try GatewayHotPath.prepareUpload(query: "project=production", body: body, limits: limits, now: now, keys: keys).accepted.count
+        }
+        return count
+    },
+    Path(name: "Datong: encrypted upload, EC (gzip=9: ECIES unwrap, AES, gunzip per record, validate)") {
+        var count = 0
+        for body in ecUploads {
+            count += try GatewayHotPath.prepareUpload(query: "project=production", body: body, limits: limits, now: now, keys: keys).accepted.count
         }
         return count
     },
