@@ -171,7 +171,7 @@ let package = Package(
         ),
 
         // libFuzzer targets for every parser of untrusted bytes (scripts/fuzz, docs/RELIABILITY.md).
-        .executableTarget(name: "Fuzz", dependencies: ["Gateway", "DatongContracts", "CLibFuzzer"]),
+        .executableTarget(name: "Fuzz", dependencies: ["Gateway", "DatongContracts", "DatongCrypto", "CLibFuzzer"]),
 
         .testTarget(
             name: "DatongTests",

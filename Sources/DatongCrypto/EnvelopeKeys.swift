@@ -1,5 +1,6 @@
 import CCrypto
 import Foundation
+import Synchronization
 
 /// A project's private key, parsed once from its PKCS#8 DER and kept in memory for the life of the
 /// process: unwrapping an envelope's AES key then costs one RSA or ECDH operation, no parsing.
@@ -9,6 +10,11 @@ public final class EnvelopePrivateKey: @unchecked Sendable {
     private let key: OpaquePointer
     public let type: KeyType
     public let pkv: Int
+    /// AES keys already unwrapped, by their wrapped form. An SDK wraps one AES key per app process
+    /// and sends the same `ekey` with every upload, so a device costs one RSA or ECDH operation per
+    /// process, not one per request. Bounded: emptied when full.
+    private let unwrapped = Mutex<[Data: [UInt8]]>([:])
+    private static let maxCachedKeys = 8192
 
     public init(pkcs8DER: [UInt8], type: KeyType, pkv: Int) throws(CryptoFailure) {
         var parsed: OpaquePointer?
@@ -28,9 +34,15 @@ public final class EnvelopePrivateKey: @unchecked Sendable {
     /// this key's type, as the envelope does not say. A key of any length but 16, 24 or 32 bytes is
     /// a failure (OpenSSL 3.2+ answers a wrong PKCS#1 padding with random bytes, not an error).
     public func unwrap(_ ekey: [UInt8]) throws(CryptoFailure) -> [UInt8] {
-        let unwrapped = type == .rsa ? try rsaDecrypt(ekey) : try eciesDecrypt(ekey)
-        guard [16, 24, 32].contains(unwrapped.count) else { throw CryptoFailure("the unwrapped key is \(unwrapped.count) bytes, not an AES key") }
-        return unwrapped
+        let wrapped = Data(ekey)
+        if let known = unwrapped.withLock({ $0[wrapped] }) { return known }
+        let key = type == .rsa ? try rsaDecrypt(ekey) : try eciesDecrypt(ekey)
+        guard [16, 24, 32].contains(key.count) else { throw CryptoFailure("the unwrapped key is \(key.count) bytes, not an AES key") }
+        unwrapped.withLock { cache in
+            if cache.count >= Self.maxCachedKeys { cache.removeAll(keepingCapacity: true) }
+            cache[wrapped] = key
+        }
+        return key
     }
 
     private func rsaDecrypt(_ input: [UInt8]) throws(CryptoFailure) -> [UInt8] {

@@ -15,8 +15,11 @@
 //   json    the tape parser and its readers: unescaping, integers, numbers, entry links in bounds
 //   url     the WHATWG-style URL reader for server_url and page hosts; hosts hold no forbidden byte
 //   batch   the collector's batch decoding and the batch writer: what decodes writes back the same
+//   envelopes  an encrypted upload's data_list (gzip=9/13 envelopes) with the published test keys of
+//           Tests/Fixtures/sensors: unwrapping, AES, gunzip, records; the storability oracle
 import CLibFuzzer
 import DatongContracts
+import DatongCrypto
 import Foundation
 import Gateway
 
@@ -43,6 +46,19 @@ func checkStorable(_ outcome: GatewayHotPath.Outcome, _ input: [UInt8]) {
         if !(0...StoredTime.latestMillis).contains(record.time) { violated("an accepted time is out of range", input) }
     }
 }
+
+/// The published test keys (Tests/Fixtures/sensors/encryption-test-keys.json), for the envelopes target.
+let testKeys: GatewayHotPath.ProjectKeysHandle? = {
+    guard let data = FileManager.default.contents(atPath: "Tests/Fixtures/sensors/encryption-test-keys.json"),
+          let file = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let keys = file["keys"] as? [[String: Any]]
+    else { return nil }
+    let parsed: [(pkv: Int, type: KeyType, pkcs8DER: [UInt8])] = keys.compactMap { key in
+        guard let pkv = key["pkv"] as? Int, let type = (key["type"] as? String).flatMap(KeyType.init(rawValue:)),
+              let der = (key["privateKeyPKCS8"] as? String).flatMap({ Data(base64Encoded: $0) }) else { return nil }
+        return (pkv, type, Array(der))
+    }
+    return try? GatewayHotPath.ProjectKeysHandle(parsed)
+}()
 
 let targets: [String: ([UInt8]) -> Void] = [
     "form": { input in
@@ -90,6 +106,14 @@ let targets: [String: ([UInt8]) -> Void] = [
         if host.isEmpty || host.utf8.contains(where: { $0 <= 0x20 || $0 >= 0x7F || "/\\?#@%".utf8.contains($0) && !host.hasPrefix("[") }) {
             violated("a host with a forbidden byte: \(host.debugDescription)", input)
         }
+    },
+    "envelopes": { input in
+        guard let keys = testKeys else { violated("run from the repository root: the test keys are missing", input) }
+        let text = String(decoding: input, as: UTF8.self).addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+        let body = Array("gzip=9&data_list=\(text)".utf8)
+        guard let outcome = try? GatewayHotPath.prepareUpload(query: "project=production", body: body, limits: limits, now: now, keys: keys.keys)
+        else { return }
+        checkStorable(outcome, input)
     },
     "batch": { input in
         guard let batch = try? CollectBatch(jsonBytes: input) else { return }
@@ -142,6 +166,15 @@ func writeSeeds(fixtures: URL, output: URL) throws {
         default: break
         }
         count += 1
+    }
+    if let text = try? String(contentsOf: fixtures.appendingPathComponent("android-sdk-encrypt.jsonl"), encoding: .utf8) {
+        for (index, line) in text.split(separator: "\n").enumerated() {
+            guard let request = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], let body = request["body"] as? String,
+                  let dataList = URLComponents(string: "?" + body)?.queryItems?.first(where: { $0.name == "data_list" })?.value
+            else { continue }
+            try write("envelopes", "android-\(index)", Array(dataList.utf8))
+            count += 1
+        }
     }
     let app: [String: Any] = [
         "server_url": "https://sa.example.com:8106/sa?project=production", "anonymous_id": "fuzz-idfv",

@@ -21,26 +21,44 @@ enum GzipInflater {
         defer { inflateEnd(&stream) }
         stream.next_in = UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: Bytef.self))
         stream.avail_in = uInt(input.count)
-        var output: [UInt8] = []
-        output.reserveCapacity(min(limit, max(4096, input.count * 4)))
-        var chunk = [UInt8](repeating: 0, count: 64 << 10)
+        // Inflate straight into the output's spare capacity, doubling it as needed (within the
+        // limit): no intermediate chunk to allocate and copy, which mattered for small payloads.
+        var output = [UInt8](repeating: 0, count: min(limit, max(1024, input.count * 4)))
+        var produced = 0
         while true {
             // One member, to its end: Z_STREAM_END comes only after zlib checked its CRC-32 and ISIZE.
             var status: Int32
             repeat {
-                status = chunk.withUnsafeMutableBufferPointer { buffer in
-                    stream.next_out = buffer.baseAddress
-                    stream.avail_out = uInt(buffer.count)
-                    return CZlib.inflate(&stream, Z_NO_FLUSH)
+                if produced == output.count {
+                    guard output.count < limit else {
+                        // At the limit: the member must end without one more byte of output.
+                        var probe: UInt8 = 0
+                        status = withUnsafeMutablePointer(to: &probe) { pointer in
+                            stream.next_out = pointer
+                            stream.avail_out = 1
+                            return CZlib.inflate(&stream, Z_NO_FLUSH)
+                        }
+                        if stream.avail_out == 0 { throw .tooLarge }
+                        guard status == Z_STREAM_END else { throw .invalid }
+                        continue
+                    }
+                    output.append(contentsOf: repeatElement(0, count: min(output.count, limit - output.count)))
                 }
-                let produced = chunk.count - Int(stream.avail_out)
-                guard produced <= limit - output.count else { throw .tooLarge }
-                output.append(contentsOf: chunk[..<produced])
-                // Z_BUF_ERROR: no progress possible, the input ended inside the member.
+                status = output.withUnsafeMutableBufferPointer { buffer in
+                    stream.next_out = buffer.baseAddress! + produced
+                    stream.avail_out = uInt(buffer.count - produced)
+                    let status = CZlib.inflate(&stream, Z_NO_FLUSH)
+                    produced = buffer.count - Int(stream.avail_out)
+                    return status
+                }
+                // Z_BUF_ERROR with room left: no progress possible, the input ended inside the member.
                 guard status == Z_OK || status == Z_STREAM_END else { throw .invalid }
             } while status != Z_STREAM_END
             // Another member may follow; anything else after a member is refused.
-            guard stream.avail_in > 0 else { return output }
+            guard stream.avail_in > 0 else {
+                output.removeLast(output.count - produced)
+                return output
+            }
             guard inflateReset(&stream) == Z_OK else { throw .invalid }
         }
     }

@@ -19,6 +19,15 @@ package enum GatewayHotPath {
         return ProjectKeys(transportEncryption: true, published: [], privateKeys: privateKeys, unusable: [:])
     }
 
+    /// A project's keys for `prepareUpload`, built once.
+    package struct ProjectKeysHandle: Sendable {
+        package let keys: ProjectKeys
+
+        package init(_ keys: [(pkv: Int, type: KeyType, pkcs8DER: [UInt8])]) throws {
+            self.keys = try GatewayHotPath.projectKeys(keys)
+        }
+    }
+
     /// Decodes one SDK upload as `upload` does and returns the records it would store and refuse.
     package static func prepareUpload(query: String?, body: [UInt8], limits: UploadLimits, now: Int64, keys: ProjectKeys? = nil) throws -> Outcome {
         let upload = try PreparedUpload(query: query, body: body, limits: limits, now: now, keys: keys)

@@ -36,17 +36,22 @@ for index in 0..<uploadCount {
 // The same uploads encrypted as an SDK with enableEncrypt sends them (gzip=9), for an RSA and an EC key.
 let rsaKey = try GeneratedKeyPair.generate(.rsa), ecKey = try GeneratedKeyPair.generate(.ec)
 let keys = try GatewayHotPath.projectKeys([(1, .rsa, rsaKey.privateKeyDER), (2, .ec, ecKey.privateKeyDER)])
-var rsaUploads: [[UInt8]] = [], ecUploads: [[UInt8]] = []
-for index in 0..<uploadCount {
-    let device = SDKTraffic.Device(index)
-    let records: [[String: Any]] = (0..<recordsPerUpload).map {
-        let time = now - Int64($0 * 1000)
-        return $0 % 5 == 4 ? SDKTraffic.h5Event(device, sequence: $0, time: time) : SDKTraffic.appEvent(device, sequence: $0, time: time)
+/// Encrypted uploads: `newProcess` gives every upload a new AES key and ekey (an app process per
+/// upload, the worst case); otherwise one app process sends them all with one ekey, as a device does.
+func encryptedUploads(_ pair: GeneratedKeyPair, pkv: Int, newProcess: Bool) throws -> [[UInt8]] {
+    var process = try SDKEncryption(publicKeyBase64: pair.publicKeyBase64, type: pair.type, pkv: pkv)
+    return try (0..<uploadCount).map { index in
+        let device = SDKTraffic.Device(index)
+        let records: [[String: Any]] = (0..<recordsPerUpload).map {
+            let time = now - Int64($0 * 1000)
+            return $0 % 5 == 4 ? SDKTraffic.h5Event(device, sequence: $0, time: time) : SDKTraffic.appEvent(device, sequence: $0, time: time)
+        }
+        if newProcess { process = try SDKEncryption(publicKeyBase64: pair.publicKeyBase64, type: pair.type, pkv: pkv) }
+        return try process.uploadBody(records)
     }
-    // One envelope per upload: a new app process (AES key, ekey) for every upload, the worst case.
-    rsaUploads.append(try SDKEncryption(publicKeyBase64: rsaKey.publicKeyBase64, type: .rsa, pkv: 1).uploadBody(records))
-    ecUploads.append(try SDKEncryption(publicKeyBase64: ecKey.publicKeyBase64, type: .ec, pkv: 2).uploadBody(records))
 }
+let rsaUploads = try encryptedUploads(rsaKey, pkv: 1, newProcess: true), rsaDevice = try encryptedUploads(rsaKey, pkv: 1, newProcess: false)
+let ecUploads = try encryptedUploads(ecKey, pkv: 2, newProcess: true), ecDevice = try encryptedUploads(ecKey, pkv: 2, newProcess: false)
 
 /// An upload exactly as the iOS SDK sends it, and the JSON inside it.
 struct Upload {
@@ -108,16 +113,30 @@ let allPaths: [Path] = [
         }
         return count
     },
-    Path(name: "Datong: encrypted upload, RSA (gzip=9: unwrap, AES, gunzip per record, validate)") {
+    Path(name: "Datong: encrypted upload gzip=9, RSA, a new ekey every upload") {
         var count = 0
         for body in rsaUploads {
             count += try GatewayHotPath.prepareUpload(query: "project=production", body: body, limits: limits, now: now, keys: keys).accepted.count
         }
         return count
     },
-    Path(name: "Datong: encrypted upload, EC (gzip=9: ECIES unwrap, AES, gunzip per record, validate)") {
+    Path(name: "Datong: encrypted upload gzip=9, RSA, one device process (same ekey)") {
+        var count = 0
+        for body in rsaDevice {
+            count += try GatewayHotPath.prepareUpload(query: "project=production", body: body, limits: limits, now: now, keys: keys).accepted.count
+        }
+        return count
+    },
+    Path(name: "Datong: encrypted upload gzip=9, EC, a new ekey every upload") {
         var count = 0
         for body in ecUploads {
+            count += try GatewayHotPath.prepareUpload(query: "project=production", body: body, limits: limits, now: now, keys: keys).accepted.count
+        }
+        return count
+    },
+    Path(name: "Datong: encrypted upload gzip=9, EC, one device process (same ekey)") {
+        var count = 0
+        for body in ecDevice {
             count += try GatewayHotPath.prepareUpload(query: "project=production", body: body, limits: limits, now: now, keys: keys).accepted.count
         }
         return count
