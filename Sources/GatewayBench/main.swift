@@ -84,6 +84,17 @@ struct Path {
     let run: () throws -> Int
 }
 
+/// The gateway's upload path over encrypted bodies.
+func encryptedPath(_ name: String, _ bodies: [[UInt8]]) -> Path {
+    Path(name: "Datong: encrypted upload gzip=9, \(name)") {
+        var count = 0
+        for body in bodies {
+            count += try GatewayHotPath.prepareUpload(query: "project=production", body: body, limits: limits, now: now, keys: keys).accepted.count
+        }
+        return count
+    }
+}
+
 let allPaths: [Path] = [
     Path(name: "JSONSerialization, parse only (baseline)") {
         var count = 0
@@ -113,34 +124,10 @@ let allPaths: [Path] = [
         }
         return count
     },
-    Path(name: "Datong: encrypted upload gzip=9, RSA, a new ekey every upload") {
-        var count = 0
-        for body in rsaUploads {
-            count += try GatewayHotPath.prepareUpload(query: "project=production", body: body, limits: limits, now: now, keys: keys).accepted.count
-        }
-        return count
-    },
-    Path(name: "Datong: encrypted upload gzip=9, RSA, one device process (same ekey)") {
-        var count = 0
-        for body in rsaDevice {
-            count += try GatewayHotPath.prepareUpload(query: "project=production", body: body, limits: limits, now: now, keys: keys).accepted.count
-        }
-        return count
-    },
-    Path(name: "Datong: encrypted upload gzip=9, EC, a new ekey every upload") {
-        var count = 0
-        for body in ecUploads {
-            count += try GatewayHotPath.prepareUpload(query: "project=production", body: body, limits: limits, now: now, keys: keys).accepted.count
-        }
-        return count
-    },
-    Path(name: "Datong: encrypted upload gzip=9, EC, one device process (same ekey)") {
-        var count = 0
-        for body in ecDevice {
-            count += try GatewayHotPath.prepareUpload(query: "project=production", body: body, limits: limits, now: now, keys: keys).accepted.count
-        }
-        return count
-    },
+    encryptedPath("RSA, a new ekey every upload", rsaUploads),
+    encryptedPath("RSA, one device process (same ekey)", rsaDevice),
+    encryptedPath("EC, a new ekey every upload", ecUploads),
+    encryptedPath("EC, one device process (same ekey)", ecDevice),
     Path(name: "Datong: bridge relay (read 3 forms, verify, rewrite, validate)") {
         var count = 0
         for relay in relays {

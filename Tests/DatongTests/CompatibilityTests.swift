@@ -17,20 +17,12 @@ struct CompatibilityTests {
     static let limits = UploadLimits(timeWindowPastDays: 1_500)
     static let now = Int64(Date().timeIntervalSince1970 * 1000)
 
-    struct Captured: Decodable {
-        let method: String
-        let path: String
-        let query: String
-        let headers: [String: String]
-        let body: String?
-    }
-
-    static func goCapture() throws -> [Captured] {
+    static func goCapture() throws -> [Fixtures.CapturedRequest] {
         let text = try String(contentsOf: Fixtures.directory.appendingPathComponent("go-sdk-2.1.6.jsonl"), encoding: .utf8)
-        return try text.split(separator: "\n").map { try JSONDecoder().decode(Captured.self, from: Data($0.utf8)) }
+        return try text.split(separator: "\n").map { try JSONDecoder().decode(Fixtures.CapturedRequest.self, from: Data($0.utf8)) }
     }
 
-    static func send(_ request: Captured, to gateway: any TestClientProtocol) async throws -> TestResponse {
+    static func send(_ request: Fixtures.CapturedRequest, to gateway: any TestClientProtocol) async throws -> TestResponse {
         var headers: HTTPFields = [:]
         for (name, value) in request.headers where name.lowercased() == "dry-run" { headers[.dryRun] = value }
         let uri = request.path + (request.query.isEmpty ? "" : "?\(request.query)")
