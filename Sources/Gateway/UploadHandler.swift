@@ -128,17 +128,17 @@ struct PreparedUpload: Sendable {
     /// The text of accepted records that name another project than the request's, by position:
     /// kept in case that project refuses them.
     private var foreignRecords: [Int: String] = [:]
-    /// Accepted records an app relayed from an H5 page (`_hybrid_h5: true`), by position: the page's
-    /// `$url` and the record's text, for the H5 domain whitelist.
-    private var relayedPages: [Int: (url: String?, raw: String)] = [:]
+    /// Accepted records an app relayed from an H5 page (`_hybrid_h5: true`), by position, for the H5
+    /// domain whitelist (read only when the project has one).
+    private var relayedRecords: [Int: JSONRef] = [:]
 
-    var hasRelayedRecords: Bool { !relayedPages.isEmpty }
+    var hasRelayedRecords: Bool { !relayedRecords.isEmpty }
 
-    /// Decodes the form parameters and payload and validates each record; a request that can never
-    /// succeed throws a `ServiceError`, a bad record is kept as rejected with its reason.
     /// pkvs of envelopes the given keys could not open for want of the key.
     private(set) var unknownPKVs: Set<Int> = []
 
+    /// Decodes the form parameters and payload and validates each record; a request that can never
+    /// succeed throws a `ServiceError`, a bad record is kept as rejected with its reason.
     init(query: String?, body: [UInt8], limits: UploadLimits, now: Int64, keys: ProjectKeys? = nil) throws {
         try self.init(parameters: FormParameters(query: query, body: body), limits: limits, now: now, keys: keys)
     }
@@ -158,7 +158,7 @@ struct PreparedUpload: Sendable {
                 accepted.append(record)
                 acceptedIndexes.append(index)
                 if record.collect.project != project { foreignRecords[index] = value.rawText }
-                if record.collect.hybridH5 { relayedPages[index] = (value["properties"]?["$url"]?.stringValue, value.rawText) }
+                if record.collect.hybridH5 { relayedRecords[index] = value }
             case .failure(let rejection):
                 rejected.append(RejectedRecord(project: rejection.project, reason: rejection.reason, raw: value.rawText))
                 problems.append(RecordProblem(index: index, reason: rejection.reason))
@@ -172,34 +172,38 @@ extension PreparedUpload {
     /// or the request's); the others are kept as rejected with the reason.
     mutating func checkRecordProjects(_ projects: ProjectDirectory, logger: Logger) async throws {
         guard !foreignRecords.isEmpty else { return }
-        var kept: [NormalizedRecord] = []
-        var keptIndexes: [Int] = []
+        var refusals: [Int: (reason: String, raw: String)] = [:]
         for (record, index) in zip(accepted, acceptedIndexes) {
             if let raw = foreignRecords[index],
                let refusal = try await projects.problem(project: record.collect.project, token: record.token ?? token, logger: logger) {
-                rejected.append(RejectedRecord(project: project, reason: refusal.message, raw: raw))
-                problems.append(RecordProblem(index: index, reason: refusal.message))
-            } else {
-                kept.append(record)
-                keptIndexes.append(index)
+                refusals[index] = (refusal.message, raw)
             }
         }
-        accepted = kept
-        acceptedIndexes = keptIndexes
+        refuse(refusals, project: project)
     }
-}
 
-extension PreparedUpload {
     /// Records an app SDK relayed from an H5 page must come from a page the project's H5 domain
     /// whitelist allows, as they must in a relay; the others are kept as rejected with the reason.
     mutating func checkRelayedPages(_ whitelists: ProjectWhitelists) {
         guard whitelists.restrictsPages else { return }
+        var refusals: [Int: (reason: String, raw: String)] = [:]
+        for (index, value) in relayedRecords {
+            if let problem = whitelists.pageProblem(pageURL: value["properties"]?["$url"]?.stringValue, project: project) {
+                refusals[index] = ("bridge: \(problem)", value.rawText)
+            }
+        }
+        refuse(refusals, project: project)
+    }
+
+    /// Moves the accepted records at the positions of `refusals` to the rejected ones.
+    private mutating func refuse(_ refusals: [Int: (reason: String, raw: String)], project: String) {
+        guard !refusals.isEmpty else { return }
         var kept: [NormalizedRecord] = []
         var keptIndexes: [Int] = []
         for (record, index) in zip(accepted, acceptedIndexes) {
-            if let page = relayedPages[index], let problem = whitelists.pageProblem(pageURL: page.url, project: record.collect.project) {
-                rejected.append(RejectedRecord(project: record.collect.project, reason: "bridge: \(problem)", raw: page.raw))
-                problems.append(RecordProblem(index: index, reason: "bridge: \(problem)"))
+            if let refusal = refusals[index] {
+                rejected.append(RejectedRecord(project: project, reason: refusal.reason, raw: refusal.raw))
+                problems.append(RecordProblem(index: index, reason: refusal.reason))
             } else {
                 kept.append(record)
                 keptIndexes.append(index)
