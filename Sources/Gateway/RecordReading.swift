@@ -110,9 +110,10 @@ struct PropertiesReading {
                             else if Self.equals(name, "$lib_version") { reading.libVersion = value }
                             else if Self.equals(name, "$app_version") { reading.appVersion = value }
                             else if Self.equals(name, "$is_login_id") {
-                                // A flag on the record (its distinct_id is a login id), not data: it is
-                                // read here and never stored, on events or profiles (the event's
-                                // login_id column says the same).
+                                // A flag on the record (its distinct_id is a login id), not data: the
+                                // server SDKs add it when told isLoginId (sa-sdk-go track.go TrackEvent,
+                                // `properties["$is_login_id"] = true`). Read here, never stored, on
+                                // events or profiles (the event's login_id column says the same).
                                 reading.isLoginID = value
                                 continue
                             }
