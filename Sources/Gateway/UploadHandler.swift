@@ -35,6 +35,10 @@ struct UploadHandler: Sendable {
         let parameters = FormParameters(query: request.uri.query, body: body)
         var keys: ProjectKeys?
         if UploadPayload.isEncrypted(parameters) {
+            // A request that can never succeed is refused first, whatever the keys.
+            guard let data = parameters["data_list"] ?? parameters["data"], !data.isEmpty else {
+                throw ServiceError.badRequest("missing_data", "the request has no data or data_list parameter")
+            }
             // Never a status the SDK deletes the batch for: without keys the answer is a 503.
             guard keyring.canDecrypt else {
                 context.logger.error("encryption.no_master_key")
