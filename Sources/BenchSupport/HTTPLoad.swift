@@ -94,13 +94,15 @@ public enum HTTPLoad {
         var all: [Double] { values.withLock { $0 } }
     }
 
-    /// Runs blocking `work` on a thread of its own, not on the cooperative pool.
-    public static func onThread(_ work: @escaping @Sendable () throws -> Void) async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+    /// Runs blocking `work` on a thread of its own, not on the cooperative pool: that pool has one
+    /// thread per core, and a blocking read there can starve the very server it waits for when
+    /// that server runs in the same process (as in the tests).
+    @discardableResult
+    public static func onThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             let thread = Thread {
                 do {
-                    try work()
-                    continuation.resume()
+                    continuation.resume(returning: try work())
                 } catch {
                     continuation.resume(throwing: error)
                 }

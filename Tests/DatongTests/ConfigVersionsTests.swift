@@ -153,8 +153,9 @@ struct ConfigVersionsTests {
             let clock = ContinuousClock()
             let start = clock.now
             while try await served(replicaB) != 2 {
-                guard clock.now - start < .milliseconds(1_500) else {
-                    Issue.record("replica B still serves version 1 after 1.5 s")
+                // The cache keeps an answer for 1 s; the rest is slack for a loaded 2-core machine.
+                guard clock.now - start < .seconds(3) else {
+                    Issue.record("replica B still serves version 1 after 3 s")
                     break
                 }
                 try await Task.sleep(for: .milliseconds(50))

@@ -1,5 +1,6 @@
 import DatongCrypto
 import DatongCtl
+import BenchSupport
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -201,16 +202,21 @@ struct EncryptedUploadTests {
             try await Task.sleep(for: .seconds(1.1))  // the gateway reads keys again at most once a second
             let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
                 .deletingLastPathComponent().appendingPathComponent("scripts/replay-encrypted").path
-            let replay = Process()
-            replay.executableURL = URL(fileURLWithPath: "/bin/bash")
-            replay.arguments = [script, "production", "--database", services.databaseURL, "--gateway", "http://127.0.0.1:\(services.gateway.port!)"]
-            let output = Pipe()
-            replay.standardOutput = output
-            replay.standardError = output
-            try replay.run()
-            replay.waitUntilExit()
-            let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            #expect(replay.terminationStatus == 0, "\(printed)")
+            let arguments = [script, "production", "--database", services.databaseURL, "--gateway", "http://127.0.0.1:\(services.gateway.port!)"]
+            // Waited for on a thread of its own: the in-process gateway it talks to needs the cooperative pool.
+            let (status, printed) = try await HTTPLoad.onThread {
+                let replay = Process()
+                replay.executableURL = URL(fileURLWithPath: "/bin/bash")
+                replay.arguments = arguments
+                let output = Pipe()
+                replay.standardOutput = output
+                replay.standardError = output
+                try replay.run()
+                let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                replay.waitUntilExit()
+                return (replay.terminationStatus, printed)
+            }
+            #expect(status == 0, "\(printed)")
             #expect(printed.contains("replayed 2, still without a usable key 0"), "\(printed)")
             // 4 records in the two envelopes; the second envelope's 2 were stored from the tampered
             // upload already (the same records), so they count as duplicates.

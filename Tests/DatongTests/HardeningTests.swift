@@ -273,11 +273,13 @@ struct HardeningTests {
             let port = services.gateway.port!
             let chunked = ["zz\r\nabc\r\n0\r\n\r\n", "-5\r\nabcde\r\n0\r\n\r\n", "ffffffffffffffffffff\r\nabc\r\n0\r\n\r\n", "5\r\nabcdefghij\r\n0\r\n\r\n"]
             for body in chunked {
-                let connection = try HTTPLoad.Connection(port: port, receiveTimeout: 10)
-                defer { connection.close() }
-                let answer = try connection.exchange(Array(
-                    "POST /sa?project=default HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n\(body)".utf8
-                ))
+                let answer = try await HTTPLoad.onThread {
+                    let connection = try HTTPLoad.Connection(port: port, receiveTimeout: 10)
+                    defer { connection.close() }
+                    return try connection.exchange(Array(
+                        "POST /sa?project=default HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n\(body)".utf8
+                    ))
+                }
                 #expect((400..<500).contains(answer.status), "\(body.debugDescription): \(answer.status)")
             }
             let longAppID = String(repeating: "a", count: 129)
@@ -302,12 +304,15 @@ struct HardeningTests {
     func expectContinue() async throws {
         let limits = UploadLimits(maxBodyBytes: 64 << 10, timeWindowPastDays: 36_500)
         try await RunningServices.run(limits: limits) { services in
-            let expect = try HTTPLoad.Connection(port: services.gateway.port!, receiveTimeout: 10)
-            defer { expect.close() }
-            try expect.write(Array(
-                "POST /sa?project=default HTTP/1.1\r\nHost: x\r\nContent-Length: 104857600\r\nExpect: 100-continue\r\n\r\n".utf8
-            ))
-            let early = try expect.readAnswer()
+            let port = services.gateway.port!
+            let early = try await HTTPLoad.onThread {
+                let expect = try HTTPLoad.Connection(port: port, receiveTimeout: 10)
+                defer { expect.close() }
+                try expect.write(Array(
+                    "POST /sa?project=default HTTP/1.1\r\nHost: x\r\nContent-Length: 104857600\r\nExpect: 100-continue\r\n\r\n".utf8
+                ))
+                return try expect.readAnswer()
+            }
             #expect(early.status == 413)
             #expect(early.headers["connection"] == "close")
         }
@@ -322,14 +327,23 @@ struct HardeningTests {
         )
         try await gateway.test(.live) { client in
             await captured {
-                let half = try HTTPLoad.Connection(port: client.port!, receiveTimeout: 15)
-                defer { half.close() }
-                try half.write(Array("POST /sa?project=default HTTP/1.1\r\nHost: x\r\nContent-Le".utf8))
-                let started = ContinuousClock.now
+                let port = client.port!
+                let (outcome, waited) = try await HTTPLoad.onThread {
+                    let half = try HTTPLoad.Connection(port: port, receiveTimeout: 15)
+                    defer { half.close() }
+                    try half.write(Array("POST /sa?project=default HTTP/1.1\r\nHost: x\r\nContent-Le".utf8))
+                    let started = ContinuousClock.now
+                    let outcome: String
+                    do {
+                        outcome = "answered \(try half.readAnswer().status)"
+                    } catch {
+                        outcome = "\(error)"
+                    }
+                    return (outcome, ContinuousClock.now - started)
+                }
                 // Closed by the server (a read timeout would say "recv: Resource temporarily unavailable").
-                let error = #expect(throws: BenchError.self) { try half.readAnswer() }
-                #expect(error?.description == "the server closed the connection")
-                #expect(ContinuousClock.now - started < .seconds(12))
+                #expect(outcome == "the server closed the connection")
+                #expect(waited < .seconds(12))
             }
         }.get()
     }

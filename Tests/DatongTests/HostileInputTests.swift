@@ -142,19 +142,31 @@ struct HostileInputTests {
 
             // A body that trickles in: 408 once the body deadline (1 s here) passes; the connection is closed.
             // Without a deadline the answer would never come: the read gives up after 10 s.
-            let connection = try HTTPLoad.Connection(port: gateway.port!, receiveTimeout: 10)
-            defer { connection.close() }
-            try connection.write(Array("POST /sa?project=default HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\ngzip=1&".utf8))
-            // One byte every 100 ms for 2 s; the answer waits in the socket.
-            for _ in 0..<20 {
-                try? connection.write([UInt8(ascii: "a")])
-                try await Task.sleep(for: .milliseconds(100))
+            // The socket is blocking: it is driven from a thread of its own, never the cooperative pool
+            // the in-process services need to answer.
+            let port = gateway.port!
+            let (timedOut, afterwards) = try await HTTPLoad.onThread {
+                let connection = try HTTPLoad.Connection(port: port, receiveTimeout: 10)
+                defer { connection.close() }
+                try connection.write(Array("POST /sa?project=default HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\ngzip=1&".utf8))
+                // One byte every 100 ms for 2 s; the answer waits in the socket.
+                for _ in 0..<20 {
+                    try? connection.write([UInt8(ascii: "a")])
+                    Thread.sleep(forTimeInterval: 0.1)
+                }
+                let timedOut = try connection.readAnswer()
+                let afterwards: String
+                do {
+                    afterwards = "answered \(try connection.readAnswer().status)"
+                } catch {
+                    afterwards = "\(error)"
+                }
+                return (timedOut, afterwards)
             }
-            let timedOut = try connection.readAnswer()
             #expect(timedOut.status == 408)
             #expect(timedOut.text.contains("body_timeout"))
             #expect(timedOut.headers["connection"] == "close")
-            #expect(throws: BenchError.self) { try connection.readAnswer() }
+            #expect(afterwards == "the server closed the connection")
 
             // Every service is still up.
             for client in [services.gateway, services.identity, services.collector, services.config] {
