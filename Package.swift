@@ -51,13 +51,15 @@ let package = Package(
         // OpenSSL libcrypto for the SDKs' payload encryption: key pairs, sealing at rest, unwrapping
         // envelope keys (RSA PKCS#1 v1.5, ECIES) and AES payloads.
         .target(name: "DatongCrypto", dependencies: ["CCrypto"]),
-        // Inter-service contracts: the Codable types both the client and the server side use.
-        .target(name: "DatongContracts"),
+        // JSON for untrusted bytes and the hot paths: a checking tape parser and a writer.
+        .target(name: "DatongJSON"),
+        // Inter-service contracts: the types both sides of a call use, each with its one wire codec.
+        .target(name: "DatongContracts", dependencies: ["DatongJSON"]),
         // What every service shares: settings, logging, metrics, health/ready, request ids, errors.
         .target(
             name: "DatongRuntime",
             dependencies: [
-                "DatongPostgres", "DatongContracts", "DatongCrypto", "CCrypto",
+                "DatongContracts", "DatongCrypto", "CCrypto",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -68,11 +70,22 @@ let package = Package(
             ]
         ),
 
+        // The database of the three services that have one (the gateway has none and does not link
+        // libpq): the pool as a service, migrations before start, database errors as answers.
+        .target(
+            name: "DatongStorage",
+            dependencies: [
+                "DatongPostgres", "DatongRuntime",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
         // The four services, one library each.
         .target(
             name: "Gateway",
             dependencies: [
-                "DatongContracts", "DatongRuntime", "DatongCrypto", "CZlib",
+                "DatongJSON", "DatongContracts", "DatongRuntime", "DatongCrypto", "CZlib",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "CompressNIO", package: "compress-nio"),
@@ -83,7 +96,7 @@ let package = Package(
         .target(
             name: "Identity",
             dependencies: [
-                "DatongContracts", "DatongRuntime", "DatongPostgres",
+                "DatongJSON", "DatongContracts", "DatongRuntime", "DatongPostgres", "DatongStorage",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -91,7 +104,7 @@ let package = Package(
         .target(
             name: "ConfigService",
             dependencies: [
-                "DatongContracts", "DatongRuntime", "DatongPostgres", "DatongCrypto",
+                "DatongContracts", "DatongRuntime", "DatongPostgres", "DatongStorage", "DatongCrypto",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
@@ -99,7 +112,7 @@ let package = Package(
         .target(
             name: "Collector",
             dependencies: [
-                "DatongContracts", "DatongRuntime", "DatongPostgres",
+                "DatongJSON", "DatongContracts", "DatongRuntime", "DatongPostgres", "DatongStorage",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -134,9 +147,11 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
+        // The gateway's decode path entered without HTTP or storage, for gateway-bench and the fuzzer.
+        .target(name: "GatewayHarness", dependencies: ["Gateway", "DatongJSON", "DatongContracts", "DatongCrypto", "DatongRuntime"]),
         .executableTarget(
             name: "GatewayBench",
-            dependencies: ["Gateway", "BenchSupport", "DatongCrypto", .product(name: "NIOCore", package: "swift-nio")]
+            dependencies: ["GatewayHarness", "Gateway", "BenchSupport", "DatongCrypto", .product(name: "NIOCore", package: "swift-nio")]
         ),
         // The four services as separate processes (release builds), driven like SDKs drive them.
         .executableTarget(name: "E2EBench", dependencies: ["BenchSupport", "DatongPostgres"]),
@@ -171,13 +186,13 @@ let package = Package(
         ),
 
         // libFuzzer targets for every parser of untrusted bytes (scripts/fuzz, docs/RELIABILITY.md).
-        .executableTarget(name: "Fuzz", dependencies: ["Gateway", "DatongContracts", "DatongCrypto", "CLibFuzzer"]),
+        .executableTarget(name: "Fuzz", dependencies: ["GatewayHarness", "Gateway", "DatongJSON", "DatongContracts", "DatongCrypto", "CLibFuzzer"]),
 
         .testTarget(
             name: "DatongTests",
             dependencies: [
                 "Gateway", "Identity", "ConfigService", "Collector", "DatongCtl",
-                "DatongContracts", "DatongRuntime", "DatongPostgres", "DatongCrypto", "BenchSupport",
+                "DatongJSON", "DatongContracts", "DatongRuntime", "DatongPostgres", "DatongStorage", "DatongCrypto", "BenchSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "CompressNIO", package: "compress-nio"),

@@ -1,5 +1,6 @@
 import DatongContracts
 import DatongRuntime
+import DatongStorage
 import Hummingbird
 
 /// Builds the collector: `POST /v1/batches` writes a batch and answers after commit.
@@ -33,7 +34,9 @@ public func buildCollectorApplication(
         context.logger.debug("batch.committed", metadata: [
             "batch.stored": "\(result.stored)", "batch.duplicates": "\(result.duplicates)", "batch.rejected": "\(result.rejected)",
         ])
-        return try jsonResponse(.ok, encoding: result)
+        return Response(
+            status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: result.jsonBytes))
+        )
     }
     let maintenance = PartitionMaintenance(partitions: partitions, retentionDays: settings.retentionDays, logger: runtime.logger)
     var app = makeServiceApplication(

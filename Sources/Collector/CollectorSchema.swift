@@ -2,10 +2,10 @@ import DatongPostgres
 
 /// The collector owns the `collector` schema (events, profile and item records, rejected records)
 /// and the analyst-facing views over them in `analytics`.
-enum CollectorSchema {
-    static let name = "collector"
+package enum CollectorSchema {
+    package static let name = "collector"
 
-    static let migrations: [Migration] = [
+    package static let migrations: [Migration] = [
         Migration(version: 1, name: "events, profile records, rejected records, analytics views", sql: """
             CREATE TABLE collector.events (
                 project      text        NOT NULL,

@@ -1,4 +1,5 @@
 import DatongContracts
+import DatongJSON
 import DatongPostgres
 
 /// Where the collector writes batches.
@@ -137,7 +138,7 @@ final class PostgresEventStore: EventStore {
         for batch in batches {
             let minute = IngestCounts.minute(of: batch.receivedAt)
             for record in batch.records {
-                let key = RecordIdentity.key(of: record)
+                let key = RecordKey(of: record)
                 keys.append(key)
                 recordProjects.append(record.project)
                 recordMinutes.append(minute)
@@ -145,7 +146,7 @@ final class PostgresEventStore: EventStore {
                     eventCount += 1
                     months.insert(MonthPartition(unixMillis: record.time))
                     let start = events.bytes.count
-                    appendEvent(record, key: key, receivedAt: batch.receivedAt, to: &events)
+                    EventRows.append(record, key: key, receivedAt: batch.receivedAt, to: &events)
                     eventRows.append(EventRow(
                         project: record.project, time: record.time, id: key, bytes: start..<events.bytes.count
                     ))
@@ -184,7 +185,7 @@ final class PostgresEventStore: EventStore {
                     let existing = try storedEvents(rows, on: connection)
                     inserted = try copyEvents(rows, encoded: eventData, skipping: existing, on: connection)
                 case .staging:
-                    _ = try connection.copyIn("COPY pg_temp.incoming_events FROM STDIN (FORMAT binary)", data: eventData)
+                    _ = try connection.copyIn(EventRows.copyIntoStaging, data: eventData)
                     let rows = try connection.execute(
                         "INSERT INTO collector.events SELECT * FROM pg_temp.incoming_events ON CONFLICT DO NOTHING RETURNING event_id::text"
                     ).rows
@@ -192,7 +193,9 @@ final class PostgresEventStore: EventStore {
                 }
             }
             if hasProfiles {
-                _ = try connection.copyIn("COPY pg_temp.incoming_profile_records FROM STDIN (FORMAT binary)", data: profileData)
+                _ = try connection.copyIn(
+                    "COPY pg_temp.incoming_profile_records (\(profileColumns)) FROM STDIN (FORMAT binary)", data: profileData
+                )
                 let rows = try connection.execute(
                     "INSERT INTO collector.profile_records SELECT * FROM pg_temp.incoming_profile_records ON CONFLICT DO NOTHING RETURNING record_id::text"
                 ).rows
@@ -262,12 +265,12 @@ final class PostgresEventStore: EventStore {
         guard !keep.isEmpty else { return stored }
         // Every row goes (the common case): the encoded data is sent as it is, not copied.
         if keep.count == rows.count {
-            _ = try connection.copyIn("COPY collector.events FROM STDIN (FORMAT binary)", data: encoded)
+            _ = try connection.copyIn(EventRows.copyIntoEvents, data: encoded)
             return stored
         }
         var fresh = BinaryCopyWriter(reservingCapacity: encoded.count)
         for range in keep { fresh.appendEncodedRow(encoded[range]) }
-        _ = try connection.copyIn("COPY collector.events FROM STDIN (FORMAT binary)", data: fresh.finish())
+        _ = try connection.copyIn(EventRows.copyIntoEvents, data: fresh.finish())
         return stored
     }
 
@@ -332,42 +335,8 @@ final class PostgresEventStore: EventStore {
         CREATE TEMP TABLE incoming_profile_records (LIKE collector.profile_records) ON COMMIT DELETE ROWS;
         """
 
-    static func appendEvent(_ record: CollectRecord, key: RecordKey, receivedAt: Int64, to writer: inout BinaryCopyWriter) {
-        writer.beginRow(fieldCount: 19)
-        writer.text(record.project)
-        writer.timestamp(unixMillis: record.time)
-        writer.uuid(key)
-        writer.text(record.type)
-        writer.text(record.event ?? "")
-        writer.timestamp(unixMillis: receivedAt)
-        writer.text(record.distinctId ?? "")
-        writer.bigint(record.userId)
-        writer.text(record.anonymousId)
-        writer.text(record.loginId)
-        writer.text(record.lib)
-        writer.text(record.libVersion)
-        writer.text(record.appVersion)
-        writer.boolean(record.hybridH5)
-        writer.jsonb(record.properties)
-        // Added by migration 4, after the first fifteen columns.
-        writer.text(record.libMethod)
-        writer.text(record.libDetail)
-        writer.text(record.originalId)
-        writer.jsonb(record.identities.map(Self.identitiesJSON))
-    }
-
-    /// The identities as a JSON object, keys sorted.
-    static func identitiesJSON(_ identities: [String: String]) -> String {
-        var out: [UInt8] = [UInt8(ascii: "{")]
-        for (index, (key, value)) in identities.sorted(by: { $0.key < $1.key }).enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONValue.writeString(utf8: key.utf8, to: &out)
-            out.append(UInt8(ascii: ":"))
-            JSONValue.writeString(utf8: value.utf8, to: &out)
-        }
-        out.append(UInt8(ascii: "}"))
-        return String(decoding: out, as: UTF8.self)
-    }
+    /// The columns of a profile or item record's row, in `appendProfileRecord`'s order.
+    private static let profileColumns = "project, record_id, type, time, received_at, distinct_id, user_id, item_type, item_id, properties"
 
     private static func appendProfileRecord(_ record: CollectRecord, key: RecordKey, receivedAt: Int64, to writer: inout BinaryCopyWriter) {
         writer.beginRow(fieldCount: 10)
@@ -381,28 +350,5 @@ final class PostgresEventStore: EventStore {
         writer.text(record.itemType)
         writer.text(record.itemId)
         writer.jsonb(record.properties)
-    }
-}
-
-/// The collector's row encoding, entered from outside the module by `collector-bench` so that its
-/// raw-COPY baseline writes exactly the rows the collector writes.
-package enum CollectorRows {
-    /// The collector's migrations, to set up a database without starting the service.
-    package static var migrations: [Migration] { CollectorSchema.migrations }
-
-    /// `collector.events` rows of `batches` in PostgreSQL's binary COPY format.
-    package static func events(_ batches: some Sequence<CollectBatch>) -> [UInt8] {
-        var writer = BinaryCopyWriter()
-        for batch in batches {
-            for record in batch.records where RecordTypes.isEvent(record.type) {
-                PostgresEventStore.appendEvent(record, key: RecordIdentity.key(of: record), receivedAt: batch.receivedAt, to: &writer)
-            }
-        }
-        return writer.finish()
-    }
-
-    /// The statements that create the partitions `batches` need, as the collector would.
-    package static func partitionStatements(_ batches: [CollectBatch]) -> [String] {
-        Set(batches.flatMap { $0.records.map { MonthPartition(unixMillis: $0.time) } }).map(\.createStatement)
     }
 }

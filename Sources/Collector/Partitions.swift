@@ -56,12 +56,12 @@ final class EventPartitions: Sendable {
 }
 
 /// Monthly range partitions of `collector.events`, named `events_YYYY_MM`.
-struct MonthPartition: Hashable, Sendable {
+package struct MonthPartition: Hashable, Sendable {
     let year: Int
     let month: Int
 
     /// The month (UTC) that holds `unixMillis`.
-    init(unixMillis: Int64) {
+    package init(unixMillis: Int64) {
         let days = Int((unixMillis >= 0 ? unixMillis : unixMillis - 86_399_999) / 86_400_000)
         let civil = Self.civil(fromDays: days)
         year = civil.year
@@ -91,7 +91,7 @@ struct MonthPartition: Hashable, Sendable {
 
     var lowerBound: String { Self.timestamp(year, month) }
 
-    var createStatement: String {
+    package var createStatement: String {
         let upper = next
         return """
             CREATE TABLE IF NOT EXISTS collector.\(tableName) PARTITION OF collector.events

@@ -75,7 +75,7 @@ print("  HTTP: \(concurrency) keep-alive connections, one request in flight on e
 func freshDatabase() async throws -> String {
     let url = try await Bench.freshDatabase(adminURL: adminURL, logger: logger)
     let pool = PostgresPool(url: url, maxConnections: 1, logger: logger)
-    try await Migrator.migrate(schema: "collector", migrations: CollectorRows.migrations, pool: pool, logger: logger)
+    try await Migrator.migrate(schema: CollectorSchema.name, migrations: CollectorSchema.migrations, pool: pool, logger: logger)
     await pool.close()
     return url
 }
@@ -106,6 +106,17 @@ func throughCollector() async throws -> Duration {
     return .seconds(outcome.elapsed)
 }
 
+/// `collector.events` rows of `batches` exactly as the collector encodes them.
+func eventRows(_ batches: [CollectBatch]) -> [UInt8] {
+    var writer = BinaryCopyWriter()
+    for batch in batches {
+        for record in batch.records where RecordTypes.isEvent(record.type) {
+            EventRows.append(record, key: RecordKey(of: record), receivedAt: batch.receivedAt, to: &writer)
+        }
+    }
+    return writer.finish()
+}
+
 /// Raw binary COPY of the same rows into the same table, `connections` at a time, 10,000 rows per
 /// COPY and transaction.
 func rawCopy() async throws -> Duration {
@@ -113,10 +124,12 @@ func rawCopy() async throws -> Duration {
     let chunks = stride(from: 0, to: batches.count, by: 200).map { start in
         Array(batches[start..<min(start + 200, batches.count)])
     }
-    let data = chunks.map { CollectorRows.events($0) }
+    let data = chunks.map(eventRows)
     let pool = PostgresPool(url: url, maxConnections: connections, logger: logger)
     try await pool.withConnection { connection in
-        for statement in CollectorRows.partitionStatements(batches) { try connection.execute(statement) }
+        for month in Set(batches.flatMap { $0.records.map { MonthPartition(unixMillis: $0.time) } }) {
+            try connection.execute(month.createStatement)
+        }
     }
     let clock = ContinuousClock()
     let elapsed = try await clock.measure {
@@ -126,7 +139,7 @@ func rawCopy() async throws -> Duration {
                 group.addTask {
                     while let index = next.take(below: data.count) {
                         let rows = data[index]
-                        try await pool.transaction { _ = try $0.copyIn("COPY collector.events FROM STDIN (FORMAT binary)", data: rows) }
+                        try await pool.transaction { _ = try $0.copyIn(EventRows.copyIntoEvents, data: rows) }
                     }
                 }
             }

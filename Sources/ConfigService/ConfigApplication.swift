@@ -1,5 +1,6 @@
 import DatongContracts
 import DatongRuntime
+import DatongStorage
 import Foundation
 import Hummingbird
 

@@ -1,6 +1,6 @@
 /// `POST /v1/batches` on the collector: the normalized records of one upload. The collector answers
 /// only after the batch is committed.
-public struct CollectBatch: Codable, Sendable, Equatable {
+public struct CollectBatch: Sendable, Equatable {
     /// When the gateway received the upload, in milliseconds since the Unix epoch.
     public var receivedAt: Int64
     public var records: [CollectRecord]
@@ -15,7 +15,7 @@ public struct CollectBatch: Codable, Sendable, Equatable {
 }
 
 /// One validated record, ready to store.
-public struct CollectRecord: Codable, Sendable, Equatable {
+public struct CollectRecord: Sendable, Equatable {
     public var project: String
     public var type: String
     /// The event name, for `track*` types.
@@ -75,8 +75,60 @@ public struct CollectRecord: Codable, Sendable, Equatable {
     }
 }
 
+extension CollectRecord {
+    /// Every field of a record, declared once, in the order the batch codec writes them. A field's
+    /// name in a batch is the case's name; its column in `collector.events` (and `analytics.events`)
+    /// is that name in snake_case. The batch writer and reader (`CollectorWire.swift`) and the
+    /// collector's COPY row switch over this list, so a case added here and not there does not
+    /// compile; the schema test fails until migrations give a new event field its column and its
+    /// place in the view. docs/CONTRIBUTING.md has the recipe.
+    package enum Field: Int, CaseIterable, Sendable {
+        case project, type, event, time, distinctId, userId, anonymousId, loginId, lib, libVersion, appVersion, hybridH5
+        case properties, itemType, itemId, libMethod, libDetail, originalId, identities
+
+        /// A batch without one of these is not a batch.
+        package var isRequired: Bool {
+            switch self {
+            case .project, .type, .time, .hybridH5, .properties: true
+            default: false
+            }
+        }
+
+        /// Whether `collector.events` has a column for it: item fields belong to item records only.
+        package var isEventColumn: Bool { self != .itemType && self != .itemId }
+
+        /// The name in a batch: the case's name.
+        package var name: String { Self.names[rawValue] }
+
+        /// The column: the name in snake_case (`distinctId` → `distinct_id`, `hybridH5` → `hybrid_h5`).
+        package var column: String { Self.columns[rawValue] }
+
+        /// The name's UTF-8 bytes, to write and to match without making a string.
+        package var nameBytes: [UInt8] { Self.nameBytes[rawValue] }
+
+        private static let names = allCases.map { String(describing: $0) }
+        private static let nameBytes = names.map { Array($0.utf8) }
+        private static let columns = names.map { name in
+            var column = ""
+            for character in name {
+                if character.isUppercase {
+                    column += "_" + character.lowercased()
+                } else {
+                    column.append(character)
+                }
+            }
+            return column
+        }
+
+        /// The field named `bytes` in a batch, or nil.
+        package static func named(_ bytes: ArraySlice<UInt8>) -> Field? {
+            allCases.first { $0.nameBytes.elementsEqual(bytes) }
+        }
+    }
+}
+
 /// A record (or request) that can never be stored, with the reason, kept for operators.
-public struct RejectedRecord: Codable, Sendable, Equatable {
+public struct RejectedRecord: Sendable, Equatable {
     public var project: String
     public var reason: String
     /// The record as received (JSON text when it was readable).
@@ -92,7 +144,7 @@ public struct RejectedRecord: Codable, Sendable, Equatable {
 /// What happened to a committed batch: every record of `CollectBatch.records` is stored, a
 /// duplicate, or refused by the collector (`rejectedIndexes`); `rejected` counts those and the
 /// batch's own `rejected` entries.
-public struct CollectResult: Codable, Sendable, Equatable {
+public struct CollectResult: Sendable, Equatable {
     public var stored: Int
     public var duplicates: Int
     public var rejected: Int
@@ -109,82 +161,5 @@ public struct CollectResult: Codable, Sendable, Equatable {
         self.rejected = rejected
         self.duplicateIndexes = duplicateIndexes
         self.rejectedIndexes = rejectedIndexes
-    }
-
-    private enum CodingKeys: String, CodingKey {
-        case stored, duplicates, rejected, duplicateIndexes, rejectedIndexes
-    }
-
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        self.init(
-            stored: try container.decode(Int.self, forKey: .stored), duplicates: try container.decode(Int.self, forKey: .duplicates),
-            rejected: try container.decode(Int.self, forKey: .rejected),
-            duplicateIndexes: try container.decodeIfPresent([Int].self, forKey: .duplicateIndexes) ?? [],
-            rejectedIndexes: try container.decodeIfPresent([Int].self, forKey: .rejectedIndexes) ?? []
-        )
-    }
-}
-
-extension CollectRecord {
-    private enum CodingKeys: String, CodingKey {
-        case project, type, event, time, distinctId, userId, anonymousId, loginId, lib, libVersion, appVersion, hybridH5
-        case properties, itemType, itemId, libMethod, libDetail, originalId, identities
-    }
-
-    /// Codable reads `properties` as a JSON object and keeps its canonical text (keys sorted), the
-    /// text the gateway sends; the services themselves read batches with `init(jsonBytes:)`, which
-    /// keeps the text as sent.
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        let properties = try container.decode(JSONValue.self, forKey: .properties)
-        guard case .object = properties else {
-            throw DecodingError.dataCorruptedError(forKey: .properties, in: container, debugDescription: "properties is not an object")
-        }
-        var text: [UInt8] = []
-        properties.write(to: &text)
-        self.init(
-            project: try container.decode(String.self, forKey: .project), type: try container.decode(String.self, forKey: .type),
-            event: try container.decodeIfPresent(String.self, forKey: .event), time: try container.decode(Int64.self, forKey: .time),
-            distinctId: try container.decodeIfPresent(String.self, forKey: .distinctId),
-            userId: try container.decodeIfPresent(Int64.self, forKey: .userId),
-            anonymousId: try container.decodeIfPresent(String.self, forKey: .anonymousId),
-            loginId: try container.decodeIfPresent(String.self, forKey: .loginId), lib: try container.decodeIfPresent(String.self, forKey: .lib),
-            libVersion: try container.decodeIfPresent(String.self, forKey: .libVersion),
-            appVersion: try container.decodeIfPresent(String.self, forKey: .appVersion),
-            hybridH5: try container.decode(Bool.self, forKey: .hybridH5), properties: String(decoding: text, as: UTF8.self),
-            itemType: try container.decodeIfPresent(String.self, forKey: .itemType),
-            itemId: try container.decodeIfPresent(String.self, forKey: .itemId),
-            libMethod: try container.decodeIfPresent(String.self, forKey: .libMethod),
-            libDetail: try container.decodeIfPresent(String.self, forKey: .libDetail),
-            originalId: try container.decodeIfPresent(String.self, forKey: .originalId),
-            identities: try container.decodeIfPresent([String: String].self, forKey: .identities)
-        )
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(project, forKey: .project)
-        try container.encode(type, forKey: .type)
-        try container.encodeIfPresent(event, forKey: .event)
-        try container.encode(time, forKey: .time)
-        try container.encodeIfPresent(distinctId, forKey: .distinctId)
-        try container.encodeIfPresent(userId, forKey: .userId)
-        try container.encodeIfPresent(anonymousId, forKey: .anonymousId)
-        try container.encodeIfPresent(loginId, forKey: .loginId)
-        try container.encodeIfPresent(lib, forKey: .lib)
-        try container.encodeIfPresent(libVersion, forKey: .libVersion)
-        try container.encodeIfPresent(appVersion, forKey: .appVersion)
-        try container.encode(hybridH5, forKey: .hybridH5)
-        guard let value = try? JSONParser.parseValue(Array(properties.utf8), maxDepth: CollectBatch.maxDepth) else {
-            throw EncodingError.invalidValue(properties, .init(codingPath: encoder.codingPath, debugDescription: "properties is not JSON"))
-        }
-        try container.encode(value, forKey: .properties)
-        try container.encodeIfPresent(itemType, forKey: .itemType)
-        try container.encodeIfPresent(itemId, forKey: .itemId)
-        try container.encodeIfPresent(libMethod, forKey: .libMethod)
-        try container.encodeIfPresent(libDetail, forKey: .libDetail)
-        try container.encodeIfPresent(originalId, forKey: .originalId)
-        try container.encodeIfPresent(identities, forKey: .identities)
     }
 }

@@ -1,13 +1,13 @@
 /// `POST /v1/resolve` on identity-service: the gateway sends the ids of every record of one upload
 /// in a single call and gets one user per record back, in the same order.
-public struct ResolveRequest: Codable, Sendable, Equatable {
+public struct ResolveRequest: Sendable, Equatable {
     public var records: [IdentityRecord]
 
     public init(records: [IdentityRecord]) { self.records = records }
 }
 
 /// The identity-bearing fields of one record, exactly as the SDK sent them.
-public struct IdentityRecord: Codable, Sendable, Equatable {
+public struct IdentityRecord: Sendable, Equatable {
     public var project: String
     /// The record's `type` (`track`, `track_signup`, `profile_set`, …).
     public var type: String
@@ -36,14 +36,14 @@ public struct IdentityRecord: Codable, Sendable, Equatable {
 }
 
 /// The answer to `ResolveRequest`: `users[i]` belongs to `records[i]`.
-public struct ResolveResponse: Codable, Sendable, Equatable {
+public struct ResolveResponse: Sendable, Equatable {
     public var users: [ResolvedUser]
 
     public init(users: [ResolvedUser]) { self.users = users }
 }
 
 /// The user a record belongs to.
-public struct ResolvedUser: Codable, Sendable, Equatable {
+public struct ResolvedUser: Sendable, Equatable {
     /// nil when the record carries no legal identity (e.g. `distinct_id` "undefined").
     public var userId: Int64?
     /// True when this call created the user (its identities were all new).

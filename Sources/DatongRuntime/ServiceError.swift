@@ -1,5 +1,4 @@
 import DatongContracts
-import DatongPostgres
 import Foundation
 import Hummingbird
 import Logging
@@ -46,9 +45,17 @@ public struct ServiceError: HTTPResponseError, CustomStringConvertible {
     }
 }
 
-/// Turns every error a handler throws into an honest answer: typed errors keep their status; an
-/// unreachable database or service becomes 503 with `Retry-After`; a body that does not decode
-/// becomes 400; anything else is logged in full and answered with a generic 500.
+/// An error of a library the services use that has an honest answer of its own (the storage
+/// target's `PostgresError`: an unreachable database is a 503, a value it cannot store a 400).
+public protocol ServiceErrorConvertible: Error {
+    /// The answer; what the caller must not see (internal text) goes to `logger` instead.
+    func serviceError(logger: Logger) -> ServiceError
+}
+
+/// Turns every error a handler throws into an honest answer: typed errors keep their status;
+/// `ServiceErrorConvertible` errors say their own (an unreachable database becomes 503 with
+/// `Retry-After`); a body that does not decode becomes 400; anything else is logged in full and
+/// answered with a generic 500.
 public struct ErrorMiddleware: RouterMiddleware {
     public typealias Context = DatongRequestContext
 
@@ -61,15 +68,8 @@ public struct ErrorMiddleware: RouterMiddleware {
             return try await next(request, context)
         } catch let error as HTTPResponseError {
             throw error
-        } catch let error as PostgresError where error.isUnavailable {
-            context.logger.warning("database.unavailable", metadata: ["error": "\(error)"])
-            throw ServiceError.unavailable("database_unavailable", "the database cannot be reached now; try again later")
-        } catch let error as PostgresError where error.isDataException {
-            // A value PostgreSQL cannot store (a NUL character, a timestamp out of range, malformed
-            // JSON): the input is at fault, not the server. PostgreSQL's own text stays in the log:
-            // it names tables and internals that are no business of a client.
-            context.logger.notice("request.invalid_value", metadata: ["error": "\(error)"])
-            throw ServiceError.badRequest("invalid_value", "a value in the request cannot be stored (SQLSTATE \(error.sqlState ?? "?"))")
+        } catch let error as any ServiceErrorConvertible {
+            throw error.serviceError(logger: context.logger)
         } catch let error as DecodingError {
             throw ServiceError.badRequest("invalid_body", "the request body does not match the expected JSON: \(Self.describe(error))")
         } catch {

@@ -20,8 +20,10 @@
 import CLibFuzzer
 import DatongContracts
 import DatongCrypto
+import DatongJSON
 import Foundation
 import Gateway
+import GatewayHarness
 
 let limits = UploadLimits(maxDecompressedBytes: 1 << 20, maxRecordsPerRequest: 200, timeWindowPastDays: 36_500)
 let now: Int64 = 1_795_273_119_736

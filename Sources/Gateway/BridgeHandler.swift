@@ -6,7 +6,7 @@ import Hummingbird
 /// bridge, with its own context; the gateway does what the app SDK would (docs/PROTOCOL.md section 3):
 /// reads each message, verifies where the page meant to send it and which page it is, rewrites it
 /// onto the app's user and presets, and stores it. One result per message, in order.
-struct BridgeHandler: Sendable {
+package struct BridgeHandler: Sendable {
     let limits: UploadLimits
     let whitelists: WhitelistCache
     let ingest: Ingest
@@ -53,7 +53,7 @@ struct BridgeHandler: Sendable {
 
 extension BridgeHandler {
     /// Reads the relay body `{"app": {...}, "messages": ["...", ...]}`; a malformed one is a 400.
-    static func parseRelay(_ body: [UInt8], limits: UploadLimits) throws -> (AppContext, [String]) {
+    package static func parseRelay(_ body: [UInt8], limits: UploadLimits) throws -> (AppContext, [String]) {
         let root = try UploadPayload.parseJSON(body, limits: limits, what: "the body")
         guard root.isObject else {
             throw ServiceError.badRequest("invalid_body", #"the body is a JSON object {"app": {...}, "messages": ["...", ...]}"#)
@@ -85,14 +85,14 @@ extension BridgeHandler {
 
 /// A relay read, verified, rewritten and validated, before anything is stored. Messages are taken in
 /// order, so a `$SignUp` logs the app in for the messages after it.
-struct PreparedRelay: Sendable {
+package struct PreparedRelay: Sendable {
     var results: [MessageResult]
-    var accepted: [NormalizedRecord] = []
+    package var accepted: [NormalizedRecord] = []
     /// `acceptedMessages[i]` is the message `accepted[i]` came from.
     var acceptedMessages: [Int] = []
-    var rejected: [RejectedRecord] = []
+    package var rejected: [RejectedRecord] = []
 
-    init(
+    package init(
         messages: [String], readings: [Result<BridgeMessage, BridgeMessageProblem>], app: AppContext, project: String,
         whitelists: ProjectWhitelists, limits: UploadLimits, now: Int64
     ) {

@@ -1,7 +1,8 @@
 import DatongContracts
+import DatongJSON
 /// One raw message an app received from an H5 page through its JS bridge (docs/PROTOCOL.md section 3),
 /// read into the record it carries. Pure.
-enum BridgeMessage: Sendable {
+package enum BridgeMessage: Sendable {
     /// An event or profile record, with the page SDK's `server_url` still in it.
     case record(JSONRef)
     /// A bridge message that is not a record (`getAppInfo`, `visualized_track`, `page_info`, …):
@@ -15,7 +16,7 @@ enum BridgeMessage: Sendable {
     /// (`{"callType":"app_h5_track","data":{…}}`), an Android `sensorsdata_track` string (the record
     /// itself), or a legacy `sensorsanalytics://trackEvent?event=<urlencoded JSON>` URL.
     /// A message that can never become a record fails with the reason.
-    static func read(_ message: String, limits: UploadLimits) -> Result<BridgeMessage, BridgeMessageProblem> {
+    package static func read(_ message: String, limits: UploadLimits) -> Result<BridgeMessage, BridgeMessageProblem> {
         if message.hasPrefix(legacyScheme) { return readLegacyURL(message, limits: limits) }
         let object: JSONRef
         do {
@@ -58,7 +59,7 @@ enum BridgeMessage: Sendable {
 }
 
 /// Why a bridge message cannot be read.
-struct BridgeMessageProblem: Error, Sendable, Equatable {
+package struct BridgeMessageProblem: Error, Sendable, Equatable {
     let reason: String
 
     init(_ reason: String) { self.reason = reason }

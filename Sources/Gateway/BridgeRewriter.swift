@@ -1,9 +1,10 @@
 import DatongContracts
+import DatongJSON
 import Foundation
 
 /// The relaying app's side of a bridge relay: who is using the app, where the app uploads, and the
 /// device and app presets it adds to every H5 event (the `app` object of `POST /v1/bridge`).
-struct AppContext: Sendable, Equatable {
+package struct AppContext: Sendable, Equatable {
     /// Where the app's own SDK uploads (`server_url`), by hostname and project.
     var server: ServerTarget
     var anonymousID: String

@@ -1,5 +1,6 @@
 import DatongContracts
 import DatongCrypto
+import DatongJSON
 import DatongRuntime
 import Foundation
 

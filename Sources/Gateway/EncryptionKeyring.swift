@@ -16,6 +16,15 @@ package struct ProjectKeys: Sendable {
     /// Keys that could not be opened (a master key that does not match), by pkv, with the reason.
     var unusable: [Int: String]
 
+    package init(
+        transportEncryption: Bool, published: [ProjectEncryption.Key], privateKeys: [Int: EnvelopePrivateKey], unusable: [Int: String]
+    ) {
+        self.transportEncryption = transportEncryption
+        self.published = published
+        self.privateKeys = privateKeys
+        self.unusable = unusable
+    }
+
     static let none = ProjectKeys(transportEncryption: false, published: [], privateKeys: [:], unusable: [:])
 
     /// The newest active key of each type.

@@ -4,15 +4,15 @@ import CZlib
 /// (what `cat a.gz b.gz` makes, and what some clients send), each member's CRC-32 and ISIZE trailer
 /// checked by zlib, and a stream that ends before its trailer refused. Output stops growing as soon
 /// as it passes `limit`, so a gzip bomb costs no more memory than the limit.
-enum GzipInflater {
-    enum Failure: Error, Equatable {
+package enum GzipInflater {
+    package enum Failure: Error, Equatable {
         /// Not gzip, corrupted, cut short, or followed by bytes that are not another member.
         case invalid
         /// The data inflates to more than the limit.
         case tooLarge
     }
 
-    static func inflate(_ input: UnsafeRawBufferPointer, limit: Int) throws(Failure) -> [UInt8] {
+    package static func inflate(_ input: UnsafeRawBufferPointer, limit: Int) throws(Failure) -> [UInt8] {
         // zlib counts input in 32 bits; request bodies are far smaller.
         guard let base = input.baseAddress, input.count < Int(UInt32.max) else { throw .invalid }
         var stream = z_stream()

@@ -1,8 +1,9 @@
 import DatongContracts
+import DatongJSON
 
 /// A record that passed validation: what the collector stores and what identity-service resolves.
-struct NormalizedRecord: Sendable, Equatable {
-    var collect: CollectRecord
+package struct NormalizedRecord: Sendable, Equatable {
+    package var collect: CollectRecord
     /// nil for item records, which belong to no user.
     var identity: IdentityRecord?
     /// The record's own ingestion token, when it names its own project (never for bridged records).
@@ -11,8 +12,10 @@ struct NormalizedRecord: Sendable, Equatable {
 
 /// Validates one SDK record and normalizes it (docs/PROTOCOL.md section 2). Pure: the same record and
 /// clock give the same answer. A failure is a reason a person can act on.
-struct RecordNormalizer: Sendable {
+package struct RecordNormalizer: Sendable {
     let limits: UploadLimits
+
+    package init(limits: UploadLimits) { self.limits = limits }
 
     static let reservedNames: Set<String> = [
         "distinct_id", "original_id", "time", "properties", "id", "first_id", "second_id", "users", "events", "event",
@@ -28,7 +31,7 @@ struct RecordNormalizer: Sendable {
     ///     record's own fields (`BridgeRewriter`); nil for an ordinary upload.
     ///   - defaultProject: the request's project (`?project=`), used unless the record names its own.
     ///   - now: the server's clock in milliseconds since the Unix epoch.
-    func normalize(
+    package func normalize(
         _ record: JSONRef, fields: RecordFields? = nil, bridged: BridgeOverrides? = nil, defaultProject: String, now: Int64
     ) -> Result<NormalizedRecord, RecordRejection> {
         guard record.isObject else {
@@ -317,7 +320,7 @@ struct RecordNormalizer: Sendable {
 }
 
 /// Why a record was refused; it is kept in `analytics.rejected` with the record as received.
-struct RecordRejection: Error, Sendable, Equatable {
+package struct RecordRejection: Error, Sendable, Equatable {
     let project: String
     let reason: String
 }

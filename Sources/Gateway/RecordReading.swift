@@ -1,7 +1,8 @@
 import DatongContracts
+import DatongJSON
 /// The top-level fields of a record the normalizer reads, found in one pass over its members.
 /// A repeated key keeps its last value, as JavaScript reads it.
-struct RecordFields {
+package struct RecordFields {
     var type: JSONRef?
     var event: JSONRef?
     var time: JSONRef?
@@ -285,7 +286,7 @@ struct PropertyPreset: Sendable, Equatable {
 
 /// What an app SDK puts in place of a bridged record's own fields (docs/PROTOCOL.md section 3). The
 /// normalizer applies it while it reads the record, so the page's record is never copied or rebuilt.
-struct BridgeOverrides: Sendable, Equatable {
+package struct BridgeOverrides: Sendable, Equatable {
     /// The app's user, for records that belong to a user (not items).
     struct User: Sendable, Equatable {
         var distinctID: String

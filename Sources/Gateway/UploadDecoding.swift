@@ -1,4 +1,5 @@
 import DatongContracts
+import DatongJSON
 import DatongRuntime
 import Foundation
 import NIOCore
@@ -69,7 +70,7 @@ struct DecodedPayload {
 /// Turns an upload's `data` / `data_list` parameter into JSON records (docs/PROTOCOL.md section 1):
 /// checks the crc, decodes lenient base64, inflates gzip within the decompressed-size limit;
 /// `gzip=9` / `gzip=13` payloads are opened with the project's keys (`EncryptedPayload`).
-enum UploadPayload {
+package enum UploadPayload {
     /// Whether the upload is encrypted (`gzip=9` record encryption, `gzip=13` transport encryption).
     static func isEncrypted(_ parameters: FormParameters) -> Bool { ["9", "13"].contains(parameters["gzip"] ?? "") }
 
@@ -132,7 +133,7 @@ enum UploadPayload {
     }
 
     /// Parses JSON the gateway received: malformed, invalid UTF-8 or too deep is a 400 naming the problem.
-    static func parseJSON(_ bytes: [UInt8], limits: UploadLimits, what: String) throws -> JSONRef {
+    package static func parseJSON(_ bytes: [UInt8], limits: UploadLimits, what: String) throws -> JSONRef {
         do {
             return try JSONParser.parse(bytes, maxDepth: limits.maxJSONDepth).root
         } catch let failure {

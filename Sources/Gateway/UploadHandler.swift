@@ -1,4 +1,5 @@
 import DatongContracts
+import DatongJSON
 import DatongRuntime
 import Foundation
 import Hummingbird
@@ -120,14 +121,14 @@ private struct DebugProblems: Encodable {
 }
 
 /// An upload decoded and validated, before anything is stored: the gateway's hot path, parsed once.
-struct PreparedUpload: Sendable {
+package struct PreparedUpload: Sendable {
     let project: String
     /// The request's ingestion token (`token=`).
     let token: String?
-    var accepted: [NormalizedRecord] = []
+    package var accepted: [NormalizedRecord] = []
     /// `acceptedIndexes[i]` is the position in `data_list` of `accepted[i]`.
     var acceptedIndexes: [Int] = []
-    var rejected: [RejectedRecord] = []
+    package var rejected: [RejectedRecord] = []
     var problems: [RecordProblem] = []
     /// The text of accepted records that name another project than the request's, by position:
     /// kept in case that project refuses them.
@@ -143,7 +144,7 @@ struct PreparedUpload: Sendable {
 
     /// Decodes the form parameters and payload and validates each record; a request that can never
     /// succeed throws a `ServiceError`, a bad record is kept as rejected with its reason.
-    init(query: String?, body: [UInt8], limits: UploadLimits, now: Int64, keys: ProjectKeys? = nil) throws {
+    package init(query: String?, body: [UInt8], limits: UploadLimits, now: Int64, keys: ProjectKeys? = nil) throws {
         try self.init(parameters: FormParameters(query: query, body: body), limits: limits, now: now, keys: keys)
     }
 

@@ -1,4 +1,5 @@
 import DatongContracts
+import DatongJSON
 import DatongRuntime
 import Logging
 import ServiceLifecycle

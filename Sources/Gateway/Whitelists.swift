@@ -1,4 +1,5 @@
 import DatongContracts
+import DatongJSON
 import Foundation
 
 /// An http(s) URL's host and query as the WHATWG URL standard reads them, which is how browsers and
@@ -8,13 +9,13 @@ import Foundation
 /// not done here) are refused rather than guessed at. A hand-written reader over the bytes: every
 /// bridged record carries a `server_url`, and Foundation's URL parsing (RFC 3986, which reads
 /// `https://a\\@b/` as host `b` where a browser goes to `a`) would also cost more.
-struct WebURL: Sendable, Equatable {
+package struct WebURL: Sendable, Equatable {
     /// Lowercased.
-    let host: String
+    package let host: String
     /// The bytes after `?` up to `#`, when there is a query.
     let query: ArraySlice<UInt8>?
 
-    init?(_ string: String) {
+    package init?(_ string: String) {
         var bytes = Array(string.utf8)
         // Leading and trailing C0 controls and spaces go; tabs and newlines go everywhere.
         while let first = bytes.first, first <= 0x20 { bytes.removeFirst() }
@@ -106,7 +107,7 @@ struct ServerTarget: Sendable, Hashable, CustomStringConvertible {
 
 /// A project's two bridge whitelists as config-service last published them (docs/ARCHITECTURE.md,
 /// Whitelists), read once when fetched so that checking a record is a lookup. Pure.
-struct ProjectWhitelists: Sendable, Equatable {
+package struct ProjectWhitelists: Sendable, Equatable {
     /// Other servers whose H5 pages may bridge into the project.
     let servers: Set<ServerTarget>
     /// Page hosts allowed to use the app's JS bridge, and `*.suffix` patterns as `.suffix`.
@@ -116,7 +117,7 @@ struct ProjectWhitelists: Sendable, Equatable {
     /// - Parameters:
     ///   - serverURLs: the published server-URL whitelist (entries that are not URLs never match).
     ///   - h5Domains: the published H5 domain whitelist: hosts, `*.suffix`, or whole URLs.
-    init(serverURLs: [String]? = nil, h5Domains: [String]? = nil) {
+    package init(serverURLs: [String]? = nil, h5Domains: [String]? = nil) {
         servers = Set((serverURLs ?? []).compactMap(ServerTarget.init(url:)))
         var hosts = Set<String>()
         var suffixes: [String] = []

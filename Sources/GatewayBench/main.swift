@@ -8,6 +8,7 @@ import BenchSupport
 import DatongCrypto
 import Foundation
 import Gateway
+import GatewayHarness
 import NIOCore
 
 let rounds = Bench.option("--rounds", default: 7)

@@ -1,7 +1,8 @@
 import DatongContracts
 import DatongRuntime
-import Hummingbird
+import DatongStorage
 import Foundation
+import Hummingbird
 import NIOCore
 import ServiceLifecycle
 

@@ -17,7 +17,7 @@ import Synchronization
 ///
 /// Bounded: two generations of at most `capacity / 2` entries each; when the young one is full it
 /// becomes the old one and the old one is dropped, so the identities in use stay.
-final class IdentityCache: Sendable {
+package final class IdentityCache: Sendable {
     private struct State {
         var young: [ScopedIdentity: Int64] = [:]
         var old: [ScopedIdentity: Int64] = [:]
@@ -30,7 +30,7 @@ final class IdentityCache: Sendable {
     private let generationSize: Int
     let maxStaleness: Duration
 
-    init(capacity: Int, maxStaleness: Duration) {
+    package init(capacity: Int, maxStaleness: Duration) {
         generationSize = max(1, capacity / 2)
         self.maxStaleness = maxStaleness
     }
@@ -120,7 +120,7 @@ final class IdentityCache: Sendable {
 /// transactions whose id is at least the previous look's horizon, and the horizon of now (the
 /// oldest transaction still running). Entries of a transaction that was still running at the
 /// previous look are therefore read once it has finished, whatever order transactions commit in.
-final class CacheRefresher: Service, Sendable {
+package final class CacheRefresher: Service, Sendable {
     private let cache: IdentityCache
     private let pool: PostgresPool
     private let interval: Duration
@@ -131,14 +131,14 @@ final class CacheRefresher: Service, Sendable {
     /// cleared its cache anyway).
     static let retention = "1 hour"
 
-    init(cache: IdentityCache, pool: PostgresPool, interval: Duration, logger: Logger) {
+    package init(cache: IdentityCache, pool: PostgresPool, interval: Duration, logger: Logger) {
         self.cache = cache
         self.pool = pool
         self.interval = interval
         self.logger = logger
     }
 
-    func run() async throws {
+    package func run() async throws {
         try? await cancelWhenGracefulShutdown {
             var failingSince: ContinuousClock.Instant?
             var looks = 0
@@ -161,7 +161,7 @@ final class CacheRefresher: Service, Sendable {
     }
 
     /// One look at the invalidation log.
-    func refresh() async throws {
+    package func refresh() async throws {
         let started = ContinuousClock.now
         let previous = horizon.withLock { $0 }
         let rows = try await pool.withConnection { connection in
@@ -192,21 +192,4 @@ final class CacheRefresher: Service, Sendable {
             try connection.query("DELETE FROM identity.invalidations WHERE created_at < now() - interval '\(Self.retention)'")
         }
     }
-}
-
-/// A store with a cache and its refresher, for benchmarks that resolve in process.
-package struct IdentityBenchSupport: Sendable {
-    package let store: PostgresIdentityStore
-    let refresher: CacheRefresher
-
-    package static func warmStore(pool: PostgresPool) -> IdentityBenchSupport {
-        let cache = IdentityCache(capacity: 1_000_000, maxStaleness: .seconds(3600))
-        return IdentityBenchSupport(
-            store: PostgresIdentityStore(pool: pool, cache: cache),
-            refresher: CacheRefresher(cache: cache, pool: pool, interval: .seconds(1), logger: Logger(label: "identity-bench"))
-        )
-    }
-
-    /// One look at the invalidation log (the cache answers after the first).
-    package func refresh() async throws { try await refresher.refresh() }
 }

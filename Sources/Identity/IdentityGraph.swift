@@ -1,4 +1,5 @@
 import DatongContracts
+import DatongJSON
 import DatongPostgres
 
 /// An identity in its project.

@@ -1,4 +1,5 @@
 import DatongContracts
+import DatongJSON
 import DatongPostgres
 import Foundation
 
@@ -11,6 +12,11 @@ import Foundation
 package struct PostgresIdentityStore: Sendable {
     let pool: PostgresPool
     var cache: IdentityCache? = nil
+
+    package init(pool: PostgresPool, cache: IdentityCache? = nil) {
+        self.pool = pool
+        self.cache = cache
+    }
 
     /// One user per record, in order. Records whose identities the cache knows, all owned by one
     /// user, need no query; the others are resolved in one transaction.

@@ -102,17 +102,20 @@ _ = try await measure(batches: people / batchSize) { index in
 }
 // The same resolves in process (no HTTP), through a store with a warm cache: what the graph costs.
 let pool = PostgresPool(url: databaseURL, maxConnections: 2, logger: logger)
-let warm = IdentityBenchSupport.warmStore(pool: pool)
-try await warm.refresh()
+// A store with a cache and its refresher, as identity-service runs them; one look at the
+// invalidation log, then the cache answers.
+let cache = IdentityCache(capacity: 1_000_000, maxStaleness: .seconds(3600))
+let warmStore = PostgresIdentityStore(pool: pool, cache: cache)
+try await CacheRefresher(cache: cache, pool: pool, interval: .seconds(1), logger: logger).refresh()
 _ = try await measure(batches: people / batchSize) { index in
-    _ = try await warm.store.resolve((index * batchSize..<(index + 1) * batchSize).map { record($0, tag: "known") })
+    _ = try await warmStore.resolve((index * batchSize..<(index + 1) * batchSize).map { record($0, tag: "known") })
 }
 var fromMemory: [Double] = [], throughPostgres: [Double] = [], fresh: [Double] = [], inProcess: [Double] = []
 for round in 0..<rounds {
     let known: @Sendable (Int) -> [IdentityRecord] = { _ in (0..<batchSize).map { _ in record(Int.random(in: 0..<people), tag: "known") } }
     throughPostgres.append(try await measure(batches: batchCount / 4) { try await resolve(plainURL, known($0)) })
     fromMemory.append(try await measure(batches: batchCount) { try await resolve(cachedURL, known($0)) })
-    inProcess.append(try await measure(batches: batchCount * 4) { _ = try await warm.store.resolve(known($0)) })
+    inProcess.append(try await measure(batches: batchCount * 4) { _ = try await warmStore.resolve(known($0)) })
     fresh.append(try await measure(batches: batchCount / 4) { index in
         try await resolve(cachedURL, (0..<batchSize).map { record(index * batchSize + $0, tag: "new-\(round)") })
     })

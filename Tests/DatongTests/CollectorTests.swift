@@ -43,6 +43,61 @@ struct CollectorTests {
         return try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
     }
 
+    @Test("every event field of a record has its column in collector.events and analytics.events, and lands in it")
+    func everyFieldStored() async throws {
+        try await withStore { store, url in
+            let columns = { (table: String) in
+                try await TestDatabase.rows(url, """
+                    SELECT column_name FROM information_schema.columns WHERE table_schema || '.' || table_name = '\(table)'
+                    """).compactMap(\.first)
+            }
+            let eventFields = CollectRecord.Field.allCases.filter(\.isEventColumn)
+            let table = try await columns("collector.events"), view = try await columns("analytics.events")
+            for field in eventFields {
+                #expect(table.contains(field.column), "collector.events has no column \(field.column)")
+                #expect(view.contains(field.column), "analytics.events does not show \(field.column)")
+            }
+            // The table has no column the collector does not write (it would be left empty).
+            #expect(Set(table) == Set(EventRows.columns), "\(Set(table).symmetricDifference(EventRows.columns))")
+
+            let full = ContractJSONTests.full
+            var record = full
+            (record.itemType, record.itemId, record.time) = (nil, nil, Self.base)
+            let batch = CollectBatch(receivedAt: Self.base + 60_000, records: [record])
+            // Through the wire codec, as the gateway sends it.
+            #expect(try await store.write(CollectBatch(jsonBytes: batch.jsonBytes)).stored == 1)
+            let names = eventFields.map(\.column)
+            let stored = try await TestDatabase.rows(url, """
+                SELECT \(names.map { "\($0)::text" }.joined(separator: ", ")) FROM analytics.events
+                """)
+            #expect(stored.count == 1)
+            let row = Dictionary(uniqueKeysWithValues: zip(names, stored.first ?? []))
+            for field in eventFields {
+                let expected: String? = switch field {
+                case .project: full.project
+                case .type: full.type
+                case .event: full.event
+                case .time: "2026-11-21 14:56:40+00"  // Self.base
+                case .distinctId: full.distinctId
+                case .userId: full.userId.map(String.init)
+                case .anonymousId: full.anonymousId
+                case .loginId: full.loginId
+                case .lib: full.lib
+                case .libVersion: full.libVersion
+                case .appVersion: full.appVersion
+                case .hybridH5: "true"
+                case .properties: #"{"price": 129.5, "$carrier": "中国移动"}"#
+                case .libMethod: full.libMethod
+                case .libDetail: full.libDetail
+                case .originalId: full.originalId
+                case .identities: #"{"$identity_idfv": "I", "$identity_login_id": "login"}"#
+                case .itemType, .itemId: nil
+                }
+                #expect(row[field.column] == expected, "\(field.column): \(String(describing: row[field.column]))")
+            }
+        }
+    }
+
     @Test("each profile operation applies as Sensors defines it")
     func operations() async throws {
         try await withStore { store, url in
@@ -255,7 +310,7 @@ struct CollectorTests {
             var sameMonth = event
             sameMonth.time += 1
             _ = try await write(store, [sameMonth])
-            let id = RecordIdentity.key(of: event).uuidText
+            let id = RecordKey(of: event).uuidText
             // Another writer inserts the same event and commits only after the collector has looked.
             let inserted = Mutex(false)
             let other = Task.detached {

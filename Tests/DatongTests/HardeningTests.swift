@@ -1,6 +1,7 @@
 import BenchSupport
 import CompressNIO
 import DatongContracts
+import DatongJSON
 import DatongRuntime
 import Foundation
 import HTTPTypes

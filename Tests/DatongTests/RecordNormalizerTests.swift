@@ -1,4 +1,5 @@
 import DatongContracts
+import DatongJSON
 import Foundation
 @testable import Gateway
 import Testing

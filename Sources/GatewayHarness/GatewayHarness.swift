@@ -1,7 +1,9 @@
 import DatongContracts
 import DatongCrypto
+import DatongJSON
 import DatongRuntime
 import Foundation
+import Gateway
 
 /// The gateway's decode + validate + rewrite path without HTTP or storage, for `gateway-bench` and
 /// the fuzz targets (`datong-fuzz`): the same code the handlers run, entered from outside the module.

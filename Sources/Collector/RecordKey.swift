@@ -1,47 +1,11 @@
 import DatongContracts
+import DatongJSON
 import DatongPostgres
 import DatongRuntime
 
-/// The deduplication key of a record.
-///
-/// SDKs change `_flush_time` on every retry and apps regenerate `_track_id` when they relay a record,
-/// so neither is part of the key. The key is SHA-256 over what a retry keeps: project, type, event,
-/// time (ms), distinct id, item type and id, and the properties text (the gateway writes it with
-/// sorted keys, so equal properties give equal text). Two records equal in all of these are the same
-/// record: one of them is stored, the other counted as a duplicate.
-enum RecordIdentity {
-    static func key(of record: CollectRecord) -> RecordKey {
-        var input: [UInt8] = []
-        input.reserveCapacity(record.properties.utf8.count + 128)
-        func field(_ value: String?) {
-            guard let value else {
-                input.append(0)
-                return
-            }
-            input.append(1)
-            var length = UInt32(value.utf8.count).bigEndian
-            withUnsafeBytes(of: &length) { input.append(contentsOf: $0) }
-            input.append(contentsOf: value.utf8)
-        }
-        field(record.project)
-        field(record.type)
-        field(record.event)
-        field(String(record.time))
-        field(record.distinctId)
-        field(record.itemType)
-        field(record.itemId)
-        field(record.properties)
-        var digest = SHA256Digest.hash(input)
-        // Mark it as an RFC 9562 version-8 (custom) UUID.
-        digest[6] = (digest[6] & 0x0F) | 0x80
-        digest[8] = (digest[8] & 0x3F) | 0x80
-        return RecordKey(digest)
-    }
-}
-
 /// A record's deduplication key: the 16 bytes of its uuid, held as two integers so that sets and
 /// dictionaries of keys hash and compare them without allocating.
-struct RecordKey: Hashable, Sendable {
+package struct RecordKey: Hashable, Sendable {
     let high: UInt64
     let low: UInt64
 
@@ -88,7 +52,44 @@ struct RecordKey: Hashable, Sendable {
 
 extension BinaryCopyWriter {
     /// A `uuid` field holding `key`.
-    mutating func uuid(_ key: RecordKey) {
+    package mutating func uuid(_ key: RecordKey) {
         withUnsafeBytes(of: (key.high.bigEndian, key.low.bigEndian)) { uuid(bytes: $0) }
+    }
+}
+
+/// The deduplication key of `record`.
+///
+/// SDKs change `_flush_time` on every retry and apps regenerate `_track_id` when they relay a record,
+/// so neither is part of the key. The key is SHA-256 over what a retry keeps: project, type, event,
+/// time (ms), distinct id, item type and id, and the properties text (the gateway writes it with
+/// sorted keys, so equal properties give equal text). Two records equal in all of these are the same
+/// record: one of them is stored, the other counted as a duplicate.
+extension RecordKey {
+    package init(of record: CollectRecord) {
+        var input: [UInt8] = []
+        input.reserveCapacity(record.properties.utf8.count + 128)
+        func field(_ value: String?) {
+            guard let value else {
+                input.append(0)
+                return
+            }
+            input.append(1)
+            var length = UInt32(value.utf8.count).bigEndian
+            withUnsafeBytes(of: &length) { input.append(contentsOf: $0) }
+            input.append(contentsOf: value.utf8)
+        }
+        field(record.project)
+        field(record.type)
+        field(record.event)
+        field(String(record.time))
+        field(record.distinctId)
+        field(record.itemType)
+        field(record.itemId)
+        field(record.properties)
+        var digest = SHA256Digest.hash(input)
+        // Mark it as an RFC 9562 version-8 (custom) UUID.
+        digest[6] = (digest[6] & 0x0F) | 0x80
+        digest[8] = (digest[8] & 0x3F) | 0x80
+        self.init(digest)
     }
 }

@@ -1,0 +1,195 @@
+import DatongJSON
+
+// The collector's contract on the wire (`POST /v1/batches`): a batch in, a result out.
+
+extension CollectBatch: WireCodable {
+    /// How deep a batch may nest: the batch, its records array and a record, then the properties
+    /// as deep as the gateway's `MAX_JSON_DEPTH` allows at most.
+    package static let maxDepth = 3 + 512
+
+    package var jsonBytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(64 + records.reduce(0) { $0 + $1.properties.utf8.count + 400 })
+        var batch = JSONObjectWriter(&out)
+        batch.int("receivedAt", receivedAt, &out)
+        batch.array("records", records, &out) { $0.write(to: &$1) }
+        batch.array("rejected", rejected, &out) { $0.write(to: &$1) }
+        batch.finish(&out)
+        return out
+    }
+
+    package init(jsonBytes: [UInt8]) throws(ContractDecodingError) {
+        let root = try WireField.object(jsonBytes, maxDepth: Self.maxDepth, "the batch")
+        var receivedAt: Int64?
+        var records: [CollectRecord] = []
+        var rejected: [RejectedRecord] = []
+        for (key, value) in root.members {
+            if key.textEquals("receivedAt") {
+                receivedAt = try WireField.int(value, "receivedAt")
+            } else if key.textEquals("records") {
+                records.reserveCapacity(Int(value.entry.count))
+                for (index, element) in try WireField.array(value, "records").enumerated() {
+                    records.append(try CollectRecord(element, path: "records[\(index)]"))
+                }
+            } else if key.textEquals("rejected") {
+                for (index, element) in try WireField.array(value, "rejected").enumerated() {
+                    rejected.append(try RejectedRecord(element, path: "rejected[\(index)]"))
+                }
+            }
+        }
+        guard let receivedAt else { throw ContractDecodingError("receivedAt is missing") }
+        self.init(receivedAt: receivedAt, records: records, rejected: rejected)
+    }
+}
+
+extension CollectRecord {
+    /// The record as it travels in a batch, as JSON text (kept with a refused record).
+    package var jsonText: String {
+        var out: [UInt8] = []
+        write(to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Every `Field` in order; `properties` is JSON object text and goes as it is.
+    fileprivate func write(to out: inout [UInt8]) {
+        var object = JSONObjectWriter(&out)
+        for field in Field.allCases {
+            func string(_ value: String?) {
+                guard let value else { return }
+                object.key(field.nameBytes, &out)
+                JSONValue.writeString(utf8: value.utf8, to: &out)
+            }
+            switch field {
+            case .project: string(project)
+            case .type: string(type)
+            case .event: string(event)
+            case .time:
+                object.key(field.nameBytes, &out)
+                out.append(contentsOf: String(time).utf8)
+            case .distinctId: string(distinctId)
+            case .userId:
+                guard let userId else { continue }
+                object.key(field.nameBytes, &out)
+                out.append(contentsOf: String(userId).utf8)
+            case .anonymousId: string(anonymousId)
+            case .loginId: string(loginId)
+            case .lib: string(lib)
+            case .libVersion: string(libVersion)
+            case .appVersion: string(appVersion)
+            case .hybridH5:
+                object.key(field.nameBytes, &out)
+                out.append(contentsOf: (hybridH5 ? "true" : "false").utf8)
+            case .properties:
+                object.key(field.nameBytes, &out)
+                out.append(contentsOf: properties.utf8)
+            case .itemType: string(itemType)
+            case .itemId: string(itemId)
+            case .libMethod: string(libMethod)
+            case .libDetail: string(libDetail)
+            case .originalId: string(originalId)
+            case .identities:
+                guard let identities else { continue }
+                object.key(field.nameBytes, &out)
+                JSONObjectWriter.sortedStrings(identities, to: &out)
+            }
+        }
+        object.finish(&out)
+    }
+
+    /// Reads a record of a batch: unknown members are ignored, a required `Field` must be there.
+    fileprivate init(_ value: JSONRef, path: String) throws(ContractDecodingError) {
+        guard value.isObject else { throw ContractDecodingError("\(path) is not an object") }
+        self.init(project: "", type: "", event: nil, time: 0, distinctId: nil, userId: nil, properties: "")
+        var seen = 0
+        for (key, member) in value.members {
+            guard let field = Field.named(key.textBytes) else { continue }
+            seen |= 1 << field.rawValue
+            let at = "\(path).\(field.name)"
+            switch field {
+            case .project: project = try WireField.requiredString(member, at)
+            case .type: type = try WireField.requiredString(member, at)
+            case .event: event = try WireField.string(member, at)
+            case .time: time = try WireField.int(member, at)
+            case .distinctId: distinctId = try WireField.string(member, at)
+            case .userId: userId = try WireField.optionalInt(member, at)
+            case .anonymousId: anonymousId = try WireField.string(member, at)
+            case .loginId: loginId = try WireField.string(member, at)
+            case .lib: lib = try WireField.string(member, at)
+            case .libVersion: libVersion = try WireField.string(member, at)
+            case .appVersion: appVersion = try WireField.string(member, at)
+            case .hybridH5: hybridH5 = try WireField.bool(member, at)
+            case .properties:
+                // Taken as sent: the parser checked it, and it is stored as it is (jsonb).
+                guard member.isObject else { throw ContractDecodingError("\(at) is not an object") }
+                properties = member.rawText
+            case .itemType: itemType = try WireField.string(member, at)
+            case .itemId: itemId = try WireField.string(member, at)
+            case .libMethod: libMethod = try WireField.string(member, at)
+            case .libDetail: libDetail = try WireField.string(member, at)
+            case .originalId: originalId = try WireField.string(member, at)
+            case .identities: identities = try WireField.identities(member, at)
+            }
+        }
+        for field in Field.allCases where field.isRequired && seen & (1 << field.rawValue) == 0 {
+            throw ContractDecodingError("\(path).\(field.name) is missing")
+        }
+    }
+}
+
+extension RejectedRecord {
+    fileprivate func write(to out: inout [UInt8]) {
+        var record = JSONObjectWriter(&out)
+        record.string("project", project, &out)
+        record.string("reason", reason, &out)
+        record.string("raw", raw, &out)
+        record.finish(&out)
+    }
+
+    fileprivate init(_ value: JSONRef, path: String) throws(ContractDecodingError) {
+        guard value.isObject else { throw ContractDecodingError("\(path) is not an object") }
+        var project: String?, reason: String?, raw: String?
+        for (key, field) in value.members {
+            if key.textEquals("project") { project = try WireField.string(field, "\(path).project") }
+            else if key.textEquals("reason") { reason = try WireField.string(field, "\(path).reason") }
+            else if key.textEquals("raw") { raw = try WireField.string(field, "\(path).raw") }
+        }
+        guard let project, let reason, let raw else { throw ContractDecodingError("\(path) needs project, reason and raw") }
+        self.init(project: project, reason: reason, raw: raw)
+    }
+}
+
+extension CollectResult: WireCodable {
+    package var jsonBytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(64 + (duplicateIndexes.count + rejectedIndexes.count) * 4)
+        var result = JSONObjectWriter(&out)
+        result.int("stored", Int64(stored), &out)
+        result.int("duplicates", Int64(duplicates), &out)
+        result.int("rejected", Int64(rejected), &out)
+        result.array("duplicateIndexes", duplicateIndexes, &out) { $1.append(contentsOf: String($0).utf8) }
+        result.array("rejectedIndexes", rejectedIndexes, &out) { $1.append(contentsOf: String($0).utf8) }
+        result.finish(&out)
+        return out
+    }
+
+    package init(jsonBytes: [UInt8]) throws(ContractDecodingError) {
+        let root = try WireField.object(jsonBytes, maxDepth: 3, "the collector's answer")
+        var counts: [Int64?] = [nil, nil, nil]
+        var duplicateIndexes: [Int] = [], rejectedIndexes: [Int] = []
+        for (key, value) in root.members {
+            if key.textEquals("stored") { counts[0] = try WireField.int(value, "stored") }
+            else if key.textEquals("duplicates") { counts[1] = try WireField.int(value, "duplicates") }
+            else if key.textEquals("rejected") { counts[2] = try WireField.int(value, "rejected") }
+            else if key.textEquals("duplicateIndexes") { duplicateIndexes = try WireField.positions(value, "duplicateIndexes") }
+            else if key.textEquals("rejectedIndexes") { rejectedIndexes = try WireField.positions(value, "rejectedIndexes") }
+        }
+        for (count, name) in zip(counts, ["stored", "duplicates", "rejected"]) {
+            guard let count else { throw ContractDecodingError("\(name) is missing") }
+            guard (0...Int64(Int32.max)).contains(count) else { throw ContractDecodingError("\(name) is not a count") }
+        }
+        self.init(
+            stored: Int(counts[0]!), duplicates: Int(counts[1]!), rejected: Int(counts[2]!),
+            duplicateIndexes: duplicateIndexes, rejectedIndexes: rejectedIndexes
+        )
+    }
+}
