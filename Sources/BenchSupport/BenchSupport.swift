@@ -5,29 +5,29 @@ import Synchronization
 
 /// What the benchmark executables share: their command-line options, a quiet logger, a fresh
 /// database, a work counter for concurrent clients, and medians.
-public enum Bench {
+package enum Bench {
     /// `--name N` from the command line, when it is a positive integer; otherwise `value`.
-    public static func option(_ name: String, default value: Int) -> Int {
+    package static func option(_ name: String, default value: Int) -> Int {
         guard let text = text(name), let parsed = Int(text), parsed > 0 else { return value }
         return parsed
     }
 
     /// `--name VALUE` from the command line.
-    public static func text(_ name: String) -> String? {
+    package static func text(_ name: String) -> String? {
         let arguments = CommandLine.arguments
         guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return nil }
         return arguments[index + 1]
     }
 
     /// A logger that prints only errors: the services run inside the benchmark process.
-    public static func quietLogger(_ label: String) -> Logger {
+    package static func quietLogger(_ label: String) -> Logger {
         var logger = Logger(label: label)
         logger.logLevel = .error
         return logger
     }
 
     /// A new empty database on the server `adminURL` points at; returns its URL.
-    public static func freshDatabase(adminURL: String, logger: Logger) async throws -> String {
+    package static func freshDatabase(adminURL: String, logger: Logger) async throws -> String {
         let admin = PostgresPool(url: adminURL, maxConnections: 1, logger: logger)
         let name = "datong_bench_\(UInt64.random(in: 0...UInt64.max))"
         do {
@@ -44,35 +44,35 @@ public enum Bench {
     }
 
     /// Prints `line` at once, also when the output is a pipe or a file (a CI log).
-    public static func say(_ line: String) {
+    package static func say(_ line: String) {
         print(line)
         fflush(nil)
     }
 
-    public static func median(_ values: [Double]) -> Double {
+    package static func median(_ values: [Double]) -> Double {
         values.sorted()[values.count / 2]
     }
 
-    public static func seconds(_ duration: Duration) -> Double {
+    package static func seconds(_ duration: Duration) -> Double {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 }
 
 /// Hands out 0, 1, 2, … to concurrent workers.
-public final class WorkCounter: Sendable {
+package final class WorkCounter: Sendable {
     private let next = Atomic<Int>(0)
 
-    public init() {}
+    package init() {}
 
     /// The next index, or nil once `count` are handed out.
-    public func take(below count: Int) -> Int? {
+    package func take(below count: Int) -> Int? {
         let index = next.add(1, ordering: .relaxed).oldValue
         return index < count ? index : nil
     }
 }
 
-public struct BenchError: Error, CustomStringConvertible {
-    public let description: String
+package struct BenchError: Error, CustomStringConvertible {
+    package let description: String
 
-    public init(_ description: String) { self.description = description }
+    package init(_ description: String) { self.description = description }
 }

@@ -7,13 +7,13 @@ import Synchronization
 /// A load generator as lean as `wrk`: each connection is a blocking keep-alive socket on its own
 /// thread that writes prebuilt HTTP/1.1 requests and reads the answers, so the machine's CPU goes
 /// to the services under test rather than to the client.
-public enum HTTPLoad {
+package enum HTTPLoad {
     /// One request, serialized once (request line, headers and body).
-    public struct Request: Sendable {
-        public let bytes: [UInt8]
+    package struct Request: Sendable {
+        package let bytes: [UInt8]
 
         /// `method path` with `body`; `headers` are added as given (name, value).
-        public init(_ method: String = "POST", _ path: String, body: [UInt8] = [], headers: [(String, String)] = []) {
+        package init(_ method: String = "POST", _ path: String, body: [UInt8] = [], headers: [(String, String)] = []) {
             var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(body.count)\r\n"
             for (name, value) in headers { head += "\(name): \(value)\r\n" }
             head += "\r\n"
@@ -22,22 +22,22 @@ public enum HTTPLoad {
     }
 
     /// One answer: its status, headers (names lowercased) and body.
-    public struct Answer: Sendable {
-        public let status: Int
-        public let headers: [String: String]
-        public let body: [UInt8]
+    package struct Answer: Sendable {
+        package let status: Int
+        package let headers: [String: String]
+        package let body: [UInt8]
 
-        public var text: String { String(decoding: body, as: UTF8.self) }
+        package var text: String { String(decoding: body, as: UTF8.self) }
     }
 
     /// What a run measured: every request's latency (same order as sent, in seconds), and the
     /// wall time.
-    public struct Outcome: Sendable {
-        public let latencies: [Double]
-        public let elapsed: Double
+    package struct Outcome: Sendable {
+        package let latencies: [Double]
+        package let elapsed: Double
 
         /// The latency at `fraction` (0.5 = median, 0.99 = p99).
-        public func percentile(_ fraction: Double) -> Double {
+        package func percentile(_ fraction: Double) -> Double {
             let sorted = latencies.sorted()
             guard !sorted.isEmpty else { return 0 }
             return sorted[min(sorted.count - 1, Int((Double(sorted.count) * fraction).rounded(.up)) - 1)]
@@ -51,7 +51,7 @@ public enum HTTPLoad {
     /// at `i / rate` seconds after the start, and its latency counts from when it was due, not from
     /// when a connection got free to send it (as `wrk2` does): a server that falls behind shows
     /// it in the latencies instead of slowing the client down.
-    public static func run(
+    package static func run(
         port: Int, requests: [Request], connections: Int, rate: Double? = nil,
         check: @escaping @Sendable (Int, Answer) throws -> Void
     ) async throws -> Outcome {
@@ -98,7 +98,7 @@ public enum HTTPLoad {
     /// thread per core, and a blocking read there can starve the very server it waits for when
     /// that server runs in the same process (as in the tests).
     @discardableResult
-    public static func onThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    package static func onThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             let thread = Thread {
                 do {
@@ -114,14 +114,14 @@ public enum HTTPLoad {
 
     /// A blocking keep-alive HTTP/1.1 connection. Answers must carry `Content-Length` (the
     /// services' do).
-    public final class Connection {
+    package final class Connection {
         private let socket: Int32
         private var buffer: [UInt8] = []
         private var chunk = [UInt8](repeating: 0, count: 1 << 16)
 
         /// Connects to 127.0.0.1:`port`; with `receiveTimeout` (seconds), a read that waits longer
         /// throws instead of blocking for ever.
-        public init(port: Int, receiveTimeout: Double? = nil) throws {
+        package init(port: Int, receiveTimeout: Double? = nil) throws {
             socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             guard socket >= 0 else { throw BenchError("socket: \(String(cString: strerror(errno)))") }
             var address = sockaddr_in()
@@ -144,16 +144,16 @@ public enum HTTPLoad {
             buffer.reserveCapacity(1 << 16)
         }
 
-        public func close() { Glibc.close(socket) }
+        package func close() { Glibc.close(socket) }
 
         /// Writes `request` and reads one answer.
-        public func exchange(_ request: [UInt8]) throws -> Answer {
+        package func exchange(_ request: [UInt8]) throws -> Answer {
             try write(request)
             return try readAnswer()
         }
 
         /// Writes `bytes` (a request, or a part of one).
-        public func write(_ bytes: [UInt8]) throws {
+        package func write(_ bytes: [UInt8]) throws {
             try bytes.withUnsafeBytes { raw in
                 var offset = 0
                 while offset < raw.count {
@@ -165,7 +165,7 @@ public enum HTTPLoad {
         }
 
         /// Reads one answer.
-        public func readAnswer() throws -> Answer {
+        package func readAnswer() throws -> Answer {
             // The head: up to the blank line.
             var headEnd: Int?
             while true {

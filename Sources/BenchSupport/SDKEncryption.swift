@@ -9,12 +9,12 @@ import NIOCore
 /// project's public key (RSA PKCS#1 v1.5, or ECIES as BouncyCastle makes it), each record gzipped and
 /// AES-CBC encrypted with a random IV. The tests check Datong against the Android SDK's own output;
 /// this is only a faster source of the same format.
-public struct SDKEncryption {
-    public let pkv: Int
+package struct SDKEncryption {
+    package let pkv: Int
     private let aesKey: [UInt8]
-    public let ekey: String
+    package let ekey: String
 
-    public init(publicKeyBase64: String, type: KeyType, pkv: Int) throws {
+    package init(publicKeyBase64: String, type: KeyType, pkv: Int) throws {
         self.pkv = pkv
         var key = [UInt8](repeating: 0, count: 16)
         guard RAND_bytes(&key, 16) == 1 else { throw CryptoFailure("random key") }
@@ -31,7 +31,7 @@ public struct SDKEncryption {
     }
 
     /// A `gzip=9` form body: the records in one envelope, one payload each, with the crc.
-    public func uploadBody(_ records: [[String: Any]]) throws -> [UInt8] {
+    package func uploadBody(_ records: [[String: Any]]) throws -> [UInt8] {
         let payloads = try records.map { try payload(SDKTraffic.json($0)) }
         let envelope: [String: Any] = ["ekey": ekey, "pkv": pkv, "payloads": payloads, "flush_time": 1_795_400_000_000]
         let text = String(decoding: SDKTraffic.json([envelope]), as: UTF8.self)

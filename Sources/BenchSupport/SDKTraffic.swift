@@ -9,15 +9,15 @@ import NIOCore
 /// `tag`, when given, is stored as the property `datong_tag`, so a drill can find each record it
 /// sent; `time` must differ between records a test wants stored as distinct events (the dedup key
 /// is built from what a retry keeps: time, ids, event and properties).
-public enum SDKTraffic {
+package enum SDKTraffic {
     /// A device (and, when logged in, a person): the ids an app SDK sends with every record.
-    public struct Device: Sendable {
-        public let idfv: String
-        public let cookie: String
-        public let login: String?
+    package struct Device: Sendable {
+        package let idfv: String
+        package let cookie: String
+        package let login: String?
 
         /// Device number `number`; `login` for a user who logged in on it.
-        public init(_ number: Int, login: String? = nil) {
+        package init(_ number: Int, login: String? = nil) {
             let hex = String(number, radix: 16)
             idfv = "A1B2C3D4-\(hex)-4E5F-8A9B-0C1D2E3F4A5B"
             cookie = "18f2a\(hex)c1d-0aa1b2c3d4e5f6-26021d51-370944-18f2a\(hex)c1e"
@@ -26,7 +26,7 @@ public enum SDKTraffic {
     }
 
     /// An iOS SDK record from the app itself (auto-tracked clicks and screens, custom events).
-    public static func appEvent(_ device: Device, sequence: Int, time: Int64, tag: String? = nil) -> [String: Any] {
+    package static func appEvent(_ device: Device, sequence: Int, time: Int64, tag: String? = nil) -> [String: Any] {
         var identities = ["$identity_idfv": device.idfv, "$identity_anonymous_id": device.idfv]
         if let login = device.login { identities["$identity_login_id"] = login }
         var properties: [String: Any] = [
@@ -51,7 +51,7 @@ public enum SDKTraffic {
     }
 
     /// An H5 page's record as the app's SDK uploads it after the page sent it through the bridge.
-    public static func h5Event(_ device: Device, sequence: Int, time: Int64, tag: String? = nil) -> [String: Any] {
+    package static func h5Event(_ device: Device, sequence: Int, time: Int64, tag: String? = nil) -> [String: Any] {
         var properties: [String: Any] = [
             "$timezone_offset": -480, "$screen_height": 852, "$screen_width": 393, "$viewport_height": 700, "$viewport_width": 393,
             "$lib": "js", "$lib_version": "1.27.10", "$latest_traffic_source_type": "引荐流量", "$latest_search_keyword": "未取到值",
@@ -71,7 +71,7 @@ public enum SDKTraffic {
 
     /// A record exactly as an H5 page hands it to the JS bridge: its own cookie id, and the
     /// `server_url` the page meant to send to.
-    public static func bridgeRecord(_ device: Device, sequence: Int, time: Int64, serverURL: String, tag: String? = nil) -> [String: Any] {
+    package static func bridgeRecord(_ device: Device, sequence: Int, time: Int64, serverURL: String, tag: String? = nil) -> [String: Any] {
         var record = h5Event(device, sequence: sequence, time: time, tag: tag)
         record["_hybrid_h5"] = nil
         record["server_url"] = serverURL
@@ -80,7 +80,7 @@ public enum SDKTraffic {
     }
 
     /// The iOS SDK's upload body for `records`: JSON, gzip, base64, then form-encoded with its crc.
-    public static func uploadBody(_ records: [[String: Any]]) throws -> [UInt8] {
+    package static func uploadBody(_ records: [[String: Any]]) throws -> [UInt8] {
         var buffer = ByteBuffer(bytes: json(records))
         let gzipped = try buffer.compress(with: .gzip())
         let base64 = Data(gzipped.readableBytesView).base64EncodedString()
@@ -88,7 +88,7 @@ public enum SDKTraffic {
     }
 
     /// `POST /v1/bridge` for `records` sent by `device`'s pages, the three message forms in turn.
-    public static func relayBody(_ device: Device, records: [[String: Any]], serverURL: String) -> [UInt8] {
+    package static func relayBody(_ device: Device, records: [[String: Any]], serverURL: String) -> [UInt8] {
         let messages: [String] = records.enumerated().map { position, record in
             let text = String(decoding: json(record), as: UTF8.self)
             switch position % 3 {
@@ -108,10 +108,10 @@ public enum SDKTraffic {
         return json(["app": app, "messages": messages] as [String: Any])
     }
 
-    public static func json(_ value: Any) -> [UInt8] { Array(try! JSONSerialization.data(withJSONObject: value)) }
+    package static func json(_ value: Any) -> [UInt8] { Array(try! JSONSerialization.data(withJSONObject: value)) }
 
     /// Java's `String.hashCode`, which the Sensors SDKs send as `crc` of the base64 text.
-    public static func javaHashCode(_ text: String) -> Int32 {
+    package static func javaHashCode(_ text: String) -> Int32 {
         var hash: Int32 = 0
         for unit in text.utf16 { hash = hash &* 31 &+ Int32(unit) }
         return hash
@@ -119,7 +119,7 @@ public enum SDKTraffic {
 
     private static let unreserved = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~"))
 
-    public static func formEncoded(_ text: String) -> String {
+    package static func formEncoded(_ text: String) -> String {
         text.addingPercentEncoding(withAllowedCharacters: unreserved)!
     }
 }

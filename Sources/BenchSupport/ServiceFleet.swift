@@ -7,13 +7,13 @@ import Synchronization
 /// The four Datong services as separate processes on 127.0.0.1, started from their built binaries
 /// the way a deployment runs them: the end-to-end benchmark measures them and the failure drills
 /// kill and restart them. Each writes its log to `logDirectory/NAME.log`.
-public final class ServiceFleet: Sendable {
-    public static let adminToken = "fleet-admin-token"
-    public static let serviceToken = "fleet-service-token"
+package final class ServiceFleet: Sendable {
+    package static let adminToken = "fleet-admin-token"
+    package static let serviceToken = "fleet-service-token"
     /// In the order they start: the gateway needs the other three.
-    public static let names = ["identity-service", "collector", "config-service", "bridge-gateway"]
+    package static let names = ["identity-service", "collector", "config-service", "bridge-gateway"]
 
-    public let ports: [String: Int]
+    package let ports: [String: Int]
     private let binDirectory: String
     private let logDirectory: String
     private let environment: [String: [String: String]]
@@ -23,7 +23,7 @@ public final class ServiceFleet: Sendable {
     ///   - binDirectory: where `swift build --show-bin-path` put the four executables.
     ///   - databaseURL: the database the three services with storage share.
     ///   - settings: extra environment per service name (limits, pool sizes).
-    public init(binDirectory: String, databaseURL: String, logDirectory: String, settings: [String: [String: String]] = [:]) throws {
+    package init(binDirectory: String, databaseURL: String, logDirectory: String, settings: [String: [String: String]] = [:]) throws {
         self.binDirectory = binDirectory
         self.logDirectory = logDirectory
         var ports: [String: Int] = [:]
@@ -49,16 +49,16 @@ public final class ServiceFleet: Sendable {
         try FileManager.default.createDirectory(atPath: logDirectory, withIntermediateDirectories: true)
     }
 
-    public var gatewayPort: Int { ports["bridge-gateway"]! }
+    package var gatewayPort: Int { ports["bridge-gateway"]! }
 
     /// Starts every service in order, each once the one before it is ready.
-    public func startAll() async throws {
+    package func startAll() async throws {
         for name in Self.names { try await start(name) }
     }
 
     /// Starts `name` and waits until its `/ready` answers 200 (at most 60 s); `overriding` replaces
     /// some of its settings for this start.
-    public func start(_ name: String, overriding: [String: String] = [:]) async throws {
+    package func start(_ name: String, overriding: [String: String] = [:]) async throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "\(binDirectory)/\(name)")
         process.environment = ProcessInfo.processInfo.environment.merging(environment[name]!) { $1 }.merging(overriding) { $1 }
@@ -81,14 +81,14 @@ public final class ServiceFleet: Sendable {
     }
 
     /// `kill -9`: the process ends at once, with whatever it held in flight.
-    public func kill(_ name: String) async {
+    package func kill(_ name: String) async {
         guard let process = running.withLock({ $0.removeValue(forKey: name) }) else { return }
         Glibc.kill(process.processIdentifier, SIGKILL)
         await Self.waitForExit(process)
     }
 
     /// SIGTERM to every service (gateway first), then SIGKILL to any still running after 10 s.
-    public func stopAll() async {
+    package func stopAll() async {
         for name in Self.names.reversed() {
             guard let process = running.withLock({ $0.removeValue(forKey: name) }) else { continue }
             process.terminate()
@@ -100,18 +100,18 @@ public final class ServiceFleet: Sendable {
     }
 
     /// True while `name` runs (it did not crash).
-    public func isRunning(_ name: String) -> Bool {
+    package func isRunning(_ name: String) -> Bool {
         running.withLock { $0[name]?.isRunning ?? false }
     }
 
     /// The most memory `name` has held resident since it started (`VmHWM`), in bytes.
-    public func peakResidentBytes(_ name: String) -> Int? { statusBytes(name, "VmHWM:") }
+    package func peakResidentBytes(_ name: String) -> Int? { statusBytes(name, "VmHWM:") }
 
     /// Memory `name` holds resident now (`VmRSS`), in bytes.
-    public func residentBytes(_ name: String) -> Int? { statusBytes(name, "VmRSS:") }
+    package func residentBytes(_ name: String) -> Int? { statusBytes(name, "VmRSS:") }
 
     /// CPU time `name` has used since it started (user + system), in seconds.
-    public func cpuSeconds(_ name: String) -> Double? {
+    package func cpuSeconds(_ name: String) -> Double? {
         running.withLock { $0[name]?.processIdentifier }.flatMap { CPUTime.process($0) }
     }
 
@@ -126,7 +126,7 @@ public final class ServiceFleet: Sendable {
     }
 
     /// One blocking request to `name` on a connection of its own.
-    public func get(_ name: String, _ path: String, headers: [(String, String)] = []) throws -> HTTPLoad.Answer {
+    package func get(_ name: String, _ path: String, headers: [(String, String)] = []) throws -> HTTPLoad.Answer {
         let connection = try HTTPLoad.Connection(port: ports[name]!)
         defer { connection.close() }
         return try connection.exchange(HTTPLoad.Request("GET", path, headers: headers).bytes)
@@ -138,7 +138,7 @@ public final class ServiceFleet: Sendable {
 }
 
 /// A TCP port on 127.0.0.1 that nothing listens on now.
-public func freePort() throws -> Int {
+package func freePort() throws -> Int {
     let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard socket >= 0 else { throw BenchError("socket: \(String(cString: strerror(errno)))") }
     defer { Glibc.close(socket) }
@@ -157,11 +157,11 @@ public func freePort() throws -> Int {
 }
 
 /// CPU time from `/proc`, in seconds.
-public enum CPUTime {
+package enum CPUTime {
     private static let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
 
     /// User + system time of process `pid` (`/proc/PID/stat` fields 14 and 15).
-    public static func process(_ pid: Int32) -> Double? {
+    package static func process(_ pid: Int32) -> Double? {
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
               let end = stat.lastIndex(of: ")") else { return nil }
         // Fields after the command name (which may hold spaces), from field 3 on.
@@ -171,10 +171,10 @@ public enum CPUTime {
     }
 
     /// This process's user + system time.
-    public static var ownProcess: Double { process(getpid()) ?? 0 }
+    package static var ownProcess: Double { process(getpid()) ?? 0 }
 
     /// Time all cores spent busy (everything in `/proc/stat`'s cpu line but idle and iowait).
-    public static var machineBusy: Double {
+    package static var machineBusy: Double {
         guard let stat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
               let line = stat.split(separator: "\n").first(where: { $0.hasPrefix("cpu ") }) else { return 0 }
         let values = line.split(separator: " ").dropFirst().compactMap { Double($0) }

@@ -4,7 +4,7 @@ import DatongStorage
 import Hummingbird
 
 /// Builds the collector: `POST /v1/batches` writes a batch and answers after commit.
-public func buildCollectorApplication(
+package func buildCollectorApplication(
     settings: CollectorSettings, runtime: ServiceRuntime
 ) -> some ApplicationProtocol {
     let database = ServiceDatabase(settings: settings.database, logger: runtime.logger)

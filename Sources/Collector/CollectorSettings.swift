@@ -1,21 +1,21 @@
 import DatongRuntime
 
 /// The collector's settings (see the README's settings table).
-public struct CollectorSettings: Sendable {
-    public var server: ServerSettings
-    public var database: DatabaseSettings
+package struct CollectorSettings: Sendable {
+    package var server: ServerSettings
+    package var database: DatabaseSettings
     /// Largest batch body accepted from the gateway, in bytes (`COLLECTOR_MAX_BATCH_BYTES`).
-    public var maxBatchBytes: Int
+    package var maxBatchBytes: Int
     /// Most records one shared transaction takes (`COLLECTOR_MAX_RECORDS_PER_TRANSACTION`).
-    public var maxRecordsPerTransaction: Int
+    package var maxRecordsPerTransaction: Int
     /// Records that may wait for a transaction before batches get 503 (`COLLECTOR_MAX_WAITING_RECORDS`).
-    public var maxWaitingRecords: Int
+    package var maxWaitingRecords: Int
     /// Days of events kept; older monthly partitions are dropped whole (`RETENTION_DAYS`, 0 = keep all).
-    public var retentionDays: Int
+    package var retentionDays: Int
 
-    public static let defaultPort = 8109
+    package static let defaultPort = 8109
 
-    public init(
+    package init(
         server: ServerSettings, database: DatabaseSettings, maxBatchBytes: Int = 64 << 20,
         maxRecordsPerTransaction: Int = 10_000, maxWaitingRecords: Int = 200_000, retentionDays: Int = 0
     ) {
@@ -27,7 +27,7 @@ public struct CollectorSettings: Sendable {
         self.retentionDays = retentionDays
     }
 
-    public init(_ reader: SettingsReader) throws {
+    package init(_ reader: SettingsReader) throws {
         self.init(
             server: try ServerSettings(reader, defaultPort: Self.defaultPort),
             database: try DatabaseSettings(reader, defaultPoolSize: 4),

@@ -5,7 +5,7 @@ import Foundation
 import Hummingbird
 
 /// Builds config-service: projects, versioned documents (admin API) and ETag-revalidated reads.
-public func buildConfigApplication(
+package func buildConfigApplication(
     settings: ConfigSettings, runtime: ServiceRuntime
 ) -> some ApplicationProtocol {
     let database = ServiceDatabase(settings: settings.database, logger: runtime.logger)

@@ -2,20 +2,20 @@ import DatongCrypto
 import DatongRuntime
 
 /// config-service's settings (see the README's settings table).
-public struct ConfigSettings: Sendable {
-    public var server: ServerSettings
-    public var database: DatabaseSettings
+package struct ConfigSettings: Sendable {
+    package var server: ServerSettings
+    package var database: DatabaseSettings
     /// Bearer token of the admin API (`ADMIN_TOKEN`); when unset, the admin API refuses every call.
-    public var adminToken: String?
+    package var adminToken: String?
     /// Largest document accepted, in bytes (`CONFIG_MAX_DOCUMENT_BYTES`).
-    public var maxDocumentBytes: Int
+    package var maxDocumentBytes: Int
     /// Seals the private keys of the SDKs' payload encryption (`ENCRYPTION_MASTER_KEY`, 32 bytes in
     /// base64); without it no key can be made.
-    public var sealer: KeySealer?
+    package var sealer: KeySealer?
 
-    public static let defaultPort = 8108
+    package static let defaultPort = 8108
 
-    public init(
+    package init(
         server: ServerSettings, database: DatabaseSettings, adminToken: String?, maxDocumentBytes: Int = 1 << 20, sealer: KeySealer? = nil
     ) {
         self.sealer = sealer
@@ -25,7 +25,7 @@ public struct ConfigSettings: Sendable {
         self.maxDocumentBytes = maxDocumentBytes
     }
 
-    public init(_ reader: SettingsReader) throws {
+    package init(_ reader: SettingsReader) throws {
         self.init(
             server: try ServerSettings(reader, defaultPort: Self.defaultPort),
             database: try DatabaseSettings(reader, defaultPoolSize: 2),

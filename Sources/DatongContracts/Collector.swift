@@ -1,13 +1,13 @@
 /// `POST /v1/batches` on the collector: the normalized records of one upload. The collector answers
 /// only after the batch is committed.
-public struct CollectBatch: Sendable, Equatable {
+package struct CollectBatch: Sendable, Equatable {
     /// When the gateway received the upload, in milliseconds since the Unix epoch.
-    public var receivedAt: Int64
-    public var records: [CollectRecord]
+    package var receivedAt: Int64
+    package var records: [CollectRecord]
     /// Records the gateway refused, kept with their reason (`analytics.rejected`).
-    public var rejected: [RejectedRecord]
+    package var rejected: [RejectedRecord]
 
-    public init(receivedAt: Int64, records: [CollectRecord], rejected: [RejectedRecord] = []) {
+    package init(receivedAt: Int64, records: [CollectRecord], rejected: [RejectedRecord] = []) {
         self.receivedAt = receivedAt
         self.records = records
         self.rejected = rejected
@@ -15,38 +15,38 @@ public struct CollectBatch: Sendable, Equatable {
 }
 
 /// One validated record, ready to store.
-public struct CollectRecord: Sendable, Equatable {
-    public var project: String
-    public var type: String
+package struct CollectRecord: Sendable, Equatable {
+    package var project: String
+    package var type: String
     /// The event name, for `track*` types.
-    public var event: String?
+    package var event: String?
     /// Milliseconds since the Unix epoch (`$time` already applied).
-    public var time: Int64
-    public var distinctId: String?
+    package var time: Int64
+    package var distinctId: String?
     /// The user identity-service resolved for this record.
-    public var userId: Int64?
-    public var anonymousId: String?
-    public var loginId: String?
-    public var lib: String?
-    public var libVersion: String?
-    public var appVersion: String?
-    public var hybridH5: Bool
+    package var userId: Int64?
+    package var anonymousId: String?
+    package var loginId: String?
+    package var lib: String?
+    package var libVersion: String?
+    package var appVersion: String?
+    package var hybridH5: Bool
     /// The record's properties as JSON object text (the gateway writes it canonical: keys sorted),
     /// stored as `jsonb` without being parsed again. On the wire it is the object itself, not a
     /// string holding it, so neither side escapes or unescapes it.
-    public var properties: String
-    public var itemType: String?
-    public var itemId: String?
+    package var properties: String
+    package var itemType: String?
+    package var itemId: String?
     /// `lib.$lib_method`: how the event was made: `code`, `autoTrack`, or codeless (`visual`).
-    public var libMethod: String?
+    package var libMethod: String?
     /// `lib.$lib_detail`: where in the app's code (or which element) the event came from.
-    public var libDetail: String?
+    package var libDetail: String?
     /// The record's `original_id` (a `$SignUp`'s previous anonymous id).
-    public var originalId: String?
+    package var originalId: String?
     /// The record's `identities` (for a relayed record, as the app rewrote them).
-    public var identities: [String: String]?
+    package var identities: [String: String]?
 
-    public init(
+    package init(
         project: String, type: String, event: String?, time: Int64, distinctId: String?, userId: Int64?,
         anonymousId: String? = nil, loginId: String? = nil, lib: String? = nil, libVersion: String? = nil,
         appVersion: String? = nil, hybridH5: Bool = false, properties: String, itemType: String? = nil,
@@ -128,13 +128,13 @@ extension CollectRecord {
 }
 
 /// A record (or request) that can never be stored, with the reason, kept for operators.
-public struct RejectedRecord: Sendable, Equatable {
-    public var project: String
-    public var reason: String
+package struct RejectedRecord: Sendable, Equatable {
+    package var project: String
+    package var reason: String
     /// The record as received (JSON text when it was readable).
-    public var raw: String
+    package var raw: String
 
-    public init(project: String, reason: String, raw: String) {
+    package init(project: String, reason: String, raw: String) {
         self.project = project
         self.reason = reason
         self.raw = raw
@@ -144,18 +144,18 @@ public struct RejectedRecord: Sendable, Equatable {
 /// What happened to a committed batch: every record of `CollectBatch.records` is stored, a
 /// duplicate, or refused by the collector (`rejectedIndexes`); `rejected` counts those and the
 /// batch's own `rejected` entries.
-public struct CollectResult: Sendable, Equatable {
-    public var stored: Int
-    public var duplicates: Int
-    public var rejected: Int
+package struct CollectResult: Sendable, Equatable {
+    package var stored: Int
+    package var duplicates: Int
+    package var rejected: Int
     /// Positions in `CollectBatch.records` of the records that were already stored (or repeated
     /// earlier in the same batch), ascending.
-    public var duplicateIndexes: [Int]
+    package var duplicateIndexes: [Int]
     /// Positions in `CollectBatch.records` of the records the collector could not store (kept in
     /// `analytics.rejected` with the reason), ascending. Absent from answers of older collectors.
-    public var rejectedIndexes: [Int]
+    package var rejectedIndexes: [Int]
 
-    public init(stored: Int, duplicates: Int, rejected: Int, duplicateIndexes: [Int] = [], rejectedIndexes: [Int] = []) {
+    package init(stored: Int, duplicates: Int, rejected: Int, duplicateIndexes: [Int] = [], rejectedIndexes: [Int] = []) {
         self.stored = stored
         self.duplicates = duplicates
         self.rejected = rejected

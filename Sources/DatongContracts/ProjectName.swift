@@ -1,8 +1,8 @@
 /// Project names: a letter then letters, digits or underscores, at most 64 characters.
-public enum ProjectName {
-    public static let maxLength = 64
+package enum ProjectName {
+    package static let maxLength = 64
 
-    public static func isValid(_ name: String) -> Bool {
+    package static func isValid(_ name: String) -> Bool {
         let bytes = Array(name.utf8)
         guard let first = bytes.first, bytes.count <= maxLength, isLetter(first) else { return false }
         return bytes.allSatisfy { isLetter($0) || isDigit($0) || $0 == UInt8(ascii: "_") }

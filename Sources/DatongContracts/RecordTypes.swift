@@ -1,16 +1,16 @@
 /// The record `type`s the SDKs send (docs/PROTOCOL.md section 2) and where each kind is stored.
-public enum RecordTypes {
+package enum RecordTypes {
     /// Types stored as events (`analytics.events`).
-    public static let events: Set<String> = ["track", "track_signup", "track_id_bind", "track_id_unbind"]
+    package static let events: Set<String> = ["track", "track_signup", "track_id_bind", "track_id_unbind"]
     /// Types that change a user's profile.
-    public static let profiles: Set<String> = [
+    package static let profiles: Set<String> = [
         "profile_set", "profile_set_once", "profile_increment", "profile_append", "profile_unset", "profile_delete",
     ]
     /// Types that change an item; they carry `item_type` / `item_id` and belong to no user.
-    public static let items: Set<String> = ["item_set", "item_delete"]
+    package static let items: Set<String> = ["item_set", "item_delete"]
 
-    public static let all = events.union(profiles).union(items)
+    package static let all = events.union(profiles).union(items)
 
-    public static func isEvent(_ type: String) -> Bool { events.contains(type) }
-    public static func isItem(_ type: String) -> Bool { items.contains(type) }
+    package static func isEvent(_ type: String) -> Bool { events.contains(type) }
+    package static func isItem(_ type: String) -> Bool { items.contains(type) }
 }

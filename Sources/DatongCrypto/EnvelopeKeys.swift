@@ -4,19 +4,19 @@ import Synchronization
 
 /// A project's private key, parsed once from its PKCS#8 DER and kept in memory for the life of the
 /// process: unwrapping an envelope's AES key then costs one RSA or ECDH operation, no parsing.
-public final class EnvelopePrivateKey: @unchecked Sendable {
+package final class EnvelopePrivateKey: @unchecked Sendable {
     // OpenSSL's EVP_PKEY is safe to use from several threads for these read-only operations
     // (each call makes its own EVP_PKEY_CTX); the pointer is never mutated after init.
     private let key: OpaquePointer
-    public let type: KeyType
-    public let pkv: Int
+    package let type: KeyType
+    package let pkv: Int
     /// AES keys already unwrapped, by their wrapped form. An SDK wraps one AES key per app process
     /// and sends the same `ekey` with every upload, so a device costs one RSA or ECDH operation per
     /// process, not one per request. Bounded: emptied when full.
     private let unwrapped = Mutex<[Data: [UInt8]]>([:])
     private static let maxCachedKeys = 8192
 
-    public init(pkcs8DER: [UInt8], type: KeyType, pkv: Int) throws(CryptoFailure) {
+    package init(pkcs8DER: [UInt8], type: KeyType, pkv: Int) throws(CryptoFailure) {
         var parsed: OpaquePointer?
         pkcs8DER.withUnsafeBufferPointer { buffer in
             var cursor: UnsafePointer<UInt8>? = buffer.baseAddress
@@ -33,7 +33,7 @@ public final class EnvelopePrivateKey: @unchecked Sendable {
     /// The AES key an SDK wrapped in `ekey` (already base64-decoded): RSA PKCS#1 v1.5 or ECIES by
     /// this key's type, as the envelope does not say. A key of any length but 16, 24 or 32 bytes is
     /// a failure (OpenSSL 3.2+ answers a wrong PKCS#1 padding with random bytes, not an error).
-    public func unwrap(_ ekey: [UInt8]) throws(CryptoFailure) -> [UInt8] {
+    package func unwrap(_ ekey: [UInt8]) throws(CryptoFailure) -> [UInt8] {
         let wrapped = Data(ekey)
         if let known = unwrapped.withLock({ $0[wrapped] }) { return known }
         let key = type == .rsa ? try rsaDecrypt(ekey) : try eciesDecrypt(ekey)
@@ -131,10 +131,10 @@ public final class EnvelopePrivateKey: @unchecked Sendable {
 }
 
 /// One AES payload of an envelope: base64 of IV[16] ‖ AES-CBC-PKCS#7(K, gzip(JSON)).
-public enum EnvelopePayload {
+package enum EnvelopePayload {
     /// The gzip bytes inside `payload` (base64-decoded already), or a failure when it does not
     /// decrypt with `key` (a wrong key shows as bad padding).
-    public static func decrypt(_ payload: [UInt8], key: [UInt8]) throws(CryptoFailure) -> [UInt8] {
+    package static func decrypt(_ payload: [UInt8], key: [UInt8]) throws(CryptoFailure) -> [UInt8] {
         guard payload.count >= 32, (payload.count - 16) % 16 == 0 else { throw CryptoFailure("a payload is not IV plus whole AES blocks") }
         let cipher: OpaquePointer? = switch key.count {
         case 16: EVP_aes_128_cbc()

@@ -2,33 +2,33 @@ import CCrypto
 import Foundation
 
 /// Why a cryptographic step failed. The message names the step, never a key.
-public struct CryptoFailure: Error, CustomStringConvertible, Equatable {
-    public let description: String
+package struct CryptoFailure: Error, CustomStringConvertible, Equatable {
+    package let description: String
 
-    public init(_ description: String) { self.description = description }
+    package init(_ description: String) { self.description = description }
 }
 
 /// The two key types the Sensors SDKs wrap their AES keys with (docs/PROTOCOL-ENCRYPTION.md section 2).
-public enum KeyType: String, Codable, Sendable, CaseIterable {
+package enum KeyType: String, Codable, Sendable, CaseIterable {
     /// RSA-2048, RSAES-PKCS1-v1_5 (`RSA+AES`).
     case rsa
     /// EC P-256, ECIES as BouncyCastle and Crypto++ do it (`EC+AES`).
     case ec
 
     /// The `key_v2.type` the SDKs read.
-    public var sdkType: String { self == .rsa ? "RSA+AES" : "EC+AES" }
+    package var sdkType: String { self == .rsa ? "RSA+AES" : "EC+AES" }
 }
 
 /// A key pair made by OpenSSL: the public key as the SDKs want it (base64 of the DER
 /// SubjectPublicKeyInfo, no PEM armour) and the private key as PKCS#8 DER, which only ever leaves
 /// memory sealed (`KeySealer`).
-public struct GeneratedKeyPair: Sendable {
-    public let type: KeyType
-    public let publicKeyBase64: String
-    public let privateKeyDER: [UInt8]
+package struct GeneratedKeyPair: Sendable {
+    package let type: KeyType
+    package let publicKeyBase64: String
+    package let privateKeyDER: [UInt8]
 
     /// A fresh pair: RSA-2048 or EC P-256 (prime256v1).
-    public static func generate(_ type: KeyType) throws(CryptoFailure) -> GeneratedKeyPair {
+    package static func generate(_ type: KeyType) throws(CryptoFailure) -> GeneratedKeyPair {
         guard let context = EVP_PKEY_CTX_new_from_name(nil, type == .rsa ? "RSA" : "EC", nil) else { throw CryptoFailure("no key context") }
         defer { EVP_PKEY_CTX_free(context) }
         guard EVP_PKEY_keygen_init(context) == 1 else { throw CryptoFailure("keygen init") }
@@ -61,11 +61,11 @@ public struct GeneratedKeyPair: Sendable {
 /// Seals private keys at rest under the master key (`ENCRYPTION_MASTER_KEY`): AES-256-GCM with a
 /// random 12-byte nonce, stored as nonce ‖ ciphertext ‖ tag. Without the master key a sealed key
 /// is useless, which is the point: the database alone gives no one the power to read an app's data.
-public struct KeySealer: Sendable {
+package struct KeySealer: Sendable {
     private let key: [UInt8]
 
     /// The master key is 32 bytes, given as base64 (`openssl rand -base64 32`).
-    public init(masterKeyBase64: String) throws(CryptoFailure) {
+    package init(masterKeyBase64: String) throws(CryptoFailure) {
         guard let key = Data(base64Encoded: masterKeyBase64.trimmingCharacters(in: .whitespacesAndNewlines)), key.count == 32 else {
             throw CryptoFailure("ENCRYPTION_MASTER_KEY must be 32 bytes in base64 (openssl rand -base64 32)")
         }
@@ -74,14 +74,14 @@ public struct KeySealer: Sendable {
 
     /// `plaintext` sealed; `label` (project and pkv) is bound to it, so a sealed key cannot be moved
     /// to another row unnoticed.
-    public func seal(_ plaintext: [UInt8], label: String) throws(CryptoFailure) -> [UInt8] {
+    package func seal(_ plaintext: [UInt8], label: String) throws(CryptoFailure) -> [UInt8] {
         var nonce = [UInt8](repeating: 0, count: 12)
         guard RAND_bytes(&nonce, 12) == 1 else { throw CryptoFailure("random nonce") }
         let (ciphertext, tag) = try gcm(encrypt: true, nonce: nonce, input: plaintext, label: label, tag: nil)
         return nonce + ciphertext + tag
     }
 
-    public func open(_ sealed: [UInt8], label: String) throws(CryptoFailure) -> [UInt8] {
+    package func open(_ sealed: [UInt8], label: String) throws(CryptoFailure) -> [UInt8] {
         guard sealed.count > 28 else { throw CryptoFailure("sealed key too short") }
         let nonce = Array(sealed[..<12]), tag = Array(sealed[(sealed.count - 16)...]), body = Array(sealed[12..<(sealed.count - 16)])
         return try gcm(encrypt: false, nonce: nonce, input: body, label: label, tag: tag).output

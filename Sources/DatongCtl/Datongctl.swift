@@ -8,9 +8,9 @@ import NIOHTTP1
 /// `datongctl`: publishes config-service documents from files, shows their versions, compares and
 /// rolls them back, through the admin API. Every command prints what happened in words and exits
 /// with a code scripts can act on (`CtlFailure`).
-public enum Datongctl {
+package enum Datongctl {
     /// Runs one command line; the result is what to print and the exit code.
-    public static func run(_ arguments: [String], environment: [String: String]) async -> (output: String, exitCode: Int32) {
+    package static func run(_ arguments: [String], environment: [String: String]) async -> (output: String, exitCode: Int32) {
         let command: any ParsableCommand
         do {
             command = try Root.parseAsRoot(arguments)
@@ -40,7 +40,7 @@ public enum Datongctl {
 
 /// Why a command did not succeed, and its exit code: 1 config-service refused the request (4xx),
 /// 2 the command line is wrong, 3 config-service could not be reached or failed (5xx).
-public enum CtlFailure: Error, Equatable {
+package enum CtlFailure: Error, Equatable {
     case refused(String)
     case usage(String)
     case unreachable(String)

@@ -1,7 +1,7 @@
 /// PostgreSQL's text form of a `text[]`, for sending a whole list as one parameter
 /// (`… = ANY($1::text[])`, `unnest($1::text[])`). Built over UTF-8 bytes: the collector sends
 /// thousands of keys per transaction this way.
-public func postgresTextArray(_ values: [String]) -> String {
+package func postgresTextArray(_ values: [String]) -> String {
     var out: [UInt8] = []
     out.reserveCapacity(values.reduce(2) { $0 + $1.utf8.count + 3 })
     out.append(UInt8(ascii: "{"))

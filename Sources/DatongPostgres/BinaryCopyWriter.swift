@@ -1,13 +1,13 @@
 /// Builds the payload of `COPY … FROM STDIN (FORMAT binary)`: no text escaping on the client and
 /// no parsing on the server, the fastest bulk path libpq offers (docs/BENCHMARKS.md, building blocks).
-public struct BinaryCopyWriter: Sendable {
-    public private(set) var bytes: [UInt8]
+package struct BinaryCopyWriter: Sendable {
+    package private(set) var bytes: [UInt8]
     private var finished = false
 
     /// Microseconds between the Unix epoch and PostgreSQL's epoch (2000-01-01 UTC).
     static let postgresEpochOffsetMicros: Int64 = 946_684_800_000_000
 
-    public init(reservingCapacity capacity: Int = 1 << 16) {
+    package init(reservingCapacity capacity: Int = 1 << 16) {
         bytes = []
         bytes.reserveCapacity(capacity)
         bytes.append(contentsOf: Array("PGCOPY\n".utf8))
@@ -16,18 +16,18 @@ public struct BinaryCopyWriter: Sendable {
         appendInteger(Int32(0))  // header extension length
     }
 
-    public mutating func beginRow(fieldCount: Int) {
+    package mutating func beginRow(fieldCount: Int) {
         appendInteger(Int16(fieldCount))
     }
 
     /// Appends a row another writer encoded (a range of its `bytes` from `beginRow` to the row's end).
-    public mutating func appendEncodedRow(_ row: ArraySlice<UInt8>) {
+    package mutating func appendEncodedRow(_ row: ArraySlice<UInt8>) {
         bytes.append(contentsOf: row)
     }
 
-    public mutating func null() { appendInteger(Int32(-1)) }
+    package mutating func null() { appendInteger(Int32(-1)) }
 
-    public mutating func text(_ value: String?) {
+    package mutating func text(_ value: String?) {
         guard var value else { return null() }
         value.withUTF8 { utf8 in
             appendInteger(Int32(utf8.count))
@@ -35,27 +35,27 @@ public struct BinaryCopyWriter: Sendable {
         }
     }
 
-    public mutating func bigint(_ value: Int64?) {
+    package mutating func bigint(_ value: Int64?) {
         guard let value else { return null() }
         appendInteger(Int32(8))
         appendInteger(value)
     }
 
-    public mutating func boolean(_ value: Bool?) {
+    package mutating func boolean(_ value: Bool?) {
         guard let value else { return null() }
         appendInteger(Int32(1))
         bytes.append(value ? 1 : 0)
     }
 
     /// A `timestamptz` from milliseconds since the Unix epoch.
-    public mutating func timestamp(unixMillis: Int64?) {
+    package mutating func timestamp(unixMillis: Int64?) {
         guard let unixMillis else { return null() }
         appendInteger(Int32(8))
         appendInteger(unixMillis * 1000 - Self.postgresEpochOffsetMicros)
     }
 
     /// A `jsonb` value from JSON text (binary jsonb is a version byte followed by the text).
-    public mutating func jsonb(_ json: String?) {
+    package mutating func jsonb(_ json: String?) {
         guard var json else { return null() }
         json.withUTF8 { utf8 in
             appendInteger(Int32(utf8.count + 1))
@@ -65,19 +65,19 @@ public struct BinaryCopyWriter: Sendable {
     }
 
     /// A `uuid` from its 16 bytes.
-    public mutating func uuid(_ value: [UInt8]) {
+    package mutating func uuid(_ value: [UInt8]) {
         value.withUnsafeBytes { uuid(bytes: $0) }
     }
 
     /// A `uuid` field from its 16 bytes in network order.
-    public mutating func uuid(bytes value: UnsafeRawBufferPointer) {
+    package mutating func uuid(bytes value: UnsafeRawBufferPointer) {
         precondition(value.count == 16, "a uuid has 16 bytes")
         appendInteger(Int32(16))
         bytes.append(contentsOf: value)
     }
 
     /// The finished payload, with the trailer.
-    public mutating func finish() -> [UInt8] {
+    package mutating func finish() -> [UInt8] {
         if !finished {
             appendInteger(Int16(-1))
             finished = true

@@ -1,12 +1,12 @@
 import Logging
 
 /// One versioned change to a service's schema. Versions only grow; an applied migration never changes.
-public struct Migration: Sendable {
-    public let version: Int
-    public let name: String
-    public let sql: String
+package struct Migration: Sendable {
+    package let version: Int
+    package let name: String
+    package let sql: String
 
-    public init(version: Int, name: String, sql: String) {
+    package init(version: Int, name: String, sql: String) {
         self.version = version
         self.name = name
         self.sql = sql
@@ -18,11 +18,11 @@ public struct Migration: Sendable {
 /// Each service owns one schema and records what it applied in `<schema>.schema_migrations`. All
 /// services take the same transaction-scoped advisory lock, so replicas (and services sharing the
 /// `analytics` schema) that start at once apply each migration exactly once, one after the other.
-public enum Migrator {
+package enum Migrator {
     /// The advisory lock key every Datong migration run takes ("datong" in ASCII).
     static let lockKey = 0x6461_746F_6E67
 
-    public static func migrate(
+    package static func migrate(
         schema: String,
         migrations: [Migration],
         pool: PostgresPool,
@@ -61,7 +61,7 @@ public enum Migrator {
     }
 
     /// `migrate`, retried while the database is unreachable (it may still be starting), up to `timeout`.
-    public static func migrateWhenReachable(
+    package static func migrateWhenReachable(
         schema: String,
         migrations: [Migration],
         pool: PostgresPool,

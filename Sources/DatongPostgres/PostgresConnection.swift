@@ -8,7 +8,7 @@ import Darwin
 /// One libpq connection. Every method blocks the calling thread, so a connection is only ever used
 /// from inside `PostgresPool.withConnection`, which runs it on the pool's own threads and lends it to
 /// one caller at a time: that exclusive loan is what makes the unchecked `Sendable` sound.
-public final class PostgresConnection: @unchecked Sendable {
+package final class PostgresConnection: @unchecked Sendable {
     private var handle: OpaquePointer?
     private var preparedNames: Set<String> = []
     private var sessionSetUps: Set<String> = []
@@ -57,7 +57,7 @@ public final class PostgresConnection: @unchecked Sendable {
 
     /// Runs one or more SQL statements without parameters (migrations, DDL, BEGIN/COMMIT).
     @discardableResult
-    public func execute(_ sql: String) throws -> PostgresResult {
+    package func execute(_ sql: String) throws -> PostgresResult {
         let handle = try liveHandle()
         return try consume(PQexec(handle, sql), handle)
     }
@@ -65,7 +65,7 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Takes a transaction-scoped advisory lock per name (its 64-bit text hash), all in one
     /// statement and in one global order, so transactions locking overlapping sets wait for each
     /// other instead of deadlocking. The locks end with the transaction.
-    public func lockInOrder(_ names: [String]) throws {
+    package func lockInOrder(_ names: [String]) throws {
         guard !names.isEmpty else { return }
         try query(
             "SELECT count(pg_advisory_xact_lock(k)) FROM (SELECT DISTINCT hashtextextended(x, 0) AS k FROM unnest($1::text[]) x ORDER BY 1) s",
@@ -76,7 +76,7 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Runs one statement with parameters sent separately from the SQL text (never interpolated).
     /// Parameters are in PostgreSQL's text format; `nil` is SQL NULL.
     @discardableResult
-    public func query(_ sql: String, _ parameters: [String?] = []) throws -> PostgresResult {
+    package func query(_ sql: String, _ parameters: [String?] = []) throws -> PostgresResult {
         let handle = try liveHandle()
         return try withCStrings(parameters) { values in
             try consume(
@@ -88,7 +88,7 @@ public final class PostgresConnection: @unchecked Sendable {
 
     /// Like `query`, but prepares the statement once per connection under `name` and reuses it.
     @discardableResult
-    public func queryPrepared(_ name: String, _ sql: String, _ parameters: [String?]) throws -> PostgresResult {
+    package func queryPrepared(_ name: String, _ sql: String, _ parameters: [String?]) throws -> PostgresResult {
         let handle = try liveHandle()
         if !preparedNames.contains(name) {
             _ = try consume(PQprepare(handle, name, sql, Int32(parameters.count), nil), handle)
@@ -103,14 +103,14 @@ public final class PostgresConnection: @unchecked Sendable {
     }
 
     /// Runs `sql` once per database session (e.g. to create temporary tables); again after a reconnect.
-    public func setUpSession(_ key: String, _ sql: String) throws {
+    package func setUpSession(_ key: String, _ sql: String) throws {
         guard !sessionSetUps.contains(key) else { return }
         try execute(sql)
         sessionSetUps.insert(key)
     }
 
     /// Runs `body` inside BEGIN … COMMIT; rolls back when it throws.
-    public func transaction<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
+    package func transaction<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
         try execute("BEGIN")
         do {
             let value = try body(self)
@@ -125,7 +125,7 @@ public final class PostgresConnection: @unchecked Sendable {
     // MARK: COPY
 
     /// Streams `data` to a `COPY … FROM STDIN` statement and returns the number of rows copied.
-    public func copyIn(_ copyStatement: String, data: [UInt8]) throws -> Int {
+    package func copyIn(_ copyStatement: String, data: [UInt8]) throws -> Int {
         let handle = try startCopy(copyStatement, expecting: PGRES_COPY_IN)
         let chunk = 1 << 20
         var offset = 0
@@ -163,7 +163,7 @@ public final class PostgresConnection: @unchecked Sendable {
 
     /// Runs a `COPY … TO STDOUT` statement and returns everything it wrote, at most `maxBytes`
     /// (more is an error: the data is held in memory).
-    public func copyOut(_ copyStatement: String, maxBytes: Int) throws -> [UInt8] {
+    package func copyOut(_ copyStatement: String, maxBytes: Int) throws -> [UInt8] {
         let handle = try startCopy(copyStatement, expecting: PGRES_COPY_OUT)
         var data: [UInt8] = []
         var tooLarge = false

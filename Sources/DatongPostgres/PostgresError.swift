@@ -1,6 +1,6 @@
 /// A failure talking to PostgreSQL. `code` is a short label (usable as a metric label); `message`
 /// carries libpq's text, and `sqlState` the server's SQLSTATE when the server answered.
-public struct PostgresError: Error, CustomStringConvertible, Sendable {
+package struct PostgresError: Error, CustomStringConvertible, Sendable {
     private enum Code: String, Sendable {
         case connectionFailed = "connection_failed"
         case connectionLost = "connection_lost"
@@ -11,8 +11,8 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
     }
 
     private let code: Code
-    public let message: String
-    public let sqlState: String?
+    package let message: String
+    package let sqlState: String?
 
     private init(_ code: Code, _ message: String, sqlState: String? = nil) {
         self.code = code
@@ -25,14 +25,14 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
     static func server(_ message: String, sqlState: String?) -> Self { .init(.server, message, sqlState: sqlState) }
     static func copyFailed(_ message: String) -> Self { .init(.copyFailed, message) }
     static let poolClosed = Self(.poolClosed, "the connection pool is shut down")
-    public static func unexpectedResult(_ message: String) -> Self { .init(.unexpectedResult, message) }
+    package static func unexpectedResult(_ message: String) -> Self { .init(.unexpectedResult, message) }
 
     /// A short label without details.
-    public var label: String { code.rawValue }
+    package var label: String { code.rawValue }
 
     /// True when the database could not be reached or the connection broke: the work did not happen
     /// (or its transaction was rolled back) and can be tried again later. Callers answer 503.
-    public var isUnavailable: Bool {
+    package var isUnavailable: Bool {
         switch code {
         case .connectionFailed, .connectionLost, .poolClosed: return true
         case .server:
@@ -47,7 +47,7 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
     /// True when a value in the statement's data is what PostgreSQL refused: class 22 "data
     /// exception" (a NUL byte, invalid JSON or a number `numeric` cannot hold) or class 54 "program
     /// limit exceeded" (a `jsonb` too large or too deep). The input is at fault, not the server.
-    public var isDataException: Bool {
+    package var isDataException: Bool {
         guard let state = sqlState else { return false }
         return state.hasPrefix("22") || state.hasPrefix("54")
     }
@@ -55,7 +55,7 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
     /// True when the connection itself broke, so the pool resets it before its next use.
     var isConnectionLost: Bool { code == .connectionLost || code == .connectionFailed }
 
-    public var description: String {
+    package var description: String {
         if let sqlState { return "PostgresError.\(code.rawValue) [\(sqlState)]: \(message)" }
         return "PostgresError.\(code.rawValue): \(message)"
     }

@@ -13,8 +13,8 @@ import Synchronization
 /// broke was rolled back by the server; writes use conflict-free inserts).
 ///
 /// As a `Service` it stays up until graceful shutdown, then closes every connection.
-public final class PostgresPool: Service, Sendable {
-    public let maxConnections: Int
+package final class PostgresPool: Service, Sendable {
+    package let maxConnections: Int
     private let conninfo: String
     private let threads: NIOThreadPool
     private let state: Mutex<State>
@@ -37,7 +37,7 @@ public final class PostgresPool: Service, Sendable {
     ///   - url: a libpq connection URI or key/value conninfo string (`sslmode`, several hosts and
     ///     `target_session_attrs` work as libpq documents them).
     ///   - maxConnections: the most connections (and threads) this pool uses.
-    public init(url: String, maxConnections: Int, logger: Logger) {
+    package init(url: String, maxConnections: Int, logger: Logger) {
         precondition(maxConnections > 0, "a pool needs at least one connection")
         self.conninfo = url
         self.maxConnections = maxConnections
@@ -49,7 +49,7 @@ public final class PostgresPool: Service, Sendable {
 
     /// Borrows a connection for `body`, which runs on one of the pool's threads.
     @discardableResult
-    public func withConnection<T: Sendable>(
+    package func withConnection<T: Sendable>(
         _ body: @escaping @Sendable (PostgresConnection) throws -> T
     ) async throws -> T {
         let connection = try await acquire()
@@ -67,24 +67,24 @@ public final class PostgresPool: Service, Sendable {
 
     /// Runs `body` in one transaction on a borrowed connection.
     @discardableResult
-    public func transaction<T: Sendable>(
+    package func transaction<T: Sendable>(
         _ body: @escaping @Sendable (PostgresConnection) throws -> T
     ) async throws -> T {
         try await withConnection { try $0.transaction(body) }
     }
 
     /// True when a connection answers `SELECT 1` now.
-    public func ping() async -> Bool {
+    package func ping() async -> Bool {
         (try? await withConnection { try $0.execute("SELECT 1") }) != nil
     }
 
-    public func run() async throws {
+    package func run() async throws {
         try? await gracefulShutdown()
         await close()
     }
 
     /// Closes idle connections now and the borrowed ones as they come back; later borrows fail.
-    public func close() async {
+    package func close() async {
         let (idle, waiters) = state.withLock { state -> ([PostgresConnection], [CheckedContinuation<Grant, Never>]) in
             state.closed = true
             defer { state.idle = []; state.waiters = [] }

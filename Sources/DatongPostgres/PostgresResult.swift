@@ -1,11 +1,11 @@
 import CLibPQ
 
 /// The rows of one statement, copied out of libpq in text format.
-public struct PostgresResult: Sendable {
-    public let columns: [String]
-    public let rows: [[String?]]
+package struct PostgresResult: Sendable {
+    package let columns: [String]
+    package let rows: [[String?]]
     /// Rows affected by INSERT/UPDATE/DELETE/COPY (libpq's `PQcmdTuples`), 0 otherwise.
-    public let affectedRows: Int
+    package let affectedRows: Int
 
     init(_ result: OpaquePointer) {
         let rowCount = Int(PQntuples(result))
@@ -30,5 +30,5 @@ public struct PostgresResult: Sendable {
     }
 
     /// The first column of the first row, if any.
-    public var scalar: String? { rows.first?.first ?? nil }
+    package var scalar: String? { rows.first?.first ?? nil }
 }

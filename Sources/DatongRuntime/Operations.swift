@@ -6,22 +6,22 @@ import Prometheus
 import ServiceLifecycle
 
 /// One thing `/ready` checks: the database, migrations, a service this one calls.
-public struct ReadinessCheck: Sendable {
-    public let name: String
-    public let check: @Sendable () async -> Bool
+package struct ReadinessCheck: Sendable {
+    package let name: String
+    package let check: @Sendable () async -> Bool
 
-    public init(_ name: String, check: @escaping @Sendable () async -> Bool) {
+    package init(_ name: String, check: @escaping @Sendable () async -> Bool) {
         self.name = name
         self.check = check
     }
 }
 
 /// The long-lived parts a service process is given: its logger and the registry `/metrics` exports.
-public struct ServiceRuntime: Sendable {
-    public var logger: Logger
-    public var metrics: PrometheusCollectorRegistry
+package struct ServiceRuntime: Sendable {
+    package var logger: Logger
+    package var metrics: PrometheusCollectorRegistry
 
-    public init(logger: Logger, metrics: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+    package init(logger: Logger, metrics: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.logger = logger
         self.metrics = metrics
     }
@@ -29,7 +29,7 @@ public struct ServiceRuntime: Sendable {
 
 /// A router with the middleware every Datong service runs (request id, metrics, debug request log,
 /// error mapping) and the operational endpoints `/health`, `/ready` and `/metrics`.
-public func makeServiceRouter(runtime: ServiceRuntime, readiness: [ReadinessCheck]) -> Router<DatongRequestContext> {
+package func makeServiceRouter(runtime: ServiceRuntime, readiness: [ReadinessCheck]) -> Router<DatongRequestContext> {
     let router = Router(context: DatongRequestContext.self)
     router.addMiddleware {
         RequestIDMiddleware()
@@ -63,14 +63,14 @@ public func makeServiceRouter(runtime: ServiceRuntime, readiness: [ReadinessChec
 }
 
 /// A JSON response from already-encoded text.
-public func jsonResponse(_ status: HTTPResponse.Status, _ json: String, headers: HTTPFields = [:]) -> Response {
+package func jsonResponse(_ status: HTTPResponse.Status, _ json: String, headers: HTTPFields = [:]) -> Response {
     var headers = headers
     headers[.contentType] = "application/json; charset=utf-8"
     return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: json)))
 }
 
 /// A JSON response from an `Encodable` value.
-public func jsonResponse(_ status: HTTPResponse.Status, encoding value: some Encodable, headers: HTTPFields = [:]) throws -> Response {
+package func jsonResponse(_ status: HTTPResponse.Status, encoding value: some Encodable, headers: HTTPFields = [:]) throws -> Response {
     var headers = headers
     headers[.contentType] = "application/json; charset=utf-8"
     let data = try JSONEncoder().encode(value)
@@ -81,7 +81,7 @@ public func jsonResponse(_ status: HTTPResponse.Status, encoding value: some Enc
 /// error `code` when it is larger. A body that has not fully arrived within `timeout` (a client
 /// trickling it in to hold a connection and a task) is a 408 `body_timeout`, and the connection
 /// is closed.
-public func collectBody(
+package func collectBody(
     _ request: Request, limit: Int, code: String = "body_too_large", timeout: Duration = .seconds(30)
 ) async throws -> ByteBuffer {
     let tooLarge = ServiceError(.contentTooLarge, code, "the request body is larger than \(limit) bytes")
@@ -129,14 +129,14 @@ public func collectBody(
 }
 
 /// Decodes a JSON request body of at most `limit` bytes; too large is 413, malformed is 400.
-public func decodeJSONBody<T: Decodable>(_ type: T.Type, from request: Request, limit: Int) async throws -> T {
+package func decodeJSONBody<T: Decodable>(_ type: T.Type, from request: Request, limit: Int) async throws -> T {
     let body = try await collectBody(request, limit: limit)
     return try JSONDecoder().decode(T.self, from: Data(buffer: body))
 }
 
 /// The Hummingbird application of a service: its router, listening where `server` says, with the
 /// service's long-lived parts (`services`) started before and stopped after the server.
-public func makeServiceApplication<Builder: HTTPResponderBuilder>(
+package func makeServiceApplication<Builder: HTTPResponderBuilder>(
     name: String, router: Builder, server: ServerSettings, runtime: ServiceRuntime,
     services: [any Service] = []
 ) -> Application<Builder.Responder> where Builder.Responder.Context == DatongRequestContext {

@@ -5,24 +5,24 @@ import Logging
 
 /// The request context of every Datong service: Hummingbird's core context plus the request id that
 /// travels from the gateway to the services it calls.
-public struct DatongRequestContext: RequestContext {
-    public var coreContext: CoreRequestContextStorage
+package struct DatongRequestContext: RequestContext {
+    package var coreContext: CoreRequestContextStorage
     /// The `X-Request-Id` this request came with, or one made up on arrival.
-    public var requestID: String = ""
+    package var requestID: String = ""
 
-    public init(source: ApplicationRequestContextSource) {
+    package init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
     }
 }
 
 /// Takes the caller's `X-Request-Id` (when it is a sane token) or makes one, puts it in the logger's
 /// metadata as `request.id`, and echoes it on the response.
-public struct RequestIDMiddleware: RouterMiddleware {
-    public typealias Context = DatongRequestContext
+package struct RequestIDMiddleware: RouterMiddleware {
+    package typealias Context = DatongRequestContext
 
-    public init() {}
+    package init() {}
 
-    public func handle(
+    package func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
         var context = context
@@ -66,9 +66,9 @@ public struct RequestIDMiddleware: RouterMiddleware {
 
 extension HTTPField.Name {
     /// `X-Request-Id`, carried from the gateway to every service a request reaches.
-    public static let requestID = HTTPField.Name(DatongHeader.requestID)!
+    package static let requestID = HTTPField.Name(DatongHeader.requestID)!
     /// `X-Datong-Version`, the version number of a served config document.
-    public static let documentVersion = HTTPField.Name(DatongHeader.documentVersion)!
+    package static let documentVersion = HTTPField.Name(DatongHeader.documentVersion)!
     /// `Dry-Run`, the SDKs' debug-mode switch: `true` validates without writing.
-    public static let dryRun = HTTPField.Name("Dry-Run")!
+    package static let dryRun = HTTPField.Name("Dry-Run")!
 }

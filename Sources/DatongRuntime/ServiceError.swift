@@ -5,16 +5,16 @@ import Logging
 
 /// An expected failure of a request: an HTTP status, a short stable code and a message for the caller,
 /// answered as a `ProblemBody`. 503s carry `Retry-After`, which the SDKs honour by retrying later.
-public struct ServiceError: HTTPResponseError, CustomStringConvertible {
-    public let status: HTTPResponse.Status
-    public let code: String
-    public let message: String
-    public let retryAfterSeconds: Int?
+package struct ServiceError: HTTPResponseError, CustomStringConvertible {
+    package let status: HTTPResponse.Status
+    package let code: String
+    package let message: String
+    package let retryAfterSeconds: Int?
     /// The request's body was not read to its end (too large, timed out, malformed framing): the
     /// connection cannot carry another request, so the answer says `Connection: close`.
-    public let closesConnection: Bool
+    package let closesConnection: Bool
 
-    public init(
+    package init(
         _ status: HTTPResponse.Status, _ code: String, _ message: String, retryAfterSeconds: Int? = nil, closesConnection: Bool = false
     ) {
         self.status = status
@@ -24,19 +24,19 @@ public struct ServiceError: HTTPResponseError, CustomStringConvertible {
         self.closesConnection = closesConnection || status == .requestTimeout
     }
 
-    public static func badRequest(_ code: String, _ message: String) -> Self { .init(.badRequest, code, message) }
-    public static func unavailable(_ code: String, _ message: String) -> Self {
+    package static func badRequest(_ code: String, _ message: String) -> Self { .init(.badRequest, code, message) }
+    package static func unavailable(_ code: String, _ message: String) -> Self {
         .init(.serviceUnavailable, code, message, retryAfterSeconds: 5)
     }
 
     /// A project name that breaks `ProjectName`'s rule (400).
-    public static let invalidProject = badRequest(
+    package static let invalidProject = badRequest(
         "invalid_project", "project names are a letter followed by letters, digits or underscores (at most \(ProjectName.maxLength))"
     )
 
-    public var description: String { "\(status.code) \(code): \(message)" }
+    package var description: String { "\(status.code) \(code): \(message)" }
 
-    public func response(from request: Request, context: some RequestContext) throws -> Response {
+    package func response(from request: Request, context: some RequestContext) throws -> Response {
         var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
         if let retryAfterSeconds { headers[.retryAfter] = String(retryAfterSeconds) }
         if closesConnection { headers[.connection] = "close" }
@@ -47,7 +47,7 @@ public struct ServiceError: HTTPResponseError, CustomStringConvertible {
 
 /// An error of a library the services use that has an honest answer of its own (the storage
 /// target's `PostgresError`: an unreachable database is a 503, a value it cannot store a 400).
-public protocol ServiceErrorConvertible: Error {
+package protocol ServiceErrorConvertible: Error {
     /// The answer; what the caller must not see (internal text) goes to `logger` instead.
     func serviceError(logger: Logger) -> ServiceError
 }
@@ -56,12 +56,12 @@ public protocol ServiceErrorConvertible: Error {
 /// `ServiceErrorConvertible` errors say their own (an unreachable database becomes 503 with
 /// `Retry-After`); a body that does not decode becomes 400; anything else is logged in full and
 /// answered with a generic 500.
-public struct ErrorMiddleware: RouterMiddleware {
-    public typealias Context = DatongRequestContext
+package struct ErrorMiddleware: RouterMiddleware {
+    package typealias Context = DatongRequestContext
 
-    public init() {}
+    package init() {}
 
-    public func handle(
+    package func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
         do {

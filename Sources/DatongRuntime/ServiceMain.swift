@@ -7,8 +7,8 @@ import Prometheus
 /// What every executable's `main` does: read the environment, bootstrap logging and metrics (here
 /// only, never in code the tests run), build the application and run it until SIGTERM/SIGINT, when
 /// in-flight requests finish before the process exits.
-public enum ServiceMain {
-    public static func run<App: ApplicationProtocol>(
+package enum ServiceMain {
+    package static func run<App: ApplicationProtocol>(
         name: String,
         build: (SettingsReader, ServiceRuntime) async throws -> App
     ) async {

@@ -3,16 +3,16 @@ import Hummingbird
 /// The shared secret of the calls between Datong's services (`SERVICE_TOKEN`). Internal endpoints
 /// check it; with no token configured they refuse every request (a service started from the
 /// environment never runs without one).
-public struct ServiceToken: Sendable {
+package struct ServiceToken: Sendable {
     private let digest: [UInt8]?
 
-    public init(_ token: String?) {
+    package init(_ token: String?) {
         digest = token.map { SHA256Digest.hash(Array($0.utf8)) }
     }
 
     /// 401 unless the request carries the token as `Authorization: Bearer …` (compared in constant
     /// time); always 401 when no token is configured.
-    public func check(_ request: Request) throws {
+    package func check(_ request: Request) throws {
         guard let expected = digest else {
             throw ServiceError(.unauthorized, "service_token_not_configured", "this endpoint is for Datong's services, and this service has no SERVICE_TOKEN")
         }

@@ -3,24 +3,24 @@ import DatongCrypto
 ///
 /// Every service describes its settings as a struct built from this reader; the README's table
 /// lists each variable with its type and default.
-public struct SettingsReader: Sendable {
+package struct SettingsReader: Sendable {
     private let values: [String: String]
 
-    public init(environment: [String: String]) {
+    package init(environment: [String: String]) {
         self.values = environment
     }
 
-    public func string(_ name: String, default fallback: String) -> String {
+    package func string(_ name: String, default fallback: String) -> String {
         guard let value = values[name], !value.isEmpty else { return fallback }
         return value
     }
 
-    public func optionalString(_ name: String) -> String? {
+    package func optionalString(_ name: String) -> String? {
         guard let value = values[name], !value.isEmpty else { return nil }
         return value
     }
 
-    public func int(_ name: String, default fallback: Int, range: ClosedRange<Int>) throws -> Int {
+    package func int(_ name: String, default fallback: Int, range: ClosedRange<Int>) throws -> Int {
         guard let raw = values[name], !raw.isEmpty else { return fallback }
         guard let value = Int(raw), range.contains(value) else {
             throw SettingsError(name: name, value: raw, expected: "a whole number from \(range.lowerBound) to \(range.upperBound)")
@@ -30,7 +30,7 @@ public struct SettingsReader: Sendable {
 
     /// `SERVICE_TOKEN`, which every service requires: without it anyone who reaches an internal
     /// port could write events or read identities.
-    public func serviceToken() throws -> String {
+    package func serviceToken() throws -> String {
         let token = string("SERVICE_TOKEN", default: "")
         guard token.utf8.count >= ServerSettings.minServiceTokenLength else {
             throw SettingsError(
@@ -41,7 +41,7 @@ public struct SettingsReader: Sendable {
         return token
     }
 
-    public func logLevel(_ name: String, default fallback: String) throws -> String {
+    package func logLevel(_ name: String, default fallback: String) throws -> String {
         let value = string(name, default: fallback).lowercased()
         let levels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
         guard levels.contains(value) else {
@@ -52,10 +52,10 @@ public struct SettingsReader: Sendable {
 }
 
 /// A setting whose value cannot be used; the process exits with this message.
-public struct SettingsError: Error, CustomStringConvertible {
-    public let name: String
-    public let value: String
-    public let expected: String
+package struct SettingsError: Error, CustomStringConvertible {
+    package let name: String
+    package let value: String
+    package let expected: String
 
     package init(name: String, value: String, expected: String) {
         self.name = name
@@ -63,35 +63,35 @@ public struct SettingsError: Error, CustomStringConvertible {
         self.expected = expected
     }
 
-    public var description: String { "setting \(name)=\(value) is invalid: expected \(expected)" }
+    package var description: String { "setting \(name)=\(value) is invalid: expected \(expected)" }
 }
 
 /// Where a service listens and how much it logs.
-public struct ServerSettings: Sendable {
+package struct ServerSettings: Sendable {
     /// Address to listen on (`HOST`, default 127.0.0.1; 0.0.0.0 in containers).
-    public var host: String
+    package var host: String
     /// Port to listen on (`PORT`; each service has its own default, 0 picks a free port).
-    public var port: Int
+    package var port: Int
     /// `LOG_LEVEL`: trace, debug, info, notice, warning, error, critical.
-    public var logLevel: String
+    package var logLevel: String
     /// `SERVICE_TOKEN`: the calls between services carry it and the internal endpoints (resolve,
     /// batches, project ingestion settings) refuse requests without it. A process started from the
     /// environment refuses to start without one; built in code without one, the internal
     /// endpoints refuse every request.
-    public var serviceToken: String?
+    package var serviceToken: String?
 
     /// Seconds a connection may stay open without a complete request head or between requests
     /// (`IDLE_TIMEOUT_SECONDS`): a client that sends half its headers and waits is cut off then.
-    public var idleTimeoutSeconds: Int
+    package var idleTimeoutSeconds: Int
 
     /// The default `idleTimeoutSeconds`, longer than the gateway's own pool keeps idle connections
     /// to the other services (20 s), so a service never closes one the gateway is about to reuse.
-    public static let defaultIdleTimeoutSeconds = 30
+    package static let defaultIdleTimeoutSeconds = 30
 
     /// The shortest service token accepted: long enough that it cannot be guessed.
-    public static let minServiceTokenLength = 16
+    package static let minServiceTokenLength = 16
 
-    public init(
+    package init(
         host: String = "127.0.0.1", port: Int, logLevel: String = "info", serviceToken: String? = nil,
         idleTimeoutSeconds: Int = Self.defaultIdleTimeoutSeconds
     ) {
@@ -102,7 +102,7 @@ public struct ServerSettings: Sendable {
         self.idleTimeoutSeconds = idleTimeoutSeconds
     }
 
-    public init(_ reader: SettingsReader, defaultPort: Int) throws {
+    package init(_ reader: SettingsReader, defaultPort: Int) throws {
         self.init(
             host: reader.string("HOST", default: "127.0.0.1"),
             port: try reader.int("PORT", default: defaultPort, range: 0...65535),
@@ -114,24 +114,24 @@ public struct ServerSettings: Sendable {
 }
 
 /// How a service that owns a schema reaches PostgreSQL.
-public struct DatabaseSettings: Sendable {
+package struct DatabaseSettings: Sendable {
     /// libpq connection URI or conninfo (`DATABASE_URL`).
-    public var url: String
+    package var url: String
     /// Connections (and threads) of the pool (`DATABASE_POOL_SIZE`).
-    public var poolSize: Int
+    package var poolSize: Int
     /// Seconds start-up waits for the database before giving up (`DATABASE_STARTUP_TIMEOUT`).
-    public var startupTimeout: Int
+    package var startupTimeout: Int
 
     /// The database of the local development setup (`scripts/dev up`).
-    public static let localURL = "postgresql://postgres@127.0.0.1:55432/datong"
+    package static let localURL = "postgresql://postgres@127.0.0.1:55432/datong"
 
-    public init(url: String = Self.localURL, poolSize: Int = 4, startupTimeout: Int = 30) {
+    package init(url: String = Self.localURL, poolSize: Int = 4, startupTimeout: Int = 30) {
         self.url = url
         self.poolSize = poolSize
         self.startupTimeout = startupTimeout
     }
 
-    public init(_ reader: SettingsReader, defaultPoolSize: Int = 4) throws {
+    package init(_ reader: SettingsReader, defaultPoolSize: Int = 4) throws {
         self.init(
             url: reader.string("DATABASE_URL", default: Self.localURL),
             poolSize: try reader.int("DATABASE_POOL_SIZE", default: defaultPoolSize, range: 1...256),
@@ -143,7 +143,7 @@ public struct DatabaseSettings: Sendable {
 extension SettingsReader {
     /// `ENCRYPTION_MASTER_KEY`: the key private keys are sealed under (config-service) and opened
     /// with (gateway). Never logged; a malformed one stops the service at start.
-    public func masterKey() throws -> KeySealer? {
+    package func masterKey() throws -> KeySealer? {
         guard let text = optionalString("ENCRYPTION_MASTER_KEY") else { return nil }
         do {
             return try KeySealer(masterKeyBase64: text)

@@ -4,24 +4,24 @@ import Hummingbird
 import Logging
 
 /// A service's PostgreSQL pool, whose schema is migrated before the server accepts requests.
-public struct ServiceDatabase: Sendable {
-    public let pool: PostgresPool
+package struct ServiceDatabase: Sendable {
+    package let pool: PostgresPool
     private let settings: DatabaseSettings
 
-    public init(settings: DatabaseSettings, logger: Logger) {
+    package init(settings: DatabaseSettings, logger: Logger) {
         self.settings = settings
         pool = PostgresPool(url: settings.url, maxConnections: settings.poolSize, logger: logger)
     }
 
     /// The `/ready` check: a connection answers now.
-    public var readiness: ReadinessCheck {
+    package var readiness: ReadinessCheck {
         let pool = self.pool
         return ReadinessCheck("database") { await pool.ping() }
     }
 
     /// Makes the pool one of `app`'s services (closed after the server drains on shutdown) and applies
     /// the migrations before the server starts, waiting for the database up to the start-up timeout.
-    public func attach<Responder>(
+    package func attach<Responder>(
         to app: inout Application<Responder>, schema: String, migrations: [Migration], logger: Logger
     ) {
         let pool = self.pool
@@ -38,7 +38,7 @@ public struct ServiceDatabase: Sendable {
 /// What a request that met a database error is answered: 503 while the database cannot be reached,
 /// 400 for a value PostgreSQL cannot store; anything else is an internal error.
 extension PostgresError: ServiceErrorConvertible {
-    public func serviceError(logger: Logger) -> ServiceError {
+    package func serviceError(logger: Logger) -> ServiceError {
         if isUnavailable {
             logger.warning("database.unavailable", metadata: ["error": "\(self)"])
             return .unavailable("database_unavailable", "the database cannot be reached now; try again later")

@@ -6,7 +6,7 @@ import NIOCore
 
 /// Builds bridge-gateway: the SDK upload endpoints under any path prefix, the bridge relay endpoint,
 /// CORS for browser transports; every upload is answered after the collector commits.
-public func buildGatewayApplication(
+package func buildGatewayApplication(
     settings: GatewaySettings, runtime: ServiceRuntime
 ) -> some ApplicationProtocol {
     let http = HTTPClient.forServices(connectTimeout: .seconds(2))

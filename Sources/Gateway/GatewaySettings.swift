@@ -2,32 +2,32 @@ import DatongCrypto
 import DatongRuntime
 
 /// bridge-gateway's settings (see the README's settings table).
-public struct GatewaySettings: Sendable {
-    public var server: ServerSettings
+package struct GatewaySettings: Sendable {
+    package var server: ServerSettings
     /// Base URLs of the services the gateway calls.
-    public var identityURL: String
-    public var collectorURL: String
-    public var configURL: String
+    package var identityURL: String
+    package var collectorURL: String
+    package var configURL: String
     /// Seconds to wait for another service before answering 503 (`UPSTREAM_TIMEOUT_SECONDS`).
-    public var upstreamTimeoutSeconds: Int
+    package var upstreamTimeoutSeconds: Int
     /// Seconds between revalidations of the bridge whitelists: a published change applies within
     /// this time (`WHITELIST_REFRESH_SECONDS`).
-    public var whitelistRefreshSeconds: Int
-    public var limits: UploadLimits
+    package var whitelistRefreshSeconds: Int
+    package var limits: UploadLimits
     /// Requests the gateway works on at once; beyond it, 503 with `Retry-After` at once, so that
     /// overload costs neither memory nor latency for the requests admitted (`MAX_IN_FLIGHT_REQUESTS`).
-    public var maxInFlightRequests: Int
+    package var maxInFlightRequests: Int
     /// The project whose app-links document `/.well-known/apple-app-site-association` and
     /// `/.well-known/assetlinks.json` are built from: those paths belong to the host, not to a
     /// project (`APP_LINKS_PROJECT`).
-    public var appLinksProject: String
+    package var appLinksProject: String
     /// Opens the private keys of encrypted uploads (`ENCRYPTION_MASTER_KEY`, the same as
     /// config-service's); without it encrypted uploads are answered 503 and kept on the devices.
-    public var sealer: KeySealer?
+    package var sealer: KeySealer?
 
-    public static let defaultPort = 8106
+    package static let defaultPort = 8106
 
-    public init(
+    package init(
         server: ServerSettings = ServerSettings(port: Self.defaultPort),
         identityURL: String = "http://127.0.0.1:8107", collectorURL: String = "http://127.0.0.1:8109",
         configURL: String = "http://127.0.0.1:8108", upstreamTimeoutSeconds: Int = 10, whitelistRefreshSeconds: Int = 2,
@@ -46,7 +46,7 @@ public struct GatewaySettings: Sendable {
         self.limits = limits
     }
 
-    public init(_ reader: SettingsReader) throws {
+    package init(_ reader: SettingsReader) throws {
         let defaults = UploadLimits()
         self.init(
             server: try ServerSettings(reader, defaultPort: Self.defaultPort),
@@ -76,31 +76,31 @@ public struct GatewaySettings: Sendable {
 }
 
 /// Limits on what an upload may contain, each enforced before the work it guards.
-public struct UploadLimits: Sendable {
+package struct UploadLimits: Sendable {
     /// Request body bytes, checked while the body arrives (`MAX_BODY_BYTES`).
-    public var maxBodyBytes = 5 << 20
+    package var maxBodyBytes = 5 << 20
     /// Bytes after base64 and gzip decoding, checked while inflating (`MAX_DECOMPRESSED_BYTES`).
-    public var maxDecompressedBytes = 20 << 20
+    package var maxDecompressedBytes = 20 << 20
     /// Records in one `data_list` (`MAX_RECORDS_PER_REQUEST`).
-    public var maxRecordsPerRequest = 1000
+    package var maxRecordsPerRequest = 1000
     /// Characters in one string value or id (`MAX_STRING_LENGTH`).
-    public var maxStringLength = 8191
+    package var maxStringLength = 8191
     /// Properties of one record (`MAX_PROPERTIES_PER_RECORD`).
-    public var maxPropertiesPerRecord = 1000
+    package var maxPropertiesPerRecord = 1000
     /// Items in one list property (`MAX_LIST_ITEMS`; Sensors' own limit is 500).
-    public var maxListItems = 500
+    package var maxListItems = 500
     /// Nesting levels of JSON objects and arrays in a payload or bridge message (`MAX_JSON_DEPTH`).
-    public var maxJSONDepth = 16
+    package var maxJSONDepth = 16
     /// Messages in one bridge relay (`MAX_BRIDGE_MESSAGES`).
-    public var maxBridgeMessages = 500
+    package var maxBridgeMessages = 500
     /// How old a record's time may be (`TIME_WINDOW_PAST_DAYS`).
-    public var timeWindowPastDays = 730
+    package var timeWindowPastDays = 730
     /// How far ahead of the server's clock a record's time may be (`TIME_WINDOW_FUTURE_MINUTES`).
-    public var timeWindowFutureMinutes = 1440
+    package var timeWindowFutureMinutes = 1440
     /// Seconds a request body may take to arrive in full (`BODY_TIMEOUT_SECONDS`; 408 after).
-    public var bodyTimeoutSeconds = 30
+    package var bodyTimeoutSeconds = 30
 
-    public init(
+    package init(
         maxBodyBytes: Int = 5 << 20, maxDecompressedBytes: Int = 20 << 20, maxRecordsPerRequest: Int = 1000,
         maxStringLength: Int = 8191, maxPropertiesPerRecord: Int = 1000, maxJSONDepth: Int = 16,
         maxBridgeMessages: Int = 500, timeWindowPastDays: Int = 730, timeWindowFutureMinutes: Int = 1440,

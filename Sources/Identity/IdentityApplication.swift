@@ -9,7 +9,7 @@ import ServiceLifecycle
 /// Builds identity-service: `POST /v1/resolve` maps every record of an upload to its user; the
 /// `/v1/projects/{project}/…` API links, unbinds, merges, undoes merges and shows users and their
 /// history. Every `/v1` call needs the service token.
-public func buildIdentityApplication(
+package func buildIdentityApplication(
     settings: IdentitySettings, runtime: ServiceRuntime
 ) -> some ApplicationProtocol {
     let database = ServiceDatabase(settings: settings.database, logger: runtime.logger)

@@ -1,20 +1,20 @@
 import DatongRuntime
 
 /// identity-service's settings (see the README's settings table).
-public struct IdentitySettings: Sendable {
-    public var server: ServerSettings
-    public var database: DatabaseSettings
+package struct IdentitySettings: Sendable {
+    package var server: ServerSettings
+    package var database: DatabaseSettings
     /// Largest resolve request accepted, in bytes (`IDENTITY_MAX_REQUEST_BYTES`).
-    public var maxRequestBytes: Int
+    package var maxRequestBytes: Int
     /// Identities kept in memory; 0 turns the cache off (`IDENTITY_CACHE_ENTRIES`).
-    public var cacheEntries: Int
+    package var cacheEntries: Int
     /// How often the cache reads what other replicas changed, in milliseconds
     /// (`IDENTITY_CACHE_REFRESH_MS`): a merge, undo or unbind is seen by every replica within it.
-    public var cacheRefreshMilliseconds: Int
+    package var cacheRefreshMilliseconds: Int
 
-    public static let defaultPort = 8107
+    package static let defaultPort = 8107
 
-    public init(
+    package init(
         server: ServerSettings, database: DatabaseSettings, maxRequestBytes: Int = 16 << 20,
         cacheEntries: Int = 200_000, cacheRefreshMilliseconds: Int = 500
     ) {
@@ -25,7 +25,7 @@ public struct IdentitySettings: Sendable {
         self.cacheRefreshMilliseconds = cacheRefreshMilliseconds
     }
 
-    public init(_ reader: SettingsReader) throws {
+    package init(_ reader: SettingsReader) throws {
         self.init(
             server: try ServerSettings(reader, defaultPort: Self.defaultPort),
             database: try DatabaseSettings(reader, defaultPoolSize: 4),
