@@ -1,4 +1,5 @@
 // swift-tools-version:6.1
+import Foundation
 import PackageDescription
 
 let package = Package(
@@ -202,3 +203,15 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// Every target of ours is built with the language's upcoming rules: `any` spelled out for
+// existentials, and members visible only from modules a file imports. CI sets
+// DATONG_WARNINGS_AS_ERRORS=1 (scripts/test does when CI is set): a warning fails the build there.
+let warningsAsErrors = ProcessInfo.processInfo.environment["DATONG_WARNINGS_AS_ERRORS"] == "1"
+for target in package.targets where target.type != .system {
+    var settings = target.swiftSettings ?? []
+    settings.append(.enableUpcomingFeature("ExistentialAny"))
+    settings.append(.enableUpcomingFeature("MemberImportVisibility"))
+    if warningsAsErrors { settings.append(.unsafeFlags(["-warnings-as-errors"])) }
+    target.swiftSettings = settings
+}

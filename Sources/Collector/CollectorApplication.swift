@@ -2,6 +2,7 @@ import DatongContracts
 import DatongRuntime
 import DatongStorage
 import Hummingbird
+import Logging
 
 /// Builds the collector: `POST /v1/batches` writes a batch and answers after commit.
 package func buildCollectorApplication(

@@ -97,6 +97,6 @@ let healthRate = Bench.median(health), revalidationRate = Bench.median(revalidat
 print("path                                        requests/s   vs /health")
 print("GET /health (baseline)                      \(String(format: "%10.0f", healthRate))        1.00x")
 print("GET document, If-None-Match current → 304   \(String(format: "%10.0f", revalidationRate))        \(String(format: "%.2f", revalidationRate / healthRate))x")
-try await client.shutdown()
+try await client.shutdown().get()
 server.cancel()
 _ = try? await server.value

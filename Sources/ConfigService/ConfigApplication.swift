@@ -3,6 +3,8 @@ import DatongRuntime
 import DatongStorage
 import Foundation
 import Hummingbird
+import Logging
+import NIOFoundationEssentialsCompat
 
 /// Builds config-service: projects, versioned documents (admin API) and ETag-revalidated reads.
 package func buildConfigApplication(

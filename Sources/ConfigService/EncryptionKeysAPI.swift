@@ -3,6 +3,8 @@ import DatongCrypto
 import DatongRuntime
 import Foundation
 import Hummingbird
+import Logging
+import NIOFoundationEssentialsCompat
 import NIOPosix
 
 /// The admin API of a project's encryption keys (docs/PROTOCOL-ENCRYPTION.md): create (RSA-2048 or

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+import NIOFoundationEssentialsCompat
 import Prometheus
 import ServiceLifecycle
 

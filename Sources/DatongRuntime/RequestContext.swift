@@ -34,7 +34,7 @@ package struct RequestIDMiddleware: RouterMiddleware {
             var response = try await next(request, context)
             response.headers[.requestID] = id
             return response
-        } catch let error as HTTPResponseError {
+        } catch let error as any HTTPResponseError {
             var response = try error.response(from: request, context: context)
             response.headers[.requestID] = id
             return response

@@ -66,7 +66,7 @@ package struct ErrorMiddleware: RouterMiddleware {
     ) async throws -> Response {
         do {
             return try await next(request, context)
-        } catch let error as HTTPResponseError {
+        } catch let error as any HTTPResponseError {
             throw error
         } catch let error as any ServiceErrorConvertible {
             throw error.serviceError(logger: context.logger)

@@ -1,5 +1,6 @@
 import DatongRuntime
 import Hummingbird
+import Logging
 import Synchronization
 
 /// Load shedding: at most `limit` requests are worked on at once. Past that, a request is answered

@@ -1,6 +1,8 @@
 import DatongContracts
+import DatongJSON
 import DatongRuntime
 import Hummingbird
+import Logging
 
 /// `POST /v1/bridge?project=NAME`: an app relays the raw messages its H5 pages sent through the JS
 /// bridge, with its own context; the gateway does what the app SDK would (docs/PROTOCOL.md section 3):

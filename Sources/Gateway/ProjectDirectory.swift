@@ -1,6 +1,7 @@
 import DatongContracts
 import DatongRuntime
 import Foundation
+import HTTPTypes
 import Logging
 import Synchronization
 

@@ -1,4 +1,6 @@
 import DatongRuntime
+import Foundation
+import FoundationEssentials
 import Hummingbird
 
 /// SDKs replace only the last path segment of the server URL they are given (docs/PROTOCOL.md section 1),

@@ -4,6 +4,8 @@ import DatongRuntime
 import Foundation
 import Logging
 import NIOCore
+import NIOFoundationEssentialsCompat
+import NIOHTTP1
 import ServiceLifecycle
 
 /// JSON over HTTP to another Datong service. Any failure to get an answer (connection refused,

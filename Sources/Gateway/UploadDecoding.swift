@@ -2,6 +2,7 @@ import DatongContracts
 import DatongJSON
 import DatongRuntime
 import Foundation
+import HTTPTypes
 import NIOCore
 
 /// The parameters of an upload: the query string merged with the body, which is parsed as

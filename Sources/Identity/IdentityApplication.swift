@@ -4,6 +4,7 @@ import DatongStorage
 import Foundation
 import Hummingbird
 import NIOCore
+import NIOFoundationEssentialsCompat
 import ServiceLifecycle
 
 /// Builds identity-service: `POST /v1/resolve` maps every record of an upload to its user; the

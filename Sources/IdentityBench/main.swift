@@ -15,6 +15,7 @@ import Foundation
 import Hummingbird
 import Identity
 import NIOCore
+import NIOHTTP1
 
 let rounds = Bench.option("--rounds", default: 3)
 let people = Bench.option("--people", default: 20_000)
@@ -132,6 +133,6 @@ row("new identities (a user and its links per record)", fresh)
 row("known identities, from memory, in process (no HTTP)", inProcess)
 print("(records carry 2.5 identities on average: an idfv, an anonymous id and, for half, a login id)")
 await pool.close()
-try await client.shutdown()
+try await client.shutdown().get()
 cachedServer.cancel()
 plainServer.cancel()

@@ -1,5 +1,8 @@
 import DatongPostgres
 import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
 import Testing
 
 /// The read-only role analysts are given (`deploy/postgres/analyst-role.sql`, run by compose and

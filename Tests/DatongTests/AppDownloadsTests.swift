@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
+import NIOFoundationEssentialsCompat
 import Testing
 
 /// What an app downloads from the host it uploads to (the tracking table, the H5 domain whitelist,

@@ -1,4 +1,5 @@
 import BenchSupport
+import DatongRuntime
 import Foundation
 import Gateway
 import HTTPTypes

@@ -5,6 +5,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import NIOFoundationEssentialsCompat
 import Testing
 
 /// Version history, diff and rollback of config-service documents, over HTTP against a real database.
@@ -144,7 +145,8 @@ struct ConfigVersionsTests {
                 try await store.publish(project: "default", kind: .remoteConfig, scope: scope, canonical: body, etag: "\"\(body.count)\"", note: nil, actor: "test")
             }
             func served(_ store: ConfigStore) async throws -> Int? {
-                try await store.cachedLatest(project: "default", kind: .remoteConfig, scope: scope, appVersion: nil)?.version
+                let document = try await store.cachedLatest(project: "default", kind: .remoteConfig, scope: scope, appVersion: nil)
+                return document?.version
             }
             _ = try await publish(replicaA, #"{"v":1}"#)
             #expect(try await served(replicaB) == 1)

@@ -1,5 +1,6 @@
 import DatongCtl
 import Foundation
+import HummingbirdTesting
 import Testing
 
 /// `datongctl` against a running config-service: what it prints and the exit codes scripts rely on.

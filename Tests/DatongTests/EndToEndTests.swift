@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import NIOFoundationEssentialsCompat
 import Testing
 
 /// The four services together on live ports and a real PostgreSQL, driven with real SDK traffic.

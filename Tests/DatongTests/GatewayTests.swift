@@ -5,6 +5,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
+import NIOFoundationEssentialsCompat
 import Testing
 
 /// bridge-gateway against the other three services on a real PostgreSQL: every JS SDK capture, the

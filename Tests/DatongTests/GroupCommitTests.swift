@@ -1,6 +1,7 @@
 @testable import Collector
 import DatongContracts
 import DatongRuntime
+import HTTPTypes
 import Synchronization
 import Testing
 

@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
+import NIOFoundationEssentialsCompat
 import Testing
 
 /// One person across app and H5, through the gateway with the real SDK captures: what analysts

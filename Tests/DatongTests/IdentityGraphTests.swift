@@ -253,7 +253,7 @@ struct IdentityGraphTests {
             let app = try #require(try await Self.user(identities, [Self.idfv: "D1"]))
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             _ = try await PostgresEventStore(pool: pool).write(CollectBatch(receivedAt: now, records: [web, app].map { user in
-                CollectRecord(project: "default", type: "track", event: "View", time: now, distinctId: "d\(user)", userId: user, properties: "{}")
+                CollectRecord(project: "default", type: "track", event: "View", time: now, distinctId: "d\(String(describing: user))", userId: user, properties: "{}")
             }))
             let merge = try await identities.merge(project: "default", from: web, into: app, cause: .api("merge", actor: nil, requestID: "r"))
             let users = "SELECT user_id, stored_user_id FROM analytics.events ORDER BY stored_user_id"

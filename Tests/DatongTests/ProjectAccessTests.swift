@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import NIOFoundationEssentialsCompat
 import Testing
 
 /// Uploads reach only projects config-service knows, with their ingestion token when one is set.

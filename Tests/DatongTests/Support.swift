@@ -1,5 +1,5 @@
-import ConfigService
 import Collector
+import ConfigService
 import DatongCrypto
 import DatongPostgres
 import DatongRuntime
@@ -9,6 +9,7 @@ import Hummingbird
 import HummingbirdTesting
 import Identity
 import Logging
+import NIOFoundationEssentialsCompat
 import Testing
 
 /// The SDK captures in Tests/Fixtures/sensors (its README says where each came from).
@@ -155,7 +156,7 @@ struct RunningServices: Sendable {
     ) async throws {
         let url = try await TestDatabase.create()
         if let databaseSetup {
-            try await TestDatabase.withPool(url) { pool in try await pool.withConnection { try $0.execute(databaseSetup) } }
+            _ = try await TestDatabase.withPool(url) { pool in try await pool.withConnection { try $0.execute(databaseSetup) } }
         }
         let runtime = ServiceRuntime(logger: TestDatabase.logger)
         let database = DatabaseSettings(url: url, poolSize: 2, startupTimeout: 10)

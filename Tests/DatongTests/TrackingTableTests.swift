@@ -1,4 +1,5 @@
 @testable import ConfigService
+import DatongContracts
 import Foundation
 import Testing
 

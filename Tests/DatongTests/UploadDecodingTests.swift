@@ -1,8 +1,10 @@
+import CompressNIO
+import DatongJSON
 import DatongRuntime
 import Foundation
 @testable import Gateway
+import HTTPTypes
 import NIOCore
-import CompressNIO
 import Testing
 
 @Suite("Upload decoding (docs/PROTOCOL.md section 1)")
