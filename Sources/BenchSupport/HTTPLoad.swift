@@ -1,8 +1,9 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A load generator as lean as `wrk`: each connection is a blocking keep-alive socket on its own
 /// thread that writes prebuilt HTTP/1.1 requests and reads the answers, so the machine's CPU goes
@@ -179,7 +180,8 @@ package enum HTTPLoad {
             let head = String(decoding: buffer[..<headEnd!], as: UTF8.self)
             let lines = head.split(separator: "\r\n")
             guard let statusLine = lines.first, statusLine.hasPrefix("HTTP/1.1 "),
-                  let status = Int(statusLine.dropFirst(9).prefix(3)) else {
+                let status = Int(statusLine.dropFirst(9).prefix(3))
+            else {
                 throw BenchError("not an HTTP/1.1 answer: \(head.prefix(80))")
             }
             var headers: [String: String] = [:]

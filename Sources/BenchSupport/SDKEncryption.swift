@@ -45,9 +45,11 @@ package struct SDKEncryption {
         guard RAND_bytes(&iv, 16) == 1, let context = EVP_CIPHER_CTX_new() else { throw CryptoFailure("AES") }
         defer { EVP_CIPHER_CTX_free(context) }
         var out = [UInt8](repeating: 0, count: gzipped.count + 16)
-        var length: Int32 = 0, total = 0
+        var length: Int32 = 0
+        var total = 0
         guard EVP_EncryptInit_ex(context, EVP_aes_128_cbc(), nil, aesKey, iv) == 1,
-              EVP_EncryptUpdate(context, &out, &length, gzipped, Int32(gzipped.count)) == 1 else { throw CryptoFailure("AES") }
+            EVP_EncryptUpdate(context, &out, &length, gzipped, Int32(gzipped.count)) == 1
+        else { throw CryptoFailure("AES") }
         total = Int(length)
         guard out.withUnsafeMutableBufferPointer({ EVP_EncryptFinal_ex(context, $0.baseAddress! + total, &length) }) == 1 else { throw CryptoFailure("AES") }
         total += Int(length)
@@ -59,7 +61,8 @@ package struct SDKEncryption {
         defer { EVP_PKEY_CTX_free(context) }
         var length = 0
         guard EVP_PKEY_encrypt_init(context) == 1, EVP_PKEY_CTX_set_rsa_padding(context, RSA_PKCS1_PADDING) == 1,
-              EVP_PKEY_encrypt(context, nil, &length, key, key.count) == 1 else { throw CryptoFailure("RSA") }
+            EVP_PKEY_encrypt(context, nil, &length, key, key.count) == 1
+        else { throw CryptoFailure("RSA") }
         var out = [UInt8](repeating: 0, count: length)
         guard EVP_PKEY_encrypt(context, &out, &length, key, key.count) == 1 else { throw CryptoFailure("RSA") }
         return Array(out[..<length])
@@ -75,11 +78,15 @@ package struct SDKEncryption {
             parsed = d2i_AutoPrivateKey(nil, &cursor, buffer.count)
         }
         guard let privateKey = parsed, let context = EVP_PKEY_CTX_new(privateKey, nil) else { throw CryptoFailure("EC") }
-        defer { EVP_PKEY_CTX_free(context); EVP_PKEY_free(privateKey) }
+        defer {
+            EVP_PKEY_CTX_free(context)
+            EVP_PKEY_free(privateKey)
+        }
         var secretLength = 32
         var secret = [UInt8](repeating: 0, count: 32)
         guard EVP_PKEY_derive_init(context) == 1, EVP_PKEY_derive_set_peer(context, publicKey) == 1,
-              EVP_PKEY_derive(context, &secret, &secretLength) == 1 else { throw CryptoFailure("ECDH") }
+            EVP_PKEY_derive(context, &secret, &secretLength) == 1
+        else { throw CryptoFailure("ECDH") }
         var derived: [UInt8] = []
         var counter: UInt32 = 1
         while derived.count < 32 {

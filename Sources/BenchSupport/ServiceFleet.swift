@@ -1,8 +1,9 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The four Datong services as separate processes on 127.0.0.1, started from their built binaries
 /// the way a deployment runs them: the end-to-end benchmark measures them and the failure drills
@@ -118,9 +119,9 @@ package final class ServiceFleet: Sendable {
     /// A `kB` field of `/proc/PID/status`, in bytes.
     private func statusBytes(_ name: String, _ field: String) -> Int? {
         guard let pid = running.withLock({ $0[name]?.processIdentifier }),
-              let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field) }),
-              let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+            let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field) }),
+            let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
         else { return nil }
         return kilobytes * 1024
     }
@@ -163,7 +164,8 @@ package enum CPUTime {
     /// User + system time of process `pid` (`/proc/PID/stat` fields 14 and 15).
     package static func process(_ pid: Int32) -> Double? {
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let end = stat.lastIndex(of: ")") else { return nil }
+            let end = stat.lastIndex(of: ")")
+        else { return nil }
         // Fields after the command name (which may hold spaces), from field 3 on.
         let fields = stat[stat.index(after: end)...].split(separator: " ")
         guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
@@ -176,7 +178,8 @@ package enum CPUTime {
     /// Time all cores spent busy (everything in `/proc/stat`'s cpu line but idle and iowait).
     package static var machineBusy: Double {
         guard let stat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
-              let line = stat.split(separator: "\n").first(where: { $0.hasPrefix("cpu ") }) else { return 0 }
+            let line = stat.split(separator: "\n").first(where: { $0.hasPrefix("cpu ") })
+        else { return 0 }
         let values = line.split(separator: " ").dropFirst().compactMap { Double($0) }
         guard values.count >= 8 else { return 0 }
         // user nice system idle iowait irq softirq steal

@@ -32,9 +32,11 @@ package func buildCollectorApplication(
         let (storable, kept) = batch.separatingUnstorable()
         var result = try await store.write(storable)
         if let kept { result = result.mapped(to: kept, of: batch.records.count) }
-        context.logger.debug("batch.committed", metadata: [
-            "batch.stored": "\(result.stored)", "batch.duplicates": "\(result.duplicates)", "batch.rejected": "\(result.rejected)",
-        ])
+        context.logger.debug(
+            "batch.committed",
+            metadata: [
+                "batch.stored": "\(result.stored)", "batch.duplicates": "\(result.duplicates)", "batch.rejected": "\(result.rejected)",
+            ])
         return Response(
             status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: result.jsonBytes))
         )
@@ -67,19 +69,22 @@ extension CollectBatch {
         }
         let badRejected = rejected.contains { !ProjectName.isValid($0.project) }
         guard !refusals.isEmpty || badRejected else { return (self, nil) }
-        var batch = CollectBatch(receivedAt: receivedAt, records: [], rejected: rejected.map { entry in
-            guard !ProjectName.isValid(entry.project) else { return entry }
-            return RejectedRecord(
-                project: "default", reason: "(for project '\(UntrustedText.quoted(entry.project))', not a valid name) \(entry.reason)", raw: entry.raw
-            )
-        })
+        var batch = CollectBatch(
+            receivedAt: receivedAt, records: [],
+            rejected: rejected.map { entry in
+                guard !ProjectName.isValid(entry.project) else { return entry }
+                return RejectedRecord(
+                    project: "default", reason: "(for project '\(UntrustedText.quoted(entry.project))', not a valid name) \(entry.reason)", raw: entry.raw
+                )
+            })
         var kept: [Int] = []
         for (index, record) in records.enumerated() {
             if let problem = refusals[index] {
-                batch.rejected.append(RejectedRecord(
-                    project: ProjectName.isValid(record.project) ? record.project : "default",
-                    reason: "collector: \(problem)", raw: record.jsonText
-                ))
+                batch.rejected.append(
+                    RejectedRecord(
+                        project: ProjectName.isValid(record.project) ? record.project : "default",
+                        reason: "collector: \(problem)", raw: record.jsonText
+                    ))
             } else {
                 batch.records.append(record)
                 kept.append(index)

@@ -6,182 +6,190 @@ package enum CollectorSchema {
     package static let name = "collector"
 
     package static let migrations: [Migration] = [
-        Migration(version: 1, name: "events, profile records, rejected records, analytics views", sql: """
-            CREATE TABLE collector.events (
-                project      text        NOT NULL,
-                time         timestamptz NOT NULL,
-                event_id     uuid        NOT NULL,
-                type         text        NOT NULL,
-                event        text        NOT NULL,
-                received_at  timestamptz NOT NULL,
-                distinct_id  text        NOT NULL,
-                user_id      bigint,
-                anonymous_id text,
-                login_id     text,
-                lib          text,
-                lib_version  text,
-                app_version  text,
-                hybrid_h5    boolean     NOT NULL DEFAULT false,
-                properties   jsonb       NOT NULL,
-                PRIMARY KEY (project, time, event_id)
-            ) PARTITION BY RANGE (time);
-            CREATE INDEX events_project_event_time ON collector.events (project, event, time);
-            CREATE INDEX events_project_user ON collector.events (project, user_id);
+        Migration(
+            version: 1, name: "events, profile records, rejected records, analytics views",
+            sql: """
+                CREATE TABLE collector.events (
+                    project      text        NOT NULL,
+                    time         timestamptz NOT NULL,
+                    event_id     uuid        NOT NULL,
+                    type         text        NOT NULL,
+                    event        text        NOT NULL,
+                    received_at  timestamptz NOT NULL,
+                    distinct_id  text        NOT NULL,
+                    user_id      bigint,
+                    anonymous_id text,
+                    login_id     text,
+                    lib          text,
+                    lib_version  text,
+                    app_version  text,
+                    hybrid_h5    boolean     NOT NULL DEFAULT false,
+                    properties   jsonb       NOT NULL,
+                    PRIMARY KEY (project, time, event_id)
+                ) PARTITION BY RANGE (time);
+                CREATE INDEX events_project_event_time ON collector.events (project, event, time);
+                CREATE INDEX events_project_user ON collector.events (project, user_id);
 
-            CREATE TABLE collector.profile_records (
-                project     text        NOT NULL,
-                record_id   uuid        NOT NULL,
-                type        text        NOT NULL,
-                time        timestamptz NOT NULL,
-                received_at timestamptz NOT NULL,
-                distinct_id text,
-                user_id     bigint,
-                item_type   text,
-                item_id     text,
-                properties  jsonb       NOT NULL,
-                PRIMARY KEY (project, record_id)
-            );
-            CREATE INDEX profile_records_user ON collector.profile_records (project, user_id, time);
+                CREATE TABLE collector.profile_records (
+                    project     text        NOT NULL,
+                    record_id   uuid        NOT NULL,
+                    type        text        NOT NULL,
+                    time        timestamptz NOT NULL,
+                    received_at timestamptz NOT NULL,
+                    distinct_id text,
+                    user_id     bigint,
+                    item_type   text,
+                    item_id     text,
+                    properties  jsonb       NOT NULL,
+                    PRIMARY KEY (project, record_id)
+                );
+                CREATE INDEX profile_records_user ON collector.profile_records (project, user_id, time);
 
-            CREATE TABLE collector.rejected (
-                id          bigint      GENERATED ALWAYS AS IDENTITY,
-                project     text        NOT NULL,
-                received_at timestamptz NOT NULL,
-                reason      text        NOT NULL,
-                raw         text        NOT NULL,
-                PRIMARY KEY (project, id)
-            );
-            CREATE INDEX rejected_received_at ON collector.rejected (received_at);
+                CREATE TABLE collector.rejected (
+                    id          bigint      GENERATED ALWAYS AS IDENTITY,
+                    project     text        NOT NULL,
+                    received_at timestamptz NOT NULL,
+                    reason      text        NOT NULL,
+                    raw         text        NOT NULL,
+                    PRIMARY KEY (project, id)
+                );
+                CREATE INDEX rejected_received_at ON collector.rejected (received_at);
 
-            CREATE SCHEMA IF NOT EXISTS analytics;
-            CREATE VIEW analytics.events AS
-                SELECT project, event_id, type, event, time, received_at, distinct_id, user_id,
-                       anonymous_id, login_id, lib, lib_version, app_version, hybrid_h5, properties
-                FROM collector.events;
-            COMMENT ON VIEW analytics.events IS 'One row per stored event (track, $SignUp, $BindID, $UnbindID).';
-            CREATE VIEW analytics.rejected AS
-                SELECT received_at, project, reason, raw FROM collector.rejected;
-            COMMENT ON VIEW analytics.rejected IS 'Records that could never be stored, with the reason and the record as received.';
-            """),
-        Migration(version: 2, name: "profiles and items folded from their records, ingest counts", sql: """
-            -- One step of a profile or item: the state after applying one record to it. JSON null
-            -- is a deleted profile or item; a later set starts it again from nothing.
-            CREATE FUNCTION collector.profile_step(state jsonb, op text, props jsonb) RETURNS jsonb
-            LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
-            DECLARE
-                k text;
-                v jsonb;
-                cur jsonb;
-            BEGIN
-                IF op IN ('profile_delete', 'item_delete') THEN RETURN 'null'::jsonb; END IF;
-                IF jsonb_typeof(state) IS DISTINCT FROM 'object' THEN state := '{}'::jsonb; END IF;
-                IF jsonb_typeof(props) IS DISTINCT FROM 'object' THEN RETURN state; END IF;
-                IF op IN ('profile_set', 'item_set') THEN RETURN state || props; END IF;
-                IF op = 'profile_unset' THEN RETURN state - ARRAY(SELECT jsonb_object_keys(props)); END IF;
-                FOR k, v IN SELECT * FROM jsonb_each(props) LOOP
-                    cur := state -> k;
-                    IF op = 'profile_set_once' THEN
-                        IF cur IS NULL THEN state := state || jsonb_build_object(k, v); END IF;
-                    ELSIF op = 'profile_increment' THEN
-                        -- Numbers add up; a value that is not a number on either side is left alone.
-                        IF jsonb_typeof(v) = 'number' AND (cur IS NULL OR jsonb_typeof(cur) = 'number') THEN
-                            state := state || jsonb_build_object(k, COALESCE(cur::numeric, 0) + v::numeric);
+                CREATE SCHEMA IF NOT EXISTS analytics;
+                CREATE VIEW analytics.events AS
+                    SELECT project, event_id, type, event, time, received_at, distinct_id, user_id,
+                           anonymous_id, login_id, lib, lib_version, app_version, hybrid_h5, properties
+                    FROM collector.events;
+                COMMENT ON VIEW analytics.events IS 'One row per stored event (track, $SignUp, $BindID, $UnbindID).';
+                CREATE VIEW analytics.rejected AS
+                    SELECT received_at, project, reason, raw FROM collector.rejected;
+                COMMENT ON VIEW analytics.rejected IS 'Records that could never be stored, with the reason and the record as received.';
+                """),
+        Migration(
+            version: 2, name: "profiles and items folded from their records, ingest counts",
+            sql: """
+                -- One step of a profile or item: the state after applying one record to it. JSON null
+                -- is a deleted profile or item; a later set starts it again from nothing.
+                CREATE FUNCTION collector.profile_step(state jsonb, op text, props jsonb) RETURNS jsonb
+                LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+                DECLARE
+                    k text;
+                    v jsonb;
+                    cur jsonb;
+                BEGIN
+                    IF op IN ('profile_delete', 'item_delete') THEN RETURN 'null'::jsonb; END IF;
+                    IF jsonb_typeof(state) IS DISTINCT FROM 'object' THEN state := '{}'::jsonb; END IF;
+                    IF jsonb_typeof(props) IS DISTINCT FROM 'object' THEN RETURN state; END IF;
+                    IF op IN ('profile_set', 'item_set') THEN RETURN state || props; END IF;
+                    IF op = 'profile_unset' THEN RETURN state - ARRAY(SELECT jsonb_object_keys(props)); END IF;
+                    FOR k, v IN SELECT * FROM jsonb_each(props) LOOP
+                        cur := state -> k;
+                        IF op = 'profile_set_once' THEN
+                            IF cur IS NULL THEN state := state || jsonb_build_object(k, v); END IF;
+                        ELSIF op = 'profile_increment' THEN
+                            -- Numbers add up; a value that is not a number on either side is left alone.
+                            IF jsonb_typeof(v) = 'number' AND (cur IS NULL OR jsonb_typeof(cur) = 'number') THEN
+                                state := state || jsonb_build_object(k, COALESCE(cur::numeric, 0) + v::numeric);
+                            END IF;
+                        ELSIF op = 'profile_append' THEN
+                            IF jsonb_typeof(v) = 'array' THEN
+                                state := state || jsonb_build_object(k, CASE WHEN jsonb_typeof(cur) = 'array' THEN cur || v ELSE v END);
+                            END IF;
                         END IF;
-                    ELSIF op = 'profile_append' THEN
-                        IF jsonb_typeof(v) = 'array' THEN
-                            state := state || jsonb_build_object(k, CASE WHEN jsonb_typeof(cur) = 'array' THEN cur || v ELSE v END);
-                        END IF;
+                    END LOOP;
+                    RETURN state;
+                END $$;
+
+                -- Folds a user's (or an item's) records in record-time order, so records that arrive out
+                -- of order give the same profile as records that arrive in order.
+                CREATE AGGREGATE collector.profile_fold(text, jsonb) (
+                    SFUNC = collector.profile_step, STYPE = jsonb, INITCOND = '{}'
+                );
+
+                CREATE TABLE collector.profiles (
+                    project     text        NOT NULL,
+                    user_id     bigint      NOT NULL,
+                    distinct_id text        NOT NULL,
+                    properties  jsonb       NOT NULL,
+                    updated_at  timestamptz NOT NULL,
+                    PRIMARY KEY (project, user_id)
+                );
+                CREATE TABLE collector.items (
+                    project    text        NOT NULL,
+                    item_type  text        NOT NULL,
+                    item_id    text        NOT NULL,
+                    properties jsonb       NOT NULL,
+                    updated_at timestamptz NOT NULL,
+                    PRIMARY KEY (project, item_type, item_id)
+                );
+                CREATE INDEX profile_records_item ON collector.profile_records (project, item_type, item_id, time)
+                    WHERE item_type IS NOT NULL;
+
+                -- Per project and minute, written in the transaction that stores the batch. `slot`
+                -- spreads concurrent writers over a few rows so they do not queue on one row lock.
+                CREATE TABLE collector.ingest_counts (
+                    project    text        NOT NULL,
+                    minute     timestamptz NOT NULL,
+                    slot       smallint    NOT NULL,
+                    received   bigint      NOT NULL,
+                    stored     bigint      NOT NULL,
+                    duplicates bigint      NOT NULL,
+                    rejected   bigint      NOT NULL,
+                    PRIMARY KEY (project, minute, slot),
+                    CHECK (received = stored + duplicates + rejected)
+                );
+
+                CREATE VIEW analytics.profiles AS
+                    SELECT project, user_id, distinct_id, properties, updated_at FROM collector.profiles;
+                COMMENT ON VIEW analytics.profiles IS 'One row per user with a profile: every profile record applied in record-time order.';
+                CREATE VIEW analytics.items AS
+                    SELECT project, item_type, item_id, properties, updated_at FROM collector.items;
+                COMMENT ON VIEW analytics.items IS 'One row per item: item_set records applied in record-time order; item_delete removes it.';
+                CREATE VIEW analytics.ingest_counts AS
+                    SELECT project, minute, sum(received)::bigint AS received, sum(stored)::bigint AS stored,
+                           sum(duplicates)::bigint AS duplicates, sum(rejected)::bigint AS rejected
+                    FROM collector.ingest_counts GROUP BY project, minute;
+                COMMENT ON VIEW analytics.ingest_counts IS 'Records received per project and minute: received = stored + duplicates + rejected.';
+                """),
+        Migration(
+            version: 3, name: "analytics.events shows each event's current user",
+            sql: """
+                -- identity-service publishes analytics.user_canonical (merged users and the user they
+                -- belong to now). When the collector migrates first, an empty placeholder with the same
+                -- columns stands in; identity-service replaces it and this view reads the real one.
+                DO $$
+                BEGIN
+                    IF to_regclass('analytics.user_canonical') IS NULL THEN
+                        CREATE VIEW analytics.user_canonical AS
+                            SELECT NULL::text AS project, NULL::bigint AS user_id, NULL::bigint AS canonical_user_id WHERE false;
                     END IF;
-                END LOOP;
-                RETURN state;
-            END $$;
-
-            -- Folds a user's (or an item's) records in record-time order, so records that arrive out
-            -- of order give the same profile as records that arrive in order.
-            CREATE AGGREGATE collector.profile_fold(text, jsonb) (
-                SFUNC = collector.profile_step, STYPE = jsonb, INITCOND = '{}'
-            );
-
-            CREATE TABLE collector.profiles (
-                project     text        NOT NULL,
-                user_id     bigint      NOT NULL,
-                distinct_id text        NOT NULL,
-                properties  jsonb       NOT NULL,
-                updated_at  timestamptz NOT NULL,
-                PRIMARY KEY (project, user_id)
-            );
-            CREATE TABLE collector.items (
-                project    text        NOT NULL,
-                item_type  text        NOT NULL,
-                item_id    text        NOT NULL,
-                properties jsonb       NOT NULL,
-                updated_at timestamptz NOT NULL,
-                PRIMARY KEY (project, item_type, item_id)
-            );
-            CREATE INDEX profile_records_item ON collector.profile_records (project, item_type, item_id, time)
-                WHERE item_type IS NOT NULL;
-
-            -- Per project and minute, written in the transaction that stores the batch. `slot`
-            -- spreads concurrent writers over a few rows so they do not queue on one row lock.
-            CREATE TABLE collector.ingest_counts (
-                project    text        NOT NULL,
-                minute     timestamptz NOT NULL,
-                slot       smallint    NOT NULL,
-                received   bigint      NOT NULL,
-                stored     bigint      NOT NULL,
-                duplicates bigint      NOT NULL,
-                rejected   bigint      NOT NULL,
-                PRIMARY KEY (project, minute, slot),
-                CHECK (received = stored + duplicates + rejected)
-            );
-
-            CREATE VIEW analytics.profiles AS
-                SELECT project, user_id, distinct_id, properties, updated_at FROM collector.profiles;
-            COMMENT ON VIEW analytics.profiles IS 'One row per user with a profile: every profile record applied in record-time order.';
-            CREATE VIEW analytics.items AS
-                SELECT project, item_type, item_id, properties, updated_at FROM collector.items;
-            COMMENT ON VIEW analytics.items IS 'One row per item: item_set records applied in record-time order; item_delete removes it.';
-            CREATE VIEW analytics.ingest_counts AS
-                SELECT project, minute, sum(received)::bigint AS received, sum(stored)::bigint AS stored,
-                       sum(duplicates)::bigint AS duplicates, sum(rejected)::bigint AS rejected
-                FROM collector.ingest_counts GROUP BY project, minute;
-            COMMENT ON VIEW analytics.ingest_counts IS 'Records received per project and minute: received = stored + duplicates + rejected.';
-            """),
-        Migration(version: 3, name: "analytics.events shows each event's current user", sql: """
-            -- identity-service publishes analytics.user_canonical (merged users and the user they
-            -- belong to now). When the collector migrates first, an empty placeholder with the same
-            -- columns stands in; identity-service replaces it and this view reads the real one.
-            DO $$
-            BEGIN
-                IF to_regclass('analytics.user_canonical') IS NULL THEN
-                    CREATE VIEW analytics.user_canonical AS
-                        SELECT NULL::text AS project, NULL::bigint AS user_id, NULL::bigint AS canonical_user_id WHERE false;
-                END IF;
-            END $$;
-            CREATE OR REPLACE VIEW analytics.events AS
-                SELECT e.project, e.event_id, e.type, e.event, e.time, e.received_at, e.distinct_id,
-                       COALESCE(c.canonical_user_id, e.user_id) AS user_id,
-                       e.anonymous_id, e.login_id, e.lib, e.lib_version, e.app_version, e.hybrid_h5, e.properties,
-                       e.user_id AS stored_user_id
-                FROM collector.events e
-                LEFT JOIN analytics.user_canonical c ON c.project = e.project AND c.user_id = e.user_id;
-            COMMENT ON VIEW analytics.events IS 'One row per stored event (track, $SignUp, $BindID, $UnbindID); user_id is the current user (merges followed), stored_user_id the user it was stored with.';
-            """),
-        Migration(version: 4, name: "events keep how they were made (lib_method, lib_detail), original_id and identities", sql: """
-            -- New columns go last: the collector COPYs rows in column order.
-            ALTER TABLE collector.events
-                ADD COLUMN lib_method  text,
-                ADD COLUMN lib_detail  text,
-                ADD COLUMN original_id text,
-                ADD COLUMN identities  jsonb;
-            CREATE OR REPLACE VIEW analytics.events AS
-                SELECT e.project, e.event_id, e.type, e.event, e.time, e.received_at, e.distinct_id,
-                       COALESCE(c.canonical_user_id, e.user_id) AS user_id,
-                       e.anonymous_id, e.login_id, e.lib, e.lib_version, e.app_version, e.hybrid_h5, e.properties,
-                       e.user_id AS stored_user_id, e.lib_method, e.lib_detail, e.original_id, e.identities
-                FROM collector.events e
-                LEFT JOIN analytics.user_canonical c ON c.project = e.project AND c.user_id = e.user_id;
-            COMMENT ON COLUMN analytics.events.lib_method IS 'How the event was made: code, autoTrack, or visual (codeless tracking).';
-            """),
+                END $$;
+                CREATE OR REPLACE VIEW analytics.events AS
+                    SELECT e.project, e.event_id, e.type, e.event, e.time, e.received_at, e.distinct_id,
+                           COALESCE(c.canonical_user_id, e.user_id) AS user_id,
+                           e.anonymous_id, e.login_id, e.lib, e.lib_version, e.app_version, e.hybrid_h5, e.properties,
+                           e.user_id AS stored_user_id
+                    FROM collector.events e
+                    LEFT JOIN analytics.user_canonical c ON c.project = e.project AND c.user_id = e.user_id;
+                COMMENT ON VIEW analytics.events IS 'One row per stored event (track, $SignUp, $BindID, $UnbindID); user_id is the current user (merges followed), stored_user_id the user it was stored with.';
+                """),
+        Migration(
+            version: 4, name: "events keep how they were made (lib_method, lib_detail), original_id and identities",
+            sql: """
+                -- New columns go last: the collector COPYs rows in column order.
+                ALTER TABLE collector.events
+                    ADD COLUMN lib_method  text,
+                    ADD COLUMN lib_detail  text,
+                    ADD COLUMN original_id text,
+                    ADD COLUMN identities  jsonb;
+                CREATE OR REPLACE VIEW analytics.events AS
+                    SELECT e.project, e.event_id, e.type, e.event, e.time, e.received_at, e.distinct_id,
+                           COALESCE(c.canonical_user_id, e.user_id) AS user_id,
+                           e.anonymous_id, e.login_id, e.lib, e.lib_version, e.app_version, e.hybrid_h5, e.properties,
+                           e.user_id AS stored_user_id, e.lib_method, e.lib_detail, e.original_id, e.identities
+                    FROM collector.events e
+                    LEFT JOIN analytics.user_canonical c ON c.project = e.project AND c.user_id = e.user_id;
+                COMMENT ON COLUMN analytics.events.lib_method IS 'How the event was made: code, autoTrack, or visual (codeless tracking).';
+                """),
     ]
 }

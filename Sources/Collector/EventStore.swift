@@ -55,11 +55,12 @@ final class PostgresEventStore: EventStore {
             var refused = batch
             if let record = batch.records.first {
                 refused.records = []
-                refused.rejected.append(RejectedRecord(
-                    project: record.project,
-                    reason: "collector: PostgreSQL cannot store a value of this record (SQLSTATE \(cause.sqlState ?? "?"))",
-                    raw: record.jsonText
-                ))
+                refused.rejected.append(
+                    RejectedRecord(
+                        project: record.project,
+                        reason: "collector: PostgreSQL cannot store a value of this record (SQLSTATE \(cause.sqlState ?? "?"))",
+                        raw: record.jsonText
+                    ))
             }
             var result = try await Self.commit([refused], pool: pool, partitions: partitions)[0]
             if !batch.records.isEmpty { result.rejectedIndexes = [0] }
@@ -147,9 +148,10 @@ final class PostgresEventStore: EventStore {
                     months.insert(MonthPartition(unixMillis: record.time))
                     let start = events.bytes.count
                     EventRows.append(record, key: key, receivedAt: batch.receivedAt, to: &events)
-                    eventRows.append(EventRow(
-                        project: record.project, time: record.time, id: key, bytes: start..<events.bytes.count
-                    ))
+                    eventRows.append(
+                        EventRow(
+                            project: record.project, time: record.time, id: key, bytes: start..<events.bytes.count
+                        ))
                 } else {
                     profileCount += 1
                     profileKeys.add(record, id: key)
@@ -168,10 +170,17 @@ final class PostgresEventStore: EventStore {
         }
         try await partitions.ensure(months)
 
-        let eventData = events.finish(), profileData = profiles.finish(), rejectedData = rejected.finish()
+        let eventData = events.finish()
+        let profileData = profiles.finish()
+        let rejectedData = rejected.finish()
         let rows = eventRows
-        let hasEvents = eventCount > 0, hasProfiles = profileCount > 0, hasRejected = !rejectedCounts.isEmpty
-        let recordKeys = keys, owners = profileKeys, projects = recordProjects, minutes = recordMinutes
+        let hasEvents = eventCount > 0
+        let hasProfiles = profileCount > 0
+        let hasRejected = !rejectedCounts.isEmpty
+        let recordKeys = keys
+        let owners = profileKeys
+        let projects = recordProjects
+        let minutes = recordMinutes
         let sizes = batches.map { ($0.records.count, $0.rejected.count) }
         let initialCounts = rejectedCounts
         return try await pool.transaction { connection in
@@ -221,10 +230,11 @@ final class PostgresEventStore: EventStore {
                     counts.add(project: projects[position + index], minute: minutes[position + index], as: stored ? .stored : .duplicate)
                 }
                 position += records
-                results.append(CollectResult(
-                    stored: records - duplicateIndexes.count, duplicates: duplicateIndexes.count, rejected: rejectedCount,
-                    duplicateIndexes: duplicateIndexes
-                ))
+                results.append(
+                    CollectResult(
+                        stored: records - duplicateIndexes.count, duplicates: duplicateIndexes.count, rejected: rejectedCount,
+                        duplicateIndexes: duplicateIndexes
+                    ))
             }
             // Last, so the counter rows are locked only for the moment before commit.
             try counts.write(on: connection)
@@ -242,14 +252,18 @@ final class PostgresEventStore: EventStore {
 
     /// The ids of `rows` that are stored already, by one indexed lookup.
     private static func storedEvents(_ rows: [EventRow], on connection: PostgresConnection) throws -> Set<RecordKey> {
-        Set(try connection.query("""
-            SELECT e.event_id::text
-            FROM unnest($1::text[], $2::bigint[], $3::uuid[]) AS k(project, ms, id)
-            JOIN collector.events e ON e.project = k.project
-             AND e.time = timestamptz 'epoch' + k.ms * interval '1 millisecond' AND e.event_id = k.id
-            """, [
-            postgresTextArray(rows.map(\.project)), postgresTextArray(rows.map { String($0.time) }), postgresTextArray(rows.map(\.id.uuidText)),
-        ]).rows.compactMap { $0[0].flatMap(RecordKey.init(uuidText:)) })
+        Set(
+            try connection.query(
+                """
+                SELECT e.event_id::text
+                FROM unnest($1::text[], $2::bigint[], $3::uuid[]) AS k(project, ms, id)
+                JOIN collector.events e ON e.project = k.project
+                 AND e.time = timestamptz 'epoch' + k.ms * interval '1 millisecond' AND e.event_id = k.id
+                """,
+                [
+                    postgresTextArray(rows.map(\.project)), postgresTextArray(rows.map { String($0.time) }), postgresTextArray(rows.map(\.id.uuidText)),
+                ]
+            ).rows.compactMap { $0[0].flatMap(RecordKey.init(uuidText:)) })
     }
 
     /// COPYs the events of `rows` not in `existing` (each once: a group may hold a record twice)
@@ -285,9 +299,11 @@ final class PostgresEventStore: EventStore {
             try connection.query(refoldProfiles, [postgresTextArray(touched.userProjects), postgresTextArray(touched.userIDs)])
         }
         if !touched.itemProjects.isEmpty {
-            try connection.query(refoldItems, [
-                postgresTextArray(touched.itemProjects), postgresTextArray(touched.itemTypes), postgresTextArray(touched.itemIDs),
-            ])
+            try connection.query(
+                refoldItems,
+                [
+                    postgresTextArray(touched.itemProjects), postgresTextArray(touched.itemTypes), postgresTextArray(touched.itemIDs),
+                ])
         }
     }
 

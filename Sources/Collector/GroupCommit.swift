@@ -45,9 +45,10 @@ final class GroupCommit: Sendable {
         try await withCheckedThrowingContinuation { continuation in
             let start: Bool = state.withLock { state in
                 if state.waitingRecords > 0, state.waitingRecords + Self.weight(batch) > maxWaitingRecords {
-                    continuation.resume(throwing: ServiceError.unavailable(
-                        "collector_busy", "the collector has \(state.waitingRecords) records waiting to be written; retry shortly"
-                    ))
+                    continuation.resume(
+                        throwing: ServiceError.unavailable(
+                            "collector_busy", "the collector has \(state.waitingRecords) records waiting to be written; retry shortly"
+                        ))
                     return false
                 }
                 state.waiting.append(Waiting(batch: batch, continuation: continuation))

@@ -31,13 +31,15 @@ final class EventPartitions: Sendable {
     /// The partitions that exist now.
     func existing() async throws -> [MonthPartition] {
         try await pool.withConnection { connection in
-            try connection.query("""
+            try connection.query(
+                """
                 SELECT c.relname FROM pg_inherits i
                 JOIN pg_class c ON c.oid = i.inhrelid
                 JOIN pg_class p ON p.oid = i.inhparent
                 JOIN pg_namespace n ON n.oid = p.relnamespace
                 WHERE n.nspname = 'collector' AND p.relname = 'events'
-                """).rows.compactMap { $0[0].flatMap(MonthPartition.init(tableName:)) }
+                """
+            ).rows.compactMap { $0[0].flatMap(MonthPartition.init(tableName:)) }
         }
     }
 

@@ -114,7 +114,8 @@ struct IngestCounts: Sendable {
         // row until their commit would otherwise queue behind one another.
         let rows = tallies.sorted { ($0.key.project, $0.key.minute) < ($1.key.project, $1.key.minute) }
         func column(_ value: (Key, Tally) -> String) -> String { postgresTextArray(rows.map { value($0.key, $0.value) }) }
-        try connection.query("""
+        try connection.query(
+            """
             INSERT INTO collector.ingest_counts AS c (project, minute, slot, received, stored, duplicates, rejected)
             SELECT t.project, to_timestamp(t.minute / 1000.0), (pg_backend_pid() % 4096)::smallint,
                    t.stored + t.duplicates + t.rejected, t.stored, t.duplicates, t.rejected
@@ -123,10 +124,11 @@ struct IngestCounts: Sendable {
             ON CONFLICT (project, minute, slot) DO UPDATE SET
                 received = c.received + EXCLUDED.received, stored = c.stored + EXCLUDED.stored,
                 duplicates = c.duplicates + EXCLUDED.duplicates, rejected = c.rejected + EXCLUDED.rejected
-            """, [
-            column { key, _ in key.project }, column { key, _ in String(key.minute) },
-            column { _, tally in String(tally.stored) }, column { _, tally in String(tally.duplicates) },
-            column { _, tally in String(tally.rejected) },
-        ])
+            """,
+            [
+                column { key, _ in key.project }, column { key, _ in String(key.minute) },
+                column { _, tally in String(tally.stored) }, column { _, tally in String(tally.duplicates) },
+                column { _, tally in String(tally.rejected) },
+            ])
     }
 }

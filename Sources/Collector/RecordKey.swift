@@ -12,7 +12,8 @@ package struct RecordKey: Hashable, Sendable {
     /// The first 16 of `bytes`, big-endian.
     init(_ bytes: [UInt8]) {
         precondition(bytes.count >= 16, "a key has 16 bytes")
-        var high: UInt64 = 0, low: UInt64 = 0
+        var high: UInt64 = 0
+        var low: UInt64 = 0
         for index in 0..<8 {
             high = high << 8 | UInt64(bytes[index])
             low = low << 8 | UInt64(bytes[index + 8])

@@ -179,7 +179,8 @@ guard !copyRates.isEmpty, !collectorRates.isEmpty else {
     print("events/s: \((copyRates + collectorRates).map { Int($0) })")
     exit(0)
 }
-let copyRate = Bench.median(copyRates), collectorRate = Bench.median(collectorRates)
+let copyRate = Bench.median(copyRates)
+let collectorRate = Bench.median(collectorRates)
 print("path                                                     events/s   vs raw COPY")
 print("raw binary COPY of the same rows (baseline)       \(pad(copyRate))        1.00x")
 print("collector HTTP API: JSON batches, dedup, commit   \(pad(collectorRate))        \(String(format: "%.2f", collectorRate / copyRate))x")

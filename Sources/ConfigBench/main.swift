@@ -93,10 +93,13 @@ for _ in 0..<rounds {
     health.append(try await measure("/health", headers: [], status: .ok))
     revalidations.append(try await measure("/v1/projects/default/remote-config?platform=ios", headers: [("If-None-Match", etag)], status: .notModified))
 }
-let healthRate = Bench.median(health), revalidationRate = Bench.median(revalidations)
+let healthRate = Bench.median(health)
+let revalidationRate = Bench.median(revalidations)
 print("path                                        requests/s   vs /health")
 print("GET /health (baseline)                      \(String(format: "%10.0f", healthRate))        1.00x")
-print("GET document, If-None-Match current → 304   \(String(format: "%10.0f", revalidationRate))        \(String(format: "%.2f", revalidationRate / healthRate))x")
+print(
+    "GET document, If-None-Match current → 304   \(String(format: "%10.0f", revalidationRate))        \(String(format: "%.2f", revalidationRate / healthRate))x"
+)
 try await client.shutdown().get()
 server.cancel()
 _ = try? await server.value

@@ -111,13 +111,16 @@ enum AppLinks {
             problems.append(.init(path: "\(path)/bundleID", message: "at most 155 characters"))
         }
         guard let paths = app["paths"] as? [Any], !paths.isEmpty else {
-            return problems + [.init(path: "\(path)/paths", message: #"must list the paths the app opens, e.g. ["/product/*"] (a leading "NOT " excludes one)"#)]
+            return problems + [
+                .init(path: "\(path)/paths", message: #"must list the paths the app opens, e.g. ["/product/*"] (a leading "NOT " excludes one)"#)
+            ]
         }
         for (index, item) in paths.enumerated() {
             guard let pattern = item as? String, pattern.utf8.count <= 1024,
-                  pattern == "*" || pattern.hasPrefix("/") || pattern.hasPrefix("NOT /")
+                pattern == "*" || pattern.hasPrefix("/") || pattern.hasPrefix("NOT /")
             else {
-                problems.append(.init(path: "\(path)/paths/\(index)", message: #"must be a path pattern starting with "/" (or "NOT /", or "*"), at most 1024 bytes"#))
+                problems.append(
+                    .init(path: "\(path)/paths/\(index)", message: #"must be a path pattern starting with "/" (or "NOT /", or "*"), at most 1024 bytes"#))
                 continue
             }
         }
@@ -133,7 +136,10 @@ enum AppLinks {
             return problems + [.init(path: "\(path)/sha256CertFingerprints", message: "must list the SHA-256 fingerprints of the app's signing certificates")]
         }
         for (index, item) in prints.enumerated() {
-            if let problem = text(item, pattern: "^([0-9A-F]{2}:){31}[0-9A-F]{2}$", "a SHA-256 fingerprint: 32 bytes as uppercase hex pairs joined by colons (keytool -list -v prints it)") {
+            if let problem = text(
+                item, pattern: "^([0-9A-F]{2}:){31}[0-9A-F]{2}$",
+                "a SHA-256 fingerprint: 32 bytes as uppercase hex pairs joined by colons (keytool -list -v prints it)")
+            {
                 problems.append(.init(path: "\(path)/sha256CertFingerprints/\(index)", message: problem))
             }
         }
@@ -141,7 +147,9 @@ enum AppLinks {
     }
 
     private static func unknownKeys(_ object: [String: Any], _ known: Set<String>, _ path: String) -> [DocumentProblem] {
-        object.keys.sorted().filter { !known.contains($0) }.map { .init(path: "\(path)/\($0)", message: "unknown field; the fields are \(known.sorted().joined(separator: ", "))") }
+        object.keys.sorted().filter { !known.contains($0) }.map {
+            .init(path: "\(path)/\($0)", message: "unknown field; the fields are \(known.sorted().joined(separator: ", "))")
+        }
     }
 
     /// Why `value` is not a string matching `pattern`, or nil.

@@ -61,15 +61,17 @@ package func buildConfigApplication(
         let actor = try await auth.authorize(request)
         let project = try projectParameter(context)
         let kind = try kindParameter(context)
-        let scope = try DocumentScope(platform: request.uri.queryParameters["platform"].map(String.init),
-                                      appID: request.uri.queryParameters["app_id"].map(String.init))
+        let scope = try DocumentScope(
+            platform: request.uri.queryParameters["platform"].map(String.init),
+            appID: request.uri.queryParameters["app_id"].map(String.init))
         let minimum = try AppVersion.parameter(request.uri.queryParameters["min_app_version"].map(String.init), name: "min_app_version")
         let maximum = try AppVersion.parameter(request.uri.queryParameters["max_app_version"].map(String.init), name: "max_app_version")
         if let minimum, let maximum, maximum.padded.lexicographicallyPrecedes(minimum.padded) {
             throw ServiceError.badRequest("invalid_app_version", "min_app_version is above max_app_version")
         }
         if minimum != nil || maximum != nil, kind == .serverURLWhitelist || kind == .h5DomainWhitelist {
-            throw ServiceError.badRequest("invalid_app_version", "whitelists apply to every app version; publish them without min_app_version or max_app_version")
+            throw ServiceError.badRequest(
+                "invalid_app_version", "whitelists apply to every app version; publish them without min_app_version or max_app_version")
         }
         guard try await store.projectExists(project) else {
             throw ServiceError(.notFound, "unknown_project", "project '\(project)' does not exist; create it with PUT /v1/projects/\(project)")
@@ -77,9 +79,10 @@ package func buildConfigApplication(
         let body = try await collectBody(request, limit: documentLimit, code: "document_too_large")
         switch DocumentValidator.canonicalize(Data(buffer: body), kind: kind) {
         case .failure(let problems):
-            let payload = try JSONEncoder().encode(InvalidDocument(
-                error: "invalid_document", message: "the document has \(problems.list.count) problem(s)", problems: problems.list
-            ))
+            let payload = try JSONEncoder().encode(
+                InvalidDocument(
+                    error: "invalid_document", message: "the document has \(problems.list.count) problem(s)", problems: problems.list
+                ))
             return jsonResponse(.unprocessableContent, String(decoding: payload, as: UTF8.self))
         case .success(let canonical):
             let etag = DocumentValidator.etag(ofCanonical: canonical)
@@ -88,10 +91,12 @@ package func buildConfigApplication(
                 project: project, kind: kind, scope: scope, canonical: canonical, etag: etag, note: note,
                 minAppVersion: minimum, maxAppVersion: maximum, actor: actor
             )
-            context.logger.info("audit.document.published", metadata: [
-                "project": "\(project)", "kind": "\(kind.rawValue)", "version": "\(version)",
-                "platform": "\(scope.platform)", "app_id": "\(scope.appID)", "actor": "\(actor)",
-            ])
+            context.logger.info(
+                "audit.document.published",
+                metadata: [
+                    "project": "\(project)", "kind": "\(kind.rawValue)", "version": "\(version)",
+                    "platform": "\(scope.platform)", "app_id": "\(scope.appID)", "actor": "\(actor)",
+                ])
             return try jsonResponse(.created, encoding: PublishResult(project: project, kind: kind, version: version, etag: etag))
         }
     }
@@ -99,8 +104,9 @@ package func buildConfigApplication(
     router.get("/v1/projects/:project/:kind") { request, context in
         let project = try projectParameter(context)
         let kind = try kindParameter(context)
-        let scope = try DocumentScope(platform: request.uri.queryParameters["platform"].map(String.init),
-                                      appID: request.uri.queryParameters["app_id"].map(String.init))
+        let scope = try DocumentScope(
+            platform: request.uri.queryParameters["platform"].map(String.init),
+            appID: request.uri.queryParameters["app_id"].map(String.init))
         let appVersion = try AppVersion.parameter(request.uri.queryParameters["app_version"].map(String.init), name: "app_version")
         guard let document = try await store.cachedLatest(project: project, kind: kind, scope: scope, appVersion: appVersion) else {
             throw noDocument(project, kind)
@@ -156,14 +162,16 @@ package func buildConfigApplication(
         let target = try versionNumber(request.uri.queryParameters["to"].map(String.init), name: "to")
         let note = request.uri.queryParameters["note"].map(String.init)
         guard let version = try await store.rollback(to: target, project: project, kind: kind, scope: scope, note: note, actor: actor),
-              let published = try await store.version(version, project: project, kind: kind, scope: scope)
+            let published = try await store.version(version, project: project, kind: kind, scope: scope)
         else {
             throw noVersion(target, project, kind)
         }
-        context.logger.info("audit.document.rolled_back", metadata: [
-            "project": "\(project)", "kind": "\(kind.rawValue)", "version": "\(version)", "to": "\(target)",
-            "platform": "\(scope.platform)", "app_id": "\(scope.appID)", "actor": "\(actor)",
-        ])
+        context.logger.info(
+            "audit.document.rolled_back",
+            metadata: [
+                "project": "\(project)", "kind": "\(kind.rawValue)", "version": "\(version)", "to": "\(target)",
+                "platform": "\(scope.platform)", "app_id": "\(scope.appID)", "actor": "\(actor)",
+            ])
         return try jsonResponse(.created, encoding: PublishResult(project: project, kind: kind, version: version, etag: published.etag))
     }
 
@@ -221,7 +229,10 @@ private struct TokenRequest: Decodable {
 
 private func isTokenName(_ name: String) -> Bool {
     (1...64).contains(name.utf8.count)
-        && name.utf8.allSatisfy { $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || ($0 < 0x80 && (Character(UnicodeScalar($0)).isLetter || Character(UnicodeScalar($0)).isNumber)) }
+        && name.utf8.allSatisfy {
+            $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_")
+                || ($0 < 0x80 && (Character(UnicodeScalar($0)).isLetter || Character(UnicodeScalar($0)).isNumber))
+        }
 }
 
 private struct InvalidDocument: Encodable {
@@ -240,8 +251,9 @@ private func projectParameter(_ context: DatongRequestContext) throws -> String 
 
 /// The project, kind and scope (`platform`, `app_id`) a document request names.
 private func documentAddress(_ request: Request, _ context: DatongRequestContext) throws -> (String, DocumentKind, DocumentScope) {
-    let scope = try DocumentScope(platform: request.uri.queryParameters["platform"].map(String.init),
-                                  appID: request.uri.queryParameters["app_id"].map(String.init))
+    let scope = try DocumentScope(
+        platform: request.uri.queryParameters["platform"].map(String.init),
+        appID: request.uri.queryParameters["app_id"].map(String.init))
     return (try projectParameter(context), try kindParameter(context), scope)
 }
 

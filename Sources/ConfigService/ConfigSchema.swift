@@ -5,74 +5,84 @@ enum ConfigSchema {
     static let name = "config"
 
     static let migrations: [Migration] = [
-        Migration(version: 1, name: "projects and versioned documents", sql: """
-            CREATE TABLE config.projects (
-                name       text        PRIMARY KEY,
-                created_at timestamptz NOT NULL DEFAULT now()
-            );
-            INSERT INTO config.projects (name) VALUES ('default');
-            CREATE TABLE config.documents (
-                project    text        NOT NULL REFERENCES config.projects (name),
-                kind       text        NOT NULL,
-                platform   text        NOT NULL DEFAULT '',
-                app_id     text        NOT NULL DEFAULT '',
-                version    integer     NOT NULL,
-                body       jsonb       NOT NULL,
-                etag       text        NOT NULL,
-                note       text,
-                created_at timestamptz NOT NULL DEFAULT now(),
-                PRIMARY KEY (project, kind, platform, app_id, version)
-            );
-            """),
-        Migration(version: 2, name: "app-version targeting", sql: """
-            -- Inclusive bounds on the app version a document version is for (NULL: unbounded), as
-            -- integer arrays so that 2.10.0 sorts after 2.9.1.
-            ALTER TABLE config.documents ADD COLUMN min_app_version integer[], ADD COLUMN max_app_version integer[];
-            """),
-        Migration(version: 3, name: "admin tokens and the audit trail", sql: """
-            -- Admin tokens made through the API, kept only as the hex SHA-256 of the token.
-            CREATE TABLE config.admin_tokens (
-                name       text        PRIMARY KEY,
-                sha256     text        NOT NULL UNIQUE,
-                created_at timestamptz NOT NULL DEFAULT now(),
-                created_by text        NOT NULL
-            );
-            -- Who changed what, when: written in the transaction that makes the change.
-            CREATE TABLE config.audit (
-                id       bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-                at       timestamptz NOT NULL DEFAULT now(),
-                actor    text        NOT NULL,
-                action   text        NOT NULL,
-                project  text,
-                kind     text,
-                platform text,
-                app_id   text,
-                version  integer,
-                detail   text
-            );
-            CREATE INDEX audit_project_at ON config.audit (project, at);
-            """),
-        Migration(version: 4, name: "project ingestion tokens", sql: """
-            -- When set, uploads to the project must carry the token whose hex SHA-256 this is.
-            ALTER TABLE config.projects ADD COLUMN token_sha256 text;
-            """),
-        Migration(version: 5, name: "encryption key pairs and transport encryption", sql: """
-            -- The key pairs SDKs encrypt uploads for. Private keys only ever sealed (AES-256-GCM under
-            -- the master key from the environment); a pkv is never reused within a project, and a
-            -- key is never deleted, only retired by an admin.
-            CREATE TABLE config.encryption_keys (
-                project        text        NOT NULL REFERENCES config.projects (name),
-                pkv            integer     NOT NULL CHECK (pkv > 0),
-                type           text        NOT NULL CHECK (type IN ('rsa', 'ec')),
-                public_key     text        NOT NULL,
-                sealed_private bytea       NOT NULL,
-                created_at     timestamptz NOT NULL DEFAULT now(),
-                created_by     text        NOT NULL,
-                retired_at     timestamptz,
-                retired_by     text,
-                PRIMARY KEY (project, pkv)
-            );
-            ALTER TABLE config.projects ADD COLUMN transport_encryption boolean NOT NULL DEFAULT false;
-            """),
+        Migration(
+            version: 1, name: "projects and versioned documents",
+            sql: """
+                CREATE TABLE config.projects (
+                    name       text        PRIMARY KEY,
+                    created_at timestamptz NOT NULL DEFAULT now()
+                );
+                INSERT INTO config.projects (name) VALUES ('default');
+                CREATE TABLE config.documents (
+                    project    text        NOT NULL REFERENCES config.projects (name),
+                    kind       text        NOT NULL,
+                    platform   text        NOT NULL DEFAULT '',
+                    app_id     text        NOT NULL DEFAULT '',
+                    version    integer     NOT NULL,
+                    body       jsonb       NOT NULL,
+                    etag       text        NOT NULL,
+                    note       text,
+                    created_at timestamptz NOT NULL DEFAULT now(),
+                    PRIMARY KEY (project, kind, platform, app_id, version)
+                );
+                """),
+        Migration(
+            version: 2, name: "app-version targeting",
+            sql: """
+                -- Inclusive bounds on the app version a document version is for (NULL: unbounded), as
+                -- integer arrays so that 2.10.0 sorts after 2.9.1.
+                ALTER TABLE config.documents ADD COLUMN min_app_version integer[], ADD COLUMN max_app_version integer[];
+                """),
+        Migration(
+            version: 3, name: "admin tokens and the audit trail",
+            sql: """
+                -- Admin tokens made through the API, kept only as the hex SHA-256 of the token.
+                CREATE TABLE config.admin_tokens (
+                    name       text        PRIMARY KEY,
+                    sha256     text        NOT NULL UNIQUE,
+                    created_at timestamptz NOT NULL DEFAULT now(),
+                    created_by text        NOT NULL
+                );
+                -- Who changed what, when: written in the transaction that makes the change.
+                CREATE TABLE config.audit (
+                    id       bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    at       timestamptz NOT NULL DEFAULT now(),
+                    actor    text        NOT NULL,
+                    action   text        NOT NULL,
+                    project  text,
+                    kind     text,
+                    platform text,
+                    app_id   text,
+                    version  integer,
+                    detail   text
+                );
+                CREATE INDEX audit_project_at ON config.audit (project, at);
+                """),
+        Migration(
+            version: 4, name: "project ingestion tokens",
+            sql: """
+                -- When set, uploads to the project must carry the token whose hex SHA-256 this is.
+                ALTER TABLE config.projects ADD COLUMN token_sha256 text;
+                """),
+        Migration(
+            version: 5, name: "encryption key pairs and transport encryption",
+            sql: """
+                -- The key pairs SDKs encrypt uploads for. Private keys only ever sealed (AES-256-GCM under
+                -- the master key from the environment); a pkv is never reused within a project, and a
+                -- key is never deleted, only retired by an admin.
+                CREATE TABLE config.encryption_keys (
+                    project        text        NOT NULL REFERENCES config.projects (name),
+                    pkv            integer     NOT NULL CHECK (pkv > 0),
+                    type           text        NOT NULL CHECK (type IN ('rsa', 'ec')),
+                    public_key     text        NOT NULL,
+                    sealed_private bytea       NOT NULL,
+                    created_at     timestamptz NOT NULL DEFAULT now(),
+                    created_by     text        NOT NULL,
+                    retired_at     timestamptz,
+                    retired_by     text,
+                    PRIMARY KEY (project, pkv)
+                );
+                ALTER TABLE config.projects ADD COLUMN transport_encryption boolean NOT NULL DEFAULT false;
+                """),
     ]
 }

@@ -35,4 +35,3 @@ package struct ConfigSettings: Sendable {
         )
     }
 }
-

@@ -1,7 +1,7 @@
-import Foundation
-import DatongCrypto
 import DatongContracts
+import DatongCrypto
 import DatongPostgres
+import Foundation
 
 /// A published document version as served.
 struct StoredDocument: Sendable, Equatable {
@@ -35,9 +35,10 @@ struct ConfigStore: Sendable {
     /// Creates the project if it does not exist; true when it was created now.
     func createProject(_ name: String, actor: String) async throws -> Bool {
         try await pool.transaction { connection in
-            let created = try connection.query(
-                "INSERT INTO config.projects (name) VALUES ($1) ON CONFLICT DO NOTHING", [name]
-            ).affectedRows == 1
+            let created =
+                try connection.query(
+                    "INSERT INTO config.projects (name) VALUES ($1) ON CONFLICT DO NOTHING", [name]
+                ).affectedRows == 1
             if created { try Self.audit(actor, "project.created", project: name, on: connection) }
             return created
         }
@@ -47,9 +48,10 @@ struct ConfigStore: Sendable {
     /// is no such project.
     func setIngestionToken(project: String, digestHex: String?, actor: String) async throws -> Bool {
         try await pool.transaction { connection in
-            let updated = try connection.query(
-                "UPDATE config.projects SET token_sha256 = $2 WHERE name = $1", [project, digestHex]
-            ).affectedRows == 1
+            let updated =
+                try connection.query(
+                    "UPDATE config.projects SET token_sha256 = $2 WHERE name = $1", [project, digestHex]
+                ).affectedRows == 1
             if updated { try Self.audit(actor, digestHex == nil ? "project.token_cleared" : "project.token_set", project: project, on: connection) }
             return updated
         }
@@ -174,8 +176,9 @@ struct ConfigStore: Sendable {
                 [project, kind.rawValue, scope.platform, scope.appID, String(number), note]
             ).scalar.flatMap(Int.init)
             if let version {
-                try Self.audit(actor, "document.rolled_back", project: project, kind: kind, scope: scope, version: version,
-                               detail: "to version \(number)", on: connection)
+                try Self.audit(
+                    actor, "document.rolled_back", project: project, kind: kind, scope: scope, version: version,
+                    detail: "to version \(number)", on: connection)
             }
             return version
         }
@@ -189,9 +192,10 @@ struct ConfigStore: Sendable {
         try await pool.transaction { connection in
             try connection.lockInOrder(["config.encryption_keys/\(project)"])
             guard try connection.query("SELECT 1 FROM config.projects WHERE name = $1", [project]).rows.count == 1 else { return nil }
-            let next = try connection.query(
-                "SELECT coalesce(max(pkv), 0) + 1 FROM config.encryption_keys WHERE project = $1", [project]
-            ).rows.first?[0].flatMap(Int.init) ?? 1
+            let next =
+                try connection.query(
+                    "SELECT coalesce(max(pkv), 0) + 1 FROM config.encryption_keys WHERE project = $1", [project]
+                ).rows.first?[0].flatMap(Int.init) ?? 1
             let sealed = try sealer.seal(pair.privateKeyDER, label: ProjectEncryption.sealLabel(project: project, pkv: next))
             let row = try connection.query(
                 """
@@ -202,8 +206,9 @@ struct ConfigStore: Sendable {
                 [project, String(next), pair.type.rawValue, pair.publicKeyBase64, Data(sealed).base64EncodedString(), actor]
             ).rows.first
             try Self.audit(actor, "key.created", project: project, detail: "pkv \(next) (\(pair.type.rawValue))", on: connection)
-            return EncryptionKeyInfo(pkv: next, type: pair.type.rawValue, publicKey: pair.publicKeyBase64,
-                                     createdAt: row?[0] ?? "", createdBy: actor, retiredAt: nil)
+            return EncryptionKeyInfo(
+                pkv: next, type: pair.type.rawValue, publicKey: pair.publicKeyBase64,
+                createdAt: row?[0] ?? "", createdBy: actor, retiredAt: nil)
         }
     }
 
@@ -216,8 +221,9 @@ struct ConfigStore: Sendable {
                 FROM config.encryption_keys WHERE project = $1 ORDER BY pkv
                 """, [project]
             ).rows.map { row in
-                EncryptionKeyInfo(pkv: row[0].flatMap(Int.init) ?? 0, type: row[1] ?? "", publicKey: row[2] ?? "",
-                                  createdAt: row[3] ?? "", createdBy: row[4] ?? "", retiredAt: row[5])
+                EncryptionKeyInfo(
+                    pkv: row[0].flatMap(Int.init) ?? 0, type: row[1] ?? "", publicKey: row[2] ?? "",
+                    createdAt: row[3] ?? "", createdBy: row[4] ?? "", retiredAt: row[5])
             }
         }
     }
@@ -244,10 +250,13 @@ struct ConfigStore: Sendable {
     /// Turns transport encryption (`gzip=13`) on or off for SDKs; false when there is no such project.
     func setTransportEncryption(project: String, enabled: Bool, actor: String) async throws -> Bool {
         try await pool.transaction { connection in
-            let updated = try connection.query(
-                "UPDATE config.projects SET transport_encryption = $2::boolean WHERE name = $1", [project, enabled ? "true" : "false"]
-            ).affectedRows == 1
-            if updated { try Self.audit(actor, enabled ? "project.transport_encryption_on" : "project.transport_encryption_off", project: project, on: connection) }
+            let updated =
+                try connection.query(
+                    "UPDATE config.projects SET transport_encryption = $2::boolean WHERE name = $1", [project, enabled ? "true" : "false"]
+                ).affectedRows == 1
+            if updated {
+                try Self.audit(actor, enabled ? "project.transport_encryption_on" : "project.transport_encryption_off", project: project, on: connection)
+            }
             return updated
         }
     }
@@ -264,8 +273,9 @@ struct ConfigStore: Sendable {
                 WHERE project = $1 AND retired_at IS NULL ORDER BY pkv
                 """, [project]
             ).rows.map { row in
-                ProjectEncryption.Key(pkv: row[0].flatMap(Int.init) ?? 0, type: row[1] ?? "", publicKey: row[2] ?? "",
-                                      sealedPrivateKey: (row[3] ?? "").replacingOccurrences(of: "\n", with: ""))
+                ProjectEncryption.Key(
+                    pkv: row[0].flatMap(Int.init) ?? 0, type: row[1] ?? "", publicKey: row[2] ?? "",
+                    sealedPrivateKey: (row[3] ?? "").replacingOccurrences(of: "\n", with: ""))
             }
             return ProjectEncryption(transportEncryption: flag[0] == "t", keys: keys)
         }
@@ -276,10 +286,11 @@ struct ConfigStore: Sendable {
     /// Stores a new token's digest under `name`; false when the name is taken.
     func createToken(name: String, digestHex: String, actor: String) async throws -> Bool {
         try await pool.transaction { connection in
-            let created = try connection.query(
-                "INSERT INTO config.admin_tokens (name, sha256, created_by) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-                [name, digestHex, actor]
-            ).affectedRows == 1
+            let created =
+                try connection.query(
+                    "INSERT INTO config.admin_tokens (name, sha256, created_by) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                    [name, digestHex, actor]
+                ).affectedRows == 1
             if created { try Self.audit(actor, "token.created", detail: name, on: connection) }
             return created
         }
@@ -313,8 +324,9 @@ struct ConfigStore: Sendable {
                 """,
                 [project, String(limit)]
             ).rows.map { row in
-                AuditRecord(at: row[0] ?? "", actor: row[1] ?? "", action: row[2] ?? "", project: row[3], kind: row[4],
-                            platform: row[5], appId: row[6], version: row[7].flatMap(Int.init), detail: row[8])
+                AuditRecord(
+                    at: row[0] ?? "", actor: row[1] ?? "", action: row[2] ?? "", project: row[3], kind: row[4],
+                    platform: row[5], appId: row[6], version: row[7].flatMap(Int.init), detail: row[8])
             }
         }
     }

@@ -93,7 +93,8 @@ enum DocumentValidator {
                         continue
                     }
                     if kind == .serverURLWhitelist, URLComponents(string: text)?.host == nil {
-                        problems.append(DocumentProblem(path: "[\(index)]", message: "must be a server URL with a host, e.g. https://sa.example.com/sa?project=production"))
+                        problems.append(
+                            DocumentProblem(path: "[\(index)]", message: "must be a server URL with a host, e.g. https://sa.example.com/sa?project=production"))
                     }
                 }
             } else {

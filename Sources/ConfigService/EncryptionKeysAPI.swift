@@ -50,12 +50,14 @@ struct EncryptionKeysAPI: Sendable {
         let project = try Self.project(context)
         let body = try await collectBody(request, limit: 1024)
         guard let name = (try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any])?["type"] as? String,
-              let type = KeyType(rawValue: name.lowercased())
+            let type = KeyType(rawValue: name.lowercased())
         else {
             throw ServiceError.badRequest("invalid_key_type", #"send {"type": "rsa"} (RSA-2048) or {"type": "ec"} (EC P-256)"#)
         }
         guard let sealer else {
-            throw ServiceError(.conflict, "no_master_key", "config-service has no ENCRYPTION_MASTER_KEY, so it cannot keep a private key; set it (openssl rand -base64 32) and restart")
+            throw ServiceError(
+                .conflict, "no_master_key",
+                "config-service has no ENCRYPTION_MASTER_KEY, so it cannot keep a private key; set it (openssl rand -base64 32) and restart")
         }
         // RSA key generation takes tens of milliseconds of CPU: never on an event loop.
         let pair = try await NIOThreadPool.singleton.runIfActive { try GeneratedKeyPair.generate(type) }

@@ -57,7 +57,8 @@ enum TrackingTable {
             for (identifier, entry) in entries.sorted(by: { $0.key < $1.key }) {
                 let entryPath = sectionPath + "/" + pointerToken(identifier)
                 if !section.accepts(identifier) {
-                    problems.append(.init(path: entryPath, message: "'\(identifier.prefix(200))' is not a \(name) identifier: expected \(section.identifierForm)"))
+                    problems.append(
+                        .init(path: entryPath, message: "'\(identifier.prefix(200))' is not a \(name) identifier: expected \(section.identifierForm)"))
                 }
                 problems += entryProblems(entry, at: entryPath)
             }

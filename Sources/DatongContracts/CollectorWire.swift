@@ -147,11 +147,17 @@ extension RejectedRecord {
 
     fileprivate init(_ value: JSONRef, path: String) throws(ContractDecodingError) {
         guard value.isObject else { throw ContractDecodingError("\(path) is not an object") }
-        var project: String?, reason: String?, raw: String?
+        var project: String?
+        var reason: String?
+        var raw: String?
         for (key, field) in value.members {
-            if key.textEquals("project") { project = try WireField.string(field, "\(path).project") }
-            else if key.textEquals("reason") { reason = try WireField.string(field, "\(path).reason") }
-            else if key.textEquals("raw") { raw = try WireField.string(field, "\(path).raw") }
+            if key.textEquals("project") {
+                project = try WireField.string(field, "\(path).project")
+            } else if key.textEquals("reason") {
+                reason = try WireField.string(field, "\(path).reason")
+            } else if key.textEquals("raw") {
+                raw = try WireField.string(field, "\(path).raw")
+            }
         }
         guard let project, let reason, let raw else { throw ContractDecodingError("\(path) needs project, reason and raw") }
         self.init(project: project, reason: reason, raw: raw)
@@ -175,13 +181,20 @@ extension CollectResult: WireCodable {
     package init(jsonBytes: [UInt8]) throws(ContractDecodingError) {
         let root = try WireField.object(jsonBytes, maxDepth: 3, "the collector's answer")
         var counts: [Int64?] = [nil, nil, nil]
-        var duplicateIndexes: [Int] = [], rejectedIndexes: [Int] = []
+        var duplicateIndexes: [Int] = []
+        var rejectedIndexes: [Int] = []
         for (key, value) in root.members {
-            if key.textEquals("stored") { counts[0] = try WireField.int(value, "stored") }
-            else if key.textEquals("duplicates") { counts[1] = try WireField.int(value, "duplicates") }
-            else if key.textEquals("rejected") { counts[2] = try WireField.int(value, "rejected") }
-            else if key.textEquals("duplicateIndexes") { duplicateIndexes = try WireField.positions(value, "duplicateIndexes") }
-            else if key.textEquals("rejectedIndexes") { rejectedIndexes = try WireField.positions(value, "rejectedIndexes") }
+            if key.textEquals("stored") {
+                counts[0] = try WireField.int(value, "stored")
+            } else if key.textEquals("duplicates") {
+                counts[1] = try WireField.int(value, "duplicates")
+            } else if key.textEquals("rejected") {
+                counts[2] = try WireField.int(value, "rejected")
+            } else if key.textEquals("duplicateIndexes") {
+                duplicateIndexes = try WireField.positions(value, "duplicateIndexes")
+            } else if key.textEquals("rejectedIndexes") {
+                rejectedIndexes = try WireField.positions(value, "rejectedIndexes")
+            }
         }
         for (count, name) in zip(counts, ["stored", "duplicates", "rejected"]) {
             guard let count else { throw ContractDecodingError("\(name) is missing") }

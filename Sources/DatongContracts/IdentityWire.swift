@@ -47,16 +47,29 @@ extension IdentityRecord {
 
     fileprivate init(_ value: JSONRef, path: String) throws(ContractDecodingError) {
         guard value.isObject else { throw ContractDecodingError("\(path) is not an object") }
-        var project: String?, type: String?, distinctId: String?, originalId: String?, lib: String?
-        var identities: [String: String]?, isLoginId = false
+        var project: String?
+        var type: String?
+        var distinctId: String?
+        var originalId: String?
+        var lib: String?
+        var identities: [String: String]?
+        var isLoginId = false
         for (key, field) in value.members {
-            if key.textEquals("project") { project = try WireField.string(field, "\(path).project") }
-            else if key.textEquals("type") { type = try WireField.string(field, "\(path).type") }
-            else if key.textEquals("distinctId") { distinctId = try WireField.string(field, "\(path).distinctId") }
-            else if key.textEquals("originalId") { originalId = try WireField.string(field, "\(path).originalId") }
-            else if key.textEquals("lib") { lib = try WireField.string(field, "\(path).lib") }
-            else if key.textEquals("isLoginId") { isLoginId = try WireField.bool(field, "\(path).isLoginId") }
-            else if key.textEquals("identities") { identities = try WireField.identities(field, "\(path).identities") }
+            if key.textEquals("project") {
+                project = try WireField.string(field, "\(path).project")
+            } else if key.textEquals("type") {
+                type = try WireField.string(field, "\(path).type")
+            } else if key.textEquals("distinctId") {
+                distinctId = try WireField.string(field, "\(path).distinctId")
+            } else if key.textEquals("originalId") {
+                originalId = try WireField.string(field, "\(path).originalId")
+            } else if key.textEquals("lib") {
+                lib = try WireField.string(field, "\(path).lib")
+            } else if key.textEquals("isLoginId") {
+                isLoginId = try WireField.bool(field, "\(path).isLoginId")
+            } else if key.textEquals("identities") {
+                identities = try WireField.identities(field, "\(path).identities")
+            }
         }
         guard let project else { throw ContractDecodingError("\(path).project is missing") }
         guard let type else { throw ContractDecodingError("\(path).type is missing") }
@@ -91,10 +104,14 @@ extension ResolveResponse: WireCodable {
             list.reserveCapacity(Int(value.entry.count))
             for (index, element) in try WireField.array(value, "users").enumerated() {
                 guard element.isObject else { throw ContractDecodingError("users[\(index)] is not an object") }
-                var userId: Int64?, created: Bool?
+                var userId: Int64?
+                var created: Bool?
                 for (name, field) in element.members {
-                    if name.textEquals("userId") { userId = try WireField.optionalInt(field, "users[\(index)].userId") }
-                    else if name.textEquals("created") { created = try WireField.bool(field, "users[\(index)].created") }
+                    if name.textEquals("userId") {
+                        userId = try WireField.optionalInt(field, "users[\(index)].userId")
+                    } else if name.textEquals("created") {
+                        created = try WireField.bool(field, "users[\(index)].created")
+                    }
                 }
                 guard let created else { throw ContractDecodingError("users[\(index)].created is missing") }
                 list.append(ResolvedUser(userId: userId, created: created))

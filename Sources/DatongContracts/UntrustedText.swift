@@ -1,4 +1,5 @@
 import DatongJSON
+
 /// Rules for text and numbers that came from a client, shared by the gateway (which refuses a bad
 /// record alone, with a reason) and the collector (which must never let one value fail a COPY).
 package enum UntrustedText {

@@ -64,7 +64,8 @@ package final class EnvelopePrivateKey: @unchecked Sendable {
     /// T = HMAC-SHA1(MAC key, C ‖ L) with L eight zero bytes, or four for BouncyCastle's older
     /// engine (docs/PROTOCOL-ENCRYPTION.md section 2.3).
     private func eciesDecrypt(_ input: [UInt8]) throws(CryptoFailure) -> [UInt8] {
-        let pointLength = 65, tagLength = 20
+        let pointLength = 65
+        let tagLength = 20
         guard input.count > pointLength + tagLength, input[0] == 0x04 else { throw CryptoFailure("not an ECIES key for P-256") }
         let point = Array(input[..<pointLength])
         let ciphertext = Array(input[pointLength..<(input.count - tagLength)])
@@ -73,7 +74,9 @@ package final class EnvelopePrivateKey: @unchecked Sendable {
         defer { EVP_PKEY_free(peer) }
         guard let context = EVP_PKEY_CTX_new(key, nil) else { throw CryptoFailure("ECDH context") }
         defer { EVP_PKEY_CTX_free(context) }
-        guard EVP_PKEY_derive_init(context) == 1, EVP_PKEY_derive_set_peer(context, peer) == 1 else { throw CryptoFailure("the ECIES point is not on the key's curve") }
+        guard EVP_PKEY_derive_init(context) == 1, EVP_PKEY_derive_set_peer(context, peer) == 1 else {
+            throw CryptoFailure("the ECIES point is not on the key's curve")
+        }
         var secretLength = 0
         guard EVP_PKEY_derive(context, nil, &secretLength) == 1 else { throw CryptoFailure("ECDH size") }
         var secret = [UInt8](repeating: 0, count: secretLength)
@@ -136,11 +139,12 @@ package enum EnvelopePayload {
     /// decrypt with `key` (a wrong key shows as bad padding).
     package static func decrypt(_ payload: [UInt8], key: [UInt8]) throws(CryptoFailure) -> [UInt8] {
         guard payload.count >= 32, (payload.count - 16) % 16 == 0 else { throw CryptoFailure("a payload is not IV plus whole AES blocks") }
-        let cipher: OpaquePointer? = switch key.count {
-        case 16: EVP_aes_128_cbc()
-        case 24: EVP_aes_192_cbc()
-        default: EVP_aes_256_cbc()
-        }
+        let cipher: OpaquePointer? =
+            switch key.count {
+            case 16: EVP_aes_128_cbc()
+            case 24: EVP_aes_192_cbc()
+            default: EVP_aes_256_cbc()
+            }
         guard let context = EVP_CIPHER_CTX_new() else { throw CryptoFailure("cipher context") }
         defer { EVP_CIPHER_CTX_free(context) }
         let iv = Array(payload[..<16])

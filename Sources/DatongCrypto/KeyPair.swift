@@ -39,8 +39,9 @@ package struct GeneratedKeyPair: Sendable {
         var key: OpaquePointer?
         guard EVP_PKEY_generate(context, &key) == 1, let key else { throw CryptoFailure("key generation") }
         defer { EVP_PKEY_free(key) }
-        return GeneratedKeyPair(type: type, publicKeyBase64: try Self.der(key, i2d_PUBKEY).base64EncodedString(),
-                                privateKeyDER: Array(try Self.der(key, i2d_PrivateKey)))
+        return GeneratedKeyPair(
+            type: type, publicKeyBase64: try Self.der(key, i2d_PUBKEY).base64EncodedString(),
+            privateKeyDER: Array(try Self.der(key, i2d_PrivateKey)))
     }
 
     private static func der(
@@ -83,7 +84,9 @@ package struct KeySealer: Sendable {
 
     package func open(_ sealed: [UInt8], label: String) throws(CryptoFailure) -> [UInt8] {
         guard sealed.count > 28 else { throw CryptoFailure("sealed key too short") }
-        let nonce = Array(sealed[..<12]), tag = Array(sealed[(sealed.count - 16)...]), body = Array(sealed[12..<(sealed.count - 16)])
+        let nonce = Array(sealed[..<12])
+        let tag = Array(sealed[(sealed.count - 16)...])
+        let body = Array(sealed[12..<(sealed.count - 16)])
         return try gcm(encrypt: false, nonce: nonce, input: body, label: label, tag: tag).output
     }
 

@@ -186,7 +186,7 @@ struct Diff: CtlCommand {
     func execute(_ admin: Admin) async throws -> String {
         let answer = try await admin.send(.GET, try document.path("/diff"), query: document.scope + [("from", String(from)), ("to", String(to))])
         guard let object = try? JSONSerialization.jsonObject(with: Data(answer)) as? [String: Any],
-              let changes = object["changes"] as? [[String: Any]]
+            let changes = object["changes"] as? [[String: Any]]
         else {
             throw CtlFailure.unreachable("datongctl: config-service answered something that is not a diff")
         }
@@ -270,7 +270,8 @@ struct Admin {
         case 400..<500:
             throw CtlFailure.refused(Self.describeRefusal(status: response.status.code, body: bytes))
         default:
-            throw CtlFailure.unreachable("datongctl: config-service failed (HTTP \(response.status.code)): \(String(decoding: bytes.prefix(500), as: UTF8.self))")
+            throw CtlFailure.unreachable(
+                "datongctl: config-service failed (HTTP \(response.status.code)): \(String(decoding: bytes.prefix(500), as: UTF8.self))")
         }
     }
 

@@ -64,9 +64,10 @@ package struct JSONRef: Sendable {
     package var textBytes: ArraySlice<UInt8> {
         let entry = entry
         guard entry.flag else { return document.bytes[Int(entry.start)..<Int(entry.end)] }
-        return ArraySlice(document.bytes.withUnsafeBufferPointer {
-            JSONParser.unescape(UnsafeBufferPointer(rebasing: $0[Int(entry.start)..<Int(entry.end)]))
-        })
+        return ArraySlice(
+            document.bytes.withUnsafeBufferPointer {
+                JSONParser.unescape(UnsafeBufferPointer(rebasing: $0[Int(entry.start)..<Int(entry.end)]))
+            })
     }
 
     /// A number that is an integer fitting 64 bits, read without allocating.
@@ -368,7 +369,7 @@ package struct JSONParser {
             guard index < bytes.count else { throw failure(.syntax) }
             switch bytes[index] {
             case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
-                 UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
                 break
             case UInt8(ascii: "u"):
                 guard index + 4 < bytes.count else { throw failure(.syntax) }

@@ -31,7 +31,8 @@ package enum Migrator {
         precondition(schema.allSatisfy { $0.isLetter || $0 == "_" }, "schema names are plain identifiers")
         let applied: [Migration] = try await pool.transaction { connection in
             try connection.query("SELECT pg_advisory_xact_lock($1)", [String(lockKey)])
-            try connection.execute("""
+            try connection.execute(
+                """
                 CREATE SCHEMA IF NOT EXISTS \(schema);
                 CREATE TABLE IF NOT EXISTS \(schema).schema_migrations (
                     version    integer PRIMARY KEY,
@@ -54,9 +55,11 @@ package enum Migrator {
             return applied
         }
         for migration in applied {
-            logger.info("migration.applied", metadata: [
-                "migration.schema": "\(schema)", "migration.version": "\(migration.version)", "migration.name": "\(migration.name)",
-            ])
+            logger.info(
+                "migration.applied",
+                metadata: [
+                    "migration.schema": "\(schema)", "migration.version": "\(migration.version)", "migration.name": "\(migration.name)",
+                ])
         }
     }
 

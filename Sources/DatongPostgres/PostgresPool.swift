@@ -87,7 +87,10 @@ package final class PostgresPool: Service, Sendable {
     package func close() async {
         let (idle, waiters) = state.withLock { state -> ([PostgresConnection], [CheckedContinuation<Grant, Never>]) in
             state.closed = true
-            defer { state.idle = []; state.waiters = [] }
+            defer {
+                state.idle = []
+                state.waiters = []
+            }
             return (state.idle, state.waiters)
         }
         for waiter in waiters { waiter.resume(returning: .closed) }

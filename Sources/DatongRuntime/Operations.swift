@@ -91,7 +91,8 @@ package func collectBody(
     // the body it announced will never be read. (Other clients are already sending: their body is
     // read up to the limit, which keeps the connection usable for their next request.)
     if request.headers[.expect]?.lowercased() == "100-continue", let declared = request.headers[.contentLength],
-       (Int(declared) ?? .max) > limit {
+        (Int(declared) ?? .max) > limit
+    {
         throw ServiceError(.contentTooLarge, code, "the request body would be larger than \(limit) bytes", closesConnection: true)
     }
     let body = request.body

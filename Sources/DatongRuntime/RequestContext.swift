@@ -43,10 +43,12 @@ package struct RequestIDMiddleware: RouterMiddleware {
 
     static func accept(_ value: String) -> String? {
         guard (1...128).contains(value.utf8.count),
-              value.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ".")
-                  || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
-                  || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0)
-                  || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) })
+            value.utf8.allSatisfy({
+                $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ".")
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
+                    || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0)
+                    || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0)
+            })
         else { return nil }
         return value
     }

@@ -1,4 +1,5 @@
 import DatongCrypto
+
 /// Reads settings from environment variables, with typed parsing and clear errors.
 ///
 /// Every service describes its settings as a struct built from this reader; the README's table
@@ -35,7 +36,8 @@ package struct SettingsReader: Sendable {
         guard token.utf8.count >= ServerSettings.minServiceTokenLength else {
             throw SettingsError(
                 name: "SERVICE_TOKEN", value: token.isEmpty ? "(unset)" : "(\(token.utf8.count) characters)",
-                expected: "the shared secret of the calls between the services, at least \(ServerSettings.minServiceTokenLength) characters, the same for all four (e.g. `openssl rand -hex 24`)"
+                expected:
+                    "the shared secret of the calls between the services, at least \(ServerSettings.minServiceTokenLength) characters, the same for all four (e.g. `openssl rand -hex 24`)"
             )
         }
         return token

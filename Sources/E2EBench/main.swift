@@ -52,7 +52,8 @@ struct Traffic {
             )
         }
         let records = (0..<recordsPerRequest).map { position -> [String: Any] in
-            let sequence = first + position, time = now - Int64(sequence)
+            let sequence = first + position
+            let time = now - Int64(sequence)
             return position % 5 == 4
                 ? SDKTraffic.h5Event(device, sequence: sequence, time: time)
                 : SDKTraffic.appEvent(device, sequence: sequence, time: time)
@@ -77,7 +78,9 @@ let warmUp = try (0..<returningDevices).map { try traffic.request($0, device: $0
 let fullSpeed = try traffic.phase(start: returningDevices, count: requestCount)
 let halfRate = try traffic.phase(start: returningDevices + requestCount, count: requestCount / 2)
 let uploadBytes = (fullSpeed + halfRate).map(\.bytes.count).reduce(0, +) / (fullSpeed.count + halfRate.count)
-Bench.say("e2e-bench: \(requestCount) requests x \(recordsPerRequest) records at full speed, \(requestCount / 2) at half that rate, after a warm-up of \(returningDevices); \(connections) keep-alive connections, \(rounds) rounds, median")
+Bench.say(
+    "e2e-bench: \(requestCount) requests x \(recordsPerRequest) records at full speed, \(requestCount / 2) at half that rate, after a warm-up of \(returningDevices); \(connections) keep-alive connections, \(rounds) rounds, median"
+)
 Bench.say("  requests average \(uploadBytes) bytes on the wire; 7/10 gzip uploads, 3/10 bridge relays; 1/5 from new devices")
 
 // MARK: One round
@@ -154,11 +157,12 @@ func runRound(_ number: Int) async throws -> Round {
         await fleet.stopAll()
         let expected = (warmUp.count + fullSpeed.count + halfRate.count) * recordsPerRequest
         round.rawCopyEventsPerSecond = try await rawCopy(url: url, expected: expected)
-        Bench.say(String(
-            format: "  round %d: %.0f events/s acknowledged; p50/p99/max %.1f/%.1f/%.1f ms, at half rate %.1f/%.1f/%.1f ms; raw COPY %.0f events/s",
-            number, round.eventsPerSecond, round.fullSpeed.p50, round.fullSpeed.p99, round.fullSpeed.max,
-            round.halfRate.p50, round.halfRate.p99, round.halfRate.max, round.rawCopyEventsPerSecond
-        ))
+        Bench.say(
+            String(
+                format: "  round %d: %.0f events/s acknowledged; p50/p99/max %.1f/%.1f/%.1f ms, at half rate %.1f/%.1f/%.1f ms; raw COPY %.0f events/s",
+                number, round.eventsPerSecond, round.fullSpeed.p50, round.fullSpeed.p99, round.fullSpeed.max,
+                round.halfRate.p50, round.halfRate.p99, round.halfRate.max, round.rawCopyEventsPerSecond
+            ))
         return round
     } catch {
         await fleet.stopAll()
@@ -183,7 +187,9 @@ func rawCopy(url: String, expected: Int) async throws -> Double {
 
 func rawCopy(pool: PostgresPool, expected: Int) async throws -> Double {
     let counts = try await pool.withConnection {
-        try $0.query("SELECT (SELECT count(*) FROM collector.events), (SELECT count(DISTINCT event_id) FROM collector.events), (SELECT count(*) FROM collector.rejected)").rows[0]
+        try $0.query(
+            "SELECT (SELECT count(*) FROM collector.events), (SELECT count(DISTINCT event_id) FROM collector.events), (SELECT count(*) FROM collector.rejected)"
+        ).rows[0]
     }
     guard counts == [String(expected), String(expected), "0"] else {
         throw BenchError("expected \(expected) events stored once and none rejected; found events, distinct, rejected = \(counts)")
@@ -223,7 +229,8 @@ struct BinaryCopyChunks: Sendable {
         var offset = 19 + extensionLength
         header = Array(data[..<offset])
         var pieces: [ArraySlice<UInt8>] = []
-        var pieceStart = offset, rows = 0
+        var pieceStart = offset
+        var rows = 0
         while true {
             let fields = Int16(bitPattern: UInt16(data[offset]) << 8 | UInt16(data[offset + 1]))
             if fields == -1 { break }
@@ -312,16 +319,17 @@ let report = Report(
 func verdict(_ met: Bool) -> String { met ? "met" : "**not met**" }
 let rssLimit = 150 * mebibyte
 var table = """
-| measure | value | target |
-|---|---|---|
-| acknowledged events/s, full speed (\(connections) connections) | \(Int(rate)) | ≥ 50,000: \(verdict(rate >= 50_000)) |
-| request latency p50 / p99 / max, full speed | \(String(format: "%.1f / %.1f / %.1f ms", full.p50, full.p99, full.max)) | |
-| request latency p50 / p99 / max at half that rate (\(Int(halfRateAchieved)) events/s) | \(String(format: "%.1f / %.1f / %.1f ms", half.p50, half.p99, half.max)) | p99 ≤ 50 ms: \(verdict(half.p99 <= 50)) |
-| raw binary COPY of the same rows into the same table | \(Int(copyRate)) events/s | end to end at \(String(format: "%.2f", rate / copyRate))x of it |
+    | measure | value | target |
+    |---|---|---|
+    | acknowledged events/s, full speed (\(connections) connections) | \(Int(rate)) | ≥ 50,000: \(verdict(rate >= 50_000)) |
+    | request latency p50 / p99 / max, full speed | \(String(format: "%.1f / %.1f / %.1f ms", full.p50, full.p99, full.max)) | |
+    | request latency p50 / p99 / max at half that rate (\(Int(halfRateAchieved)) events/s) | \(String(format: "%.1f / %.1f / %.1f ms", half.p50, half.p99, half.max)) | p99 ≤ 50 ms: \(verdict(half.p99 <= 50)) |
+    | raw binary COPY of the same rows into the same table | \(Int(copyRate)) events/s | end to end at \(String(format: "%.2f", rate / copyRate))x of it |
 
-"""
+    """
 let cpuTotal = cpu.values.reduce(0, +)
-table += "| CPU per acknowledged event at full speed | \(String(format: "%.0f", cpuTotal)) µs: "
+table +=
+    "| CPU per acknowledged event at full speed | \(String(format: "%.0f", cpuTotal)) µs: "
     + cpuColumns.map { "\($0) \(String(format: "%.1f", cpu[$0]!))" }.joined(separator: ", ") + " | |\n"
 for name in ServiceFleet.names {
     let peak = Double(peaks[name]!)
@@ -334,16 +342,16 @@ let encoder = JSONEncoder()
 encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
 try encoder.encode(report).write(to: URL(fileURLWithPath: "\(outDirectory)/e2e.json"))
 let markdown = """
-# End-to-end benchmark: last run
+    # End-to-end benchmark: last run
 
-Written by `scripts/bench e2e` on \(report.date) (\(report.machine); every service, PostgreSQL and the
-load generator on this one machine). \(rounds) rounds, medians; each round: a fresh database, the four
-release-built services as separate processes, a warm-up of \(returningDevices) requests, then
-\(requestCount) requests of \(recordsPerRequest) records as fast as \(connections) keep-alive connections
-are answered, then \(requestCount / 2) more at half that rate. Peak RSS is the highest `VmHWM` of any round.
-Events/s of each round at full speed: \(results.map { String(Int($0.eventsPerSecond)) }.joined(separator: ", ")).
+    Written by `scripts/bench e2e` on \(report.date) (\(report.machine); every service, PostgreSQL and the
+    load generator on this one machine). \(rounds) rounds, medians; each round: a fresh database, the four
+    release-built services as separate processes, a warm-up of \(returningDevices) requests, then
+    \(requestCount) requests of \(recordsPerRequest) records as fast as \(connections) keep-alive connections
+    are answered, then \(requestCount / 2) more at half that rate. Peak RSS is the highest `VmHWM` of any round.
+    Events/s of each round at full speed: \(results.map { String(Int($0.eventsPerSecond)) }.joined(separator: ", ")).
 
-\(table)
-"""
+    \(table)
+    """
 try Data(markdown.utf8).write(to: URL(fileURLWithPath: "\(outDirectory)/e2e.md"))
 print("e2e-bench: wrote \(outDirectory)/e2e.json and \(outDirectory)/e2e.md")

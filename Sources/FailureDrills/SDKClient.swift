@@ -103,7 +103,9 @@ final class SDKClient: Sendable {
             return HTTPLoad.Request("POST", "/v1/bridge?project=default", body: SDKTraffic.relayBody(device, records: records, serverURL: serverURL))
         }
         let records = (0..<Self.recordsPerBatch).map { position -> [String: Any] in
-            let sequence = first + position, time = base - Int64(sequence), tag = "d\(number)-\(position)"
+            let sequence = first + position
+            let time = base - Int64(sequence)
+            let tag = "d\(number)-\(position)"
             return position % 5 == 4
                 ? SDKTraffic.h5Event(device, sequence: sequence, time: time, tag: tag)
                 : SDKTraffic.appEvent(device, sequence: sequence, time: time, tag: tag)

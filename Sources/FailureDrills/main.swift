@@ -16,7 +16,8 @@ import Synchronization
 let stepSeconds = Bench.option("--seconds", default: 3)
 let workers = Bench.option("--workers", default: 8)
 guard let adminURL = ProcessInfo.processInfo.environment["DATABASE_URL"], let binDirectory = Bench.text("--bin"),
-      let restartPostgres = Bench.text("--restart-postgres") else {
+    let restartPostgres = Bench.text("--restart-postgres")
+else {
     print("failure-drills: needs DATABASE_URL, --bin DIR and --restart-postgres COMMAND; scripts/drill sets them")
     exit(2)
 }
@@ -44,7 +45,9 @@ let load = Task { await client.run(workers: workers) }
 func progress(_ label: String) {
     let tally = client.snapshot
     let retried = tally.retriedStatuses.sorted { $0.key < $1.key }.map { "\($0.value)×\($0.key)" }.joined(separator: " ")
-    Bench.say("    \(label): \(tally.acknowledged.count) batches acknowledged; retried after \(tally.networkErrors) network errors\(retried.isEmpty ? "" : " and " + retried)")
+    Bench.say(
+        "    \(label): \(tally.acknowledged.count) batches acknowledged; retried after \(tally.networkErrors) network errors\(retried.isEmpty ? "" : " and " + retried)"
+    )
 }
 
 say("steady load: \(workers) SDK-like clients, \(stepSeconds) s")
@@ -79,10 +82,12 @@ let stored = try await pool.withConnection { connection in
     try connection.query("SELECT properties->>'datong_tag' FROM analytics.events").rows.map { $0[0] ?? "" }
 }
 let counts = try await pool.withConnection { connection in
-    try connection.query("""
+    try connection.query(
+        """
         SELECT (SELECT count(*) FROM collector.events), (SELECT count(*) FROM collector.rejected),
                sum(received), sum(stored), sum(duplicates), sum(rejected) FROM analytics.ingest_counts
-        """).rows[0].map { Int($0 ?? "") ?? -1 }
+        """
+    ).rows[0].map { Int($0 ?? "") ?? -1 }
 }
 await pool.close()
 var seen: [String: Int] = [:]
@@ -91,14 +96,20 @@ let expected = tally.acknowledged.flatMap(SDKClient.tags(of:))
 let missing = expected.filter { seen[$0] == nil }
 let repeated = seen.filter { $0.value > 1 }
 check(tally.acknowledged.count > 0, "\(tally.acknowledged.count) batches (\(expected.count) events) acknowledged during the drills")
-check(missing.isEmpty, "every acknowledged event is in analytics.events (\(missing.count) missing\(missing.isEmpty ? "" : ", e.g. " + missing.prefix(3).joined(separator: ", ")))")
+check(
+    missing.isEmpty,
+    "every acknowledged event is in analytics.events (\(missing.count) missing\(missing.isEmpty ? "" : ", e.g. " + missing.prefix(3).joined(separator: ", ")))")
 check(repeated.isEmpty, "no event is stored twice (\(repeated.count) stored more than once)")
 check(tally.dropped.isEmpty, "no batch was refused for good (\(tally.dropped.prefix(3).joined(separator: "; ")))")
 check(counts[1] == 0, "nothing rejected (\(counts[1]) rejected records)")
-check(counts[2] == counts[3] + counts[4] + counts[5], "ingest_counts: received \(counts[2]) = stored \(counts[3]) + duplicates \(counts[4]) + rejected \(counts[5])")
+check(
+    counts[2] == counts[3] + counts[4] + counts[5],
+    "ingest_counts: received \(counts[2]) = stored \(counts[3]) + duplicates \(counts[4]) + rejected \(counts[5])")
 check(counts[3] == counts[0], "ingest_counts: stored \(counts[3]) = rows in analytics.events \(counts[0])")
 check(counts[5] == counts[1], "ingest_counts: rejected \(counts[5]) = rows in analytics.rejected \(counts[1])")
-Bench.say("    \(stored.count - expected.count) events stored beyond the acknowledged ones (sent, stored, but the answer was lost to a kill; the SDK would send them again and they would count as duplicates)")
+Bench.say(
+    "    \(stored.count - expected.count) events stored beyond the acknowledged ones (sent, stored, but the answer was lost to a kill; the SDK would send them again and they would count as duplicates)"
+)
 
 // MARK: Overload
 
@@ -124,7 +135,9 @@ let outcome = try await HTTPLoad.run(port: fleet.gatewayPort, requests: flood, c
 sampler.cancel()
 let peaks = await sampler.value
 let answered = statuses.withLock { $0 }
-Bench.say("    \(answered.sorted { $0.key < $1.key }.map { "\($0.value)×\($0.key)" }.joined(separator: " ")) in \(String(format: "%.1f", outcome.elapsed)) s; p99 \(String(format: "%.0f", outcome.percentile(0.99) * 1000)) ms")
+Bench.say(
+    "    \(answered.sorted { $0.key < $1.key }.map { "\($0.value)×\($0.key)" }.joined(separator: " ")) in \(String(format: "%.1f", outcome.elapsed)) s; p99 \(String(format: "%.0f", outcome.percentile(0.99) * 1000)) ms"
+)
 check(Set(answered.keys).isSubset(of: [200, 503]), "every answer is 200 or 503")
 check((answered[503] ?? 0) > 0, "overload is answered with 503 (\(answered[503] ?? 0) of \(flood.count))")
 check(withoutRetryAfter.load(ordering: .relaxed) == 0, "every 503 carries Retry-After")

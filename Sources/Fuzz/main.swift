@@ -39,8 +39,10 @@ func checkStorable(_ outcome: GatewayHotPath.Outcome, _ input: [UInt8]) {
         if let problem = UntrustedText.storageProblem(ofJSONObject: record.properties) {
             violated("accepted properties PostgreSQL refuses: \(problem)", input)
         }
-        let texts = [record.type, record.event, record.distinctId, record.anonymousId, record.loginId, record.lib,
-                     record.libVersion, record.appVersion, record.itemType, record.itemId, record.project]
+        let texts = [
+            record.type, record.event, record.distinctId, record.anonymousId, record.loginId, record.lib,
+            record.libVersion, record.appVersion, record.itemType, record.itemId, record.project,
+        ]
         for text in texts.compactMap({ $0 }) where text.utf8.contains(0) { violated("an accepted field holds NUL", input) }
         for id in [record.distinctId, record.anonymousId, record.loginId].compactMap({ $0 }) where id.utf8.count > IDRule.maxBytes {
             violated("an accepted id is over \(IDRule.maxBytes) bytes", input)
@@ -52,11 +54,12 @@ func checkStorable(_ outcome: GatewayHotPath.Outcome, _ input: [UInt8]) {
 /// The published test keys (Tests/Fixtures/sensors/encryption-test-keys.json), for the envelopes target.
 let testKeys: GatewayHotPath.ProjectKeysHandle? = {
     guard let data = FileManager.default.contents(atPath: "Tests/Fixtures/sensors/encryption-test-keys.json"),
-          let file = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let keys = file["keys"] as? [[String: Any]]
+        let file = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let keys = file["keys"] as? [[String: Any]]
     else { return nil }
     let parsed: [(pkv: Int, type: KeyType, pkcs8DER: [UInt8])] = keys.compactMap { key in
         guard let pkv = key["pkv"] as? Int, let type = (key["type"] as? String).flatMap(KeyType.init(rawValue:)),
-              let der = (key["privateKeyPKCS8"] as? String).flatMap({ Data(base64Encoded: $0) }) else { return nil }
+            let der = (key["privateKeyPKCS8"] as? String).flatMap({ Data(base64Encoded: $0) })
+        else { return nil }
         return (pkv, type, Array(der))
     }
     return try? GatewayHotPath.ProjectKeysHandle(parsed)
@@ -73,9 +76,11 @@ let targets: [String: ([UInt8]) -> Void] = [
         checkStorable(outcome, input)
     },
     "relay": { input in
-        guard let outcome = try? GatewayHotPath.prepareRelay(
-            body: input, project: "production", whitelistedPages: ["*.example.com"], limits: limits, now: now
-        ) else { return }
+        guard
+            let outcome = try? GatewayHotPath.prepareRelay(
+                body: input, project: "production", whitelistedPages: ["*.example.com"], limits: limits, now: now
+            )
+        else { return }
         checkStorable(outcome, input)
     },
     "gzip": { input in
@@ -88,7 +93,7 @@ let targets: [String: ([UInt8]) -> Void] = [
         guard let document = try? JSONParser.parse(input, maxDepth: 64) else { return }
         for (index, entry) in document.entries.enumerated() {
             guard Int(entry.next) > index, Int(entry.next) <= document.entries.count, entry.start >= 0,
-                  Int(entry.end) <= input.count, entry.start <= entry.end
+                Int(entry.end) <= input.count, entry.start <= entry.end
             else { violated("an entry points outside the document", input) }
             let value = JSONRef(document: document, index: index)
             switch entry.kind {
@@ -142,7 +147,8 @@ func writeSeeds(fixtures: URL, output: URL) throws {
         try write("form", "python-\(index)", Array(body.utf8))
         let form = URLComponents(string: "?" + body.replacingOccurrences(of: "+", with: "%2B"))?.queryItems ?? []
         if let data = form.first(where: { $0.name == "data_list" || $0.name == "data" })?.value,
-           let gzipped = Data(base64Encoded: data.replacingOccurrences(of: " ", with: "+")) {
+            let gzipped = Data(base64Encoded: data.replacingOccurrences(of: " ", with: "+"))
+        {
             try write("gzip", "python-\(index)", Array(gzipped))
             if let json = try? gzipped.withUnsafeBytes({ try GatewayHotPath.inflate($0, limit: 1 << 20) }) {
                 try write("records", "python-\(index)", json)
@@ -172,7 +178,7 @@ func writeSeeds(fixtures: URL, output: URL) throws {
     if let text = try? String(contentsOf: fixtures.appendingPathComponent("android-sdk-encrypt.jsonl"), encoding: .utf8) {
         for (index, line) in text.split(separator: "\n").enumerated() {
             guard let request = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], let body = request["body"] as? String,
-                  let dataList = URLComponents(string: "?" + body)?.queryItems?.first(where: { $0.name == "data_list" })?.value
+                let dataList = URLComponents(string: "?" + body)?.queryItems?.first(where: { $0.name == "data_list" })?.value
             else { continue }
             try write("envelopes", "android-\(index)", Array(dataList.utf8))
             count += 1
@@ -195,12 +201,17 @@ func writeSeeds(fixtures: URL, output: URL) throws {
 
 var arguments = CommandLine.arguments
 guard arguments.count >= 2 else {
-    print("usage: datong-fuzz TARGET [libFuzzer options] [CORPUS ...] | datong-fuzz seed FIXTURES_DIR OUT_DIR\ntargets: \(targets.keys.sorted().joined(separator: ", "))")
+    print(
+        "usage: datong-fuzz TARGET [libFuzzer options] [CORPUS ...] | datong-fuzz seed FIXTURES_DIR OUT_DIR\ntargets: \(targets.keys.sorted().joined(separator: ", "))"
+    )
     exit(2)
 }
 let name = arguments.remove(at: 1)
 if name == "seed" {
-    guard arguments.count == 3 else { print("usage: datong-fuzz seed FIXTURES_DIR OUT_DIR"); exit(2) }
+    guard arguments.count == 3 else {
+        print("usage: datong-fuzz seed FIXTURES_DIR OUT_DIR")
+        exit(2)
+    }
     try writeSeeds(fixtures: URL(fileURLWithPath: arguments[1]), output: URL(fileURLWithPath: arguments[2]))
     exit(0)
 }
@@ -219,25 +230,26 @@ func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
 }
 
 #if FUZZING
-var argc = Int32(arguments.count)
-var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-let status = argv.withUnsafeMutableBufferPointer { buffer -> Int32 in
-    var pointer: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = buffer.baseAddress
-    return LLVMFuzzerRunDriver(&argc, &pointer) { data, size in fuzzOneInput(data, size) }
-}
-exit(status)
-#else
-// Replay: each file (or each file in a directory) once, as a test of the crash inputs kept.
-var replayed = 0
-for path in arguments.dropFirst() {
-    var isDirectory: ObjCBool = false
-    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { continue }
-    let files = isDirectory.boolValue
-        ? try FileManager.default.contentsOfDirectory(atPath: path).sorted().map { "\(path)/\($0)" } : [path]
-    for file in files {
-        target(Array(try Data(contentsOf: URL(fileURLWithPath: file))))
-        replayed += 1
+    var argc = Int32(arguments.count)
+    var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+    let status = argv.withUnsafeMutableBufferPointer { buffer -> Int32 in
+        var pointer: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = buffer.baseAddress
+        return LLVMFuzzerRunDriver(&argc, &pointer) { data, size in fuzzOneInput(data, size) }
     }
-}
-print("datong-fuzz \(name): replayed \(replayed) inputs, no failure")
+    exit(status)
+#else
+    // Replay: each file (or each file in a directory) once, as a test of the crash inputs kept.
+    var replayed = 0
+    for path in arguments.dropFirst() {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { continue }
+        let files =
+            isDirectory.boolValue
+            ? try FileManager.default.contentsOfDirectory(atPath: path).sorted().map { "\(path)/\($0)" } : [path]
+        for file in files {
+            target(Array(try Data(contentsOf: URL(fileURLWithPath: file))))
+            replayed += 1
+        }
+    }
+    print("datong-fuzz \(name): replayed \(replayed) inputs, no failure")
 #endif

@@ -24,7 +24,9 @@ struct AppDownloadsHandler: Sendable {
     func document(_ request: Request, context: DatongRequestContext) async throws -> Response {
         let file = context.parameters.get("file") ?? ""
         guard let kind = Self.files[file] else {
-            throw ServiceError(.notFound, "unknown_config", "there is no file '\(UntrustedText.quoted(file, limit: 64))'; use \(Self.files.keys.sorted().joined(separator: ", "))")
+            throw ServiceError(
+                .notFound, "unknown_config",
+                "there is no file '\(UntrustedText.quoted(file, limit: 64))'; use \(Self.files.keys.sorted().joined(separator: ", "))")
         }
         let query = request.uri.queryParameters
         let project = try requestProject(query["project"].map(String.init))
@@ -106,8 +108,8 @@ struct AppDownloadsHandler: Sendable {
     ) async throws -> Response {
         let path = "/v1/projects/\(linksProject)/\(DocumentKind.appLinks.rawValue)"
         guard case .document(let documentTag, let body) = try await config.fetchDocument(path, etag: nil, maxBytes: 1 << 20, logger: context.logger),
-              let document = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
-              let file = build(document)
+            let document = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+            let file = build(document)
         else {
             throw ServiceError(.notFound, "no_app_links", "project '\(linksProject)' publishes no app-links with what \(name) needs")
         }

@@ -43,13 +43,17 @@ package struct BridgeHandler: Sendable {
             }
         }
         let ignored = results.count(where: { $0.status == .ignored })
-        context.logger.debug("bridge.stored", metadata: [
-            "bridge.project": "\(project)", "bridge.stored": "\(stored.stored)", "bridge.duplicates": "\(stored.duplicates)",
-            "bridge.rejected": "\(stored.rejected)", "bridge.ignored": "\(ignored)",
-        ])
-        return try jsonResponse(.ok, encoding: BridgeAnswer(
-            stored: stored.stored, duplicates: stored.duplicates, rejected: stored.rejected, ignored: ignored, results: results
-        ))
+        context.logger.debug(
+            "bridge.stored",
+            metadata: [
+                "bridge.project": "\(project)", "bridge.stored": "\(stored.stored)", "bridge.duplicates": "\(stored.duplicates)",
+                "bridge.rejected": "\(stored.rejected)", "bridge.ignored": "\(ignored)",
+            ])
+        return try jsonResponse(
+            .ok,
+            encoding: BridgeAnswer(
+                stored: stored.stored, duplicates: stored.duplicates, rejected: stored.rejected, ignored: ignored, results: results
+            ))
     }
 }
 

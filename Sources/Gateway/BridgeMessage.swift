@@ -1,5 +1,6 @@
 import DatongContracts
 import DatongJSON
+
 /// One raw message an app received from an H5 page through its JS bridge (docs/PROTOCOL.md section 3),
 /// read into the record it carries. Pure.
 package enum BridgeMessage: Sendable {
@@ -32,7 +33,7 @@ package enum BridgeMessage: Sendable {
         if data.isObject { return .success(.record(data)) }
         // Some app wrappers pass `data` as JSON text rather than an object.
         guard let text = data.stringValue,
-              let record = try? JSONParser.parse(Array(text.utf8), maxDepth: limits.maxJSONDepth).root, record.isObject
+            let record = try? JSONParser.parse(Array(text.utf8), maxDepth: limits.maxJSONDepth).root, record.isObject
         else {
             return .failure(.init(data.kind == .string ? "data is text that is not a JSON object" : "an app_h5_track message has no data object"))
         }

@@ -75,8 +75,9 @@ package struct AppContext: Sendable, Equatable {
         case .string(let value)? where value.utf8.count <= limits.maxStringLength: pageURL = value
         default: throw .init("app.page_url must be a string of at most \(limits.maxStringLength) bytes")
         }
-        self.init(server: server, anonymousID: anonymousID, loginID: loginID, identities: identities,
-                  properties: properties, appVersion: appVersion, pageURL: pageURL)
+        self.init(
+            server: server, anonymousID: anonymousID, loginID: loginID, identities: identities,
+            properties: properties, appVersion: appVersion, pageURL: pageURL)
     }
 
     /// Why an app property cannot be put on events, or nil: presets are strings, numbers or
@@ -143,10 +144,11 @@ enum BridgeRewriter {
         }
         let matchesApp = target == app.server && target.project == project
         guard matchesApp || whitelists.allowsServer(target) else {
-            return .failure(.init(
-                "server_url \(target) matches neither the app's server \(app.server) for project \(project) "
-                    + "nor project \(project)'s server-URL whitelist"
-            ))
+            return .failure(
+                .init(
+                    "server_url \(target) matches neither the app's server \(app.server) for project \(project) "
+                        + "nor project \(project)'s server-URL whitelist"
+                ))
         }
         if let problem = whitelists.pageProblem(pageURL: fields.properties?["$url"]?.stringValue ?? app.pageURL, project: project) {
             return .failure(.init(problem))

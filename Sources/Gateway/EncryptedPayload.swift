@@ -48,7 +48,8 @@ enum EncryptedPayload {
             switch self {
             case .malformed(let why): return "the envelope is malformed: \(why)"
             case .unknownKey(let pkv):
-                return "project \(project) has no active key pkv \(pkv); the envelope is kept as received, to be replayed once the key is back (scripts/replay-encrypted)"
+                return
+                    "project \(project) has no active key pkv \(pkv); the envelope is kept as received, to be replayed once the key is back (scripts/replay-encrypted)"
             case .unusableKey(let pkv, let why): return "key pkv \(pkv) cannot be opened (\(why)); the envelope is kept for replay (scripts/replay-encrypted)"
             case .undecryptable(let pkv, let why): return "the envelope does not decrypt with key pkv \(pkv): \(why)"
             }
@@ -78,7 +79,9 @@ enum EncryptedPayload {
             default: return .failure(.malformed("payloads is neither a list nor a string"))
             }
         }
-        guard !payloads.isEmpty, payloads.count <= limits.maxRecordsPerRequest else { return .failure(.malformed("no payloads, or more than a request may hold")) }
+        guard !payloads.isEmpty, payloads.count <= limits.maxRecordsPerRequest else {
+            return .failure(.malformed("no payloads, or more than a request may hold"))
+        }
         guard let key = keys.privateKeys[pkv] else {
             if let why = keys.unusable[pkv] { return .failure(.unusableKey(pkv, why)) }
             return .failure(.unknownKey(pkv))

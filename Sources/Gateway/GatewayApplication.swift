@@ -24,11 +24,13 @@ package func buildGatewayApplication(
     let uploads = UploadHandler(limits: settings.limits, ingest: ingest, projects: projects, whitelists: whitelists, keyring: keyring)
     let bridge = BridgeHandler(limits: settings.limits, whitelists: whitelists, ingest: ingest, projects: projects)
 
-    let router = makeServiceRouter(runtime: runtime, readiness: [
-        ReadinessCheck("identity-service") { await identity.isHealthy() },
-        ReadinessCheck("collector") { await collector.isHealthy() },
-        ReadinessCheck("config-service") { await config.isHealthy() },
-    ])
+    let router = makeServiceRouter(
+        runtime: runtime,
+        readiness: [
+            ReadinessCheck("identity-service") { await identity.isHealthy() },
+            ReadinessCheck("collector") { await collector.isHealthy() },
+            ReadinessCheck("config-service") { await config.isHealthy() },
+        ])
     router.addMiddleware { AdmissionMiddleware(limit: settings.maxInFlightRequests) }
     // Browser transports (ajax with credentials, sendBeacon) need CORS answers, preflight included.
     router.addMiddleware {

@@ -56,6 +56,8 @@ func readRequestBody(_ request: Request, limits: UploadLimits) async throws -> [
             invalid: ServiceError.badRequest("invalid_gzip", "Content-Encoding is gzip but the body is not valid gzip")
         )
     default:
-        throw ServiceError(.unsupportedMediaType, "unsupported_content_encoding", "Content-Encoding '\(UntrustedText.quoted(encoding, limit: 32))' is not supported; send gzip or nothing")
+        throw ServiceError(
+            .unsupportedMediaType, "unsupported_content_encoding",
+            "Content-Encoding '\(UntrustedText.quoted(encoding, limit: 32))' is not supported; send gzip or nothing")
     }
 }

@@ -80,7 +80,9 @@ package struct RecordNormalizer: Sendable {
         if !(fields.timeFree?.isTrue ?? false) {
             let pastLimit = now - Int64(limits.timeWindowPastDays) * 86_400_000
             let futureLimit = now + Int64(limits.timeWindowFutureMinutes) * 60_000
-            guard time >= pastLimit else { return reject("time \(time) is more than \(limits.timeWindowPastDays) days in the past (send time_free: true for an import of history)") }
+            guard time >= pastLimit else {
+                return reject("time \(time) is more than \(limits.timeWindowPastDays) days in the past (send time_free: true for an import of history)")
+            }
             guard time <= futureLimit else { return reject("time \(time) is more than \(limits.timeWindowFutureMinutes) minutes in the future") }
         }
 
@@ -165,10 +167,13 @@ package struct RecordNormalizer: Sendable {
             itemType: itemType, itemId: itemID, libMethod: libMethod, libDetail: libDetail, originalId: originalID,
             identities: identities
         )
-        let identity = isItem ? nil : IdentityRecord(
-            project: project, type: type, distinctId: distinctID ?? "",
-            originalId: originalID, identities: identities, isLoginId: isLoginID, lib: libName
-        )
+        let identity =
+            isItem
+            ? nil
+            : IdentityRecord(
+                project: project, type: type, distinctId: distinctID ?? "",
+                originalId: originalID, identities: identities, isLoginId: isLoginID, lib: libName
+            )
         let token = bridged == nil ? fields.token?.stringValue.flatMap { $0.isEmpty ? nil : $0 } : nil
         return .success(NormalizedRecord(collect: collect, identity: identity, token: token))
     }
@@ -250,7 +255,8 @@ package struct RecordNormalizer: Sendable {
     static func nameProblem(utf8 name: UnsafeBufferPointer<UInt8>) -> String? {
         guard name.count > 0, name.count <= 100 else { return nameRule }
         for (index, byte) in name.enumerated() {
-            let isLetter = (byte | 0x20) >= UInt8(ascii: "a") && (byte | 0x20) <= UInt8(ascii: "z")
+            let isLetter =
+                (byte | 0x20) >= UInt8(ascii: "a") && (byte | 0x20) <= UInt8(ascii: "z")
                 || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "$")
             let isDigit = byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")
             guard isLetter || (isDigit && index > 0) else { return nameRule }
@@ -262,7 +268,8 @@ package struct RecordNormalizer: Sendable {
         func matches(_ reserved: [UInt8]) -> Bool {
             zip(reserved, name).allSatisfy { $0 == $1 || $0 == $1 | 0x20 }
         }
-        let isReserved = reservedNameBytes.contains { $0.count == name.count && matches($0) }
+        let isReserved =
+            reservedNameBytes.contains { $0.count == name.count && matches($0) }
             || reservedPrefixes.contains { $0.count <= name.count && matches($0) }
         return isReserved ? "'\(UntrustedText.quoted(String(decoding: name, as: UTF8.self)))' is a reserved name" : nil
     }

@@ -1,5 +1,6 @@
 import DatongContracts
 import DatongJSON
+
 /// The top-level fields of a record the normalizer reads, found in one pass over its members.
 /// A repeated key keeps its last value, as JavaScript reads it.
 package struct RecordFields {
@@ -26,23 +27,41 @@ package struct RecordFields {
 
     init(_ record: JSONRef) {
         for (key, value) in record.members {
-            if key.textEquals("type") { type = value }
-            else if key.textEquals("event") { event = value }
-            else if key.textEquals("time") { time = value }
-            else if key.textEquals("distinct_id") { distinctID = value }
-            else if key.textEquals("properties") { properties = value }
-            else if key.textEquals("lib") { lib = value }
-            else if key.textEquals("identities") { identities = value }
-            else if key.textEquals("project") { project = value }
-            else if key.textEquals("anonymous_id") { anonymousID = value }
-            else if key.textEquals("login_id") { loginID = value }
-            else if key.textEquals("original_id") { originalID = value }
-            else if key.textEquals("item_type") { itemType = value }
-            else if key.textEquals("item_id") { itemID = value }
-            else if key.textEquals("_hybrid_h5") { hybrid = value }
-            else if key.textEquals("server_url") { serverURL = value }
-            else if key.textEquals("token") { token = value }
-            else if key.textEquals("time_free") { timeFree = value }
+            if key.textEquals("type") {
+                type = value
+            } else if key.textEquals("event") {
+                event = value
+            } else if key.textEquals("time") {
+                time = value
+            } else if key.textEquals("distinct_id") {
+                distinctID = value
+            } else if key.textEquals("properties") {
+                properties = value
+            } else if key.textEquals("lib") {
+                lib = value
+            } else if key.textEquals("identities") {
+                identities = value
+            } else if key.textEquals("project") {
+                project = value
+            } else if key.textEquals("anonymous_id") {
+                anonymousID = value
+            } else if key.textEquals("login_id") {
+                loginID = value
+            } else if key.textEquals("original_id") {
+                originalID = value
+            } else if key.textEquals("item_type") {
+                itemType = value
+            } else if key.textEquals("item_id") {
+                itemID = value
+            } else if key.textEquals("_hybrid_h5") {
+                hybrid = value
+            } else if key.textEquals("server_url") {
+                serverURL = value
+            } else if key.textEquals("token") {
+                token = value
+            } else if key.textEquals("time_free") {
+                timeFree = value
+            }
         }
     }
 }
@@ -107,10 +126,13 @@ struct PropertiesReading {
                                 reading.time = value
                                 continue
                             }
-                            if Self.equals(name, "$lib") { reading.lib = value }
-                            else if Self.equals(name, "$lib_version") { reading.libVersion = value }
-                            else if Self.equals(name, "$app_version") { reading.appVersion = value }
-                            else if Self.equals(name, "$is_login_id") {
+                            if Self.equals(name, "$lib") {
+                                reading.lib = value
+                            } else if Self.equals(name, "$lib_version") {
+                                reading.libVersion = value
+                            } else if Self.equals(name, "$app_version") {
+                                reading.appVersion = value
+                            } else if Self.equals(name, "$is_login_id") {
                                 // A flag on the record (its distinct_id is a login id), not data: the
                                 // server SDKs add it when told isLoginId (sa-sdk-go track.go TrackEvent,
                                 // `properties["$is_login_id"] = true`). Read here, never stored, on

@@ -64,7 +64,8 @@ struct SDKConfigHandler: Sendable {
     /// `supportTransportEncrypt` when the project allows `gzip=13`.
     static func keyConfigs(_ keys: ProjectKeys) -> [String: Any] {
         var configs: [String: Any] = [:]
-        let rsa = keys.newest(.rsa), ec = keys.newest(.ec)
+        let rsa = keys.newest(.rsa)
+        let ec = keys.newest(.ec)
         var key: [String: Any] = [:]
         if let rsa { key = ["pkv": rsa.pkv, "public_key": rsa.publicKey] }
         if let ec, let text = try? JSONSerialization.data(withJSONObject: ["pkv": ec.pkv, "type": "EC", "public_key": ec.publicKey], options: [.sortedKeys]) {
@@ -72,8 +73,10 @@ struct SDKConfigHandler: Sendable {
         }
         if !key.isEmpty { configs["key"] = key }
         if let preferred = ec ?? rsa {
-            configs["key_v2"] = ["pkv": preferred.pkv, "type": preferred.type == KeyType.ec.rawValue ? KeyType.ec.sdkType : KeyType.rsa.sdkType,
-                                 "public_key": preferred.publicKey]
+            configs["key_v2"] = [
+                "pkv": preferred.pkv, "type": preferred.type == KeyType.ec.rawValue ? KeyType.ec.sdkType : KeyType.rsa.sdkType,
+                "public_key": preferred.publicKey,
+            ]
         }
         if keys.transportEncryption { configs["supportTransportEncrypt"] = true }
         return configs
@@ -85,13 +88,17 @@ struct SDKConfigHandler: Sendable {
     func visual(_ request: Request, context: DatongRequestContext) async throws -> Response {
         let file = context.parameters.get("file") ?? ""
         guard let platform = Self.visualPlatforms[file] else {
-            throw ServiceError(.notFound, "unknown_config", "there is no visual config file '\(UntrustedText.quoted(file, limit: 64))'; use iOS.conf, Android.conf or Web.conf")
+            throw ServiceError(
+                .notFound, "unknown_config", "there is no visual config file '\(UntrustedText.quoted(file, limit: 64))'; use iOS.conf, Android.conf or Web.conf"
+            )
         }
         let query = request.uri.queryParameters
         var callback: String?
         if let name = query["callbackName"].map(String.init) {
             guard platform == "web", Self.isCallbackName(name) else {
-                throw ServiceError.badRequest("invalid_callback", "callbackName must be a JavaScript identifier path (letters, digits, _, $ and dots, at most 64 characters), for Web.conf only")
+                throw ServiceError.badRequest(
+                    "invalid_callback",
+                    "callbackName must be a JavaScript identifier path (letters, digits, _, $ and dots, at most 64 characters), for Web.conf only")
             }
             callback = name
         }

@@ -43,7 +43,7 @@ enum SDKPaths {
         if endpoints.contains(last) { return String(path[slash...]) }
         // Config downloads: …/config/X.conf, …/config/visualized/X.conf and …/config/X.json.
         guard last.hasSuffix(".conf") || last.hasSuffix(".json"), let config = route.range(of: "/config/", options: .backwards),
-              config.lowerBound != route.startIndex
+            config.lowerBound != route.startIndex
         else { return nil }
         let rest = route[config.upperBound...]
         guard !rest.contains("/") || (rest.hasPrefix("visualized/") && rest.dropFirst("visualized/".count).contains("/") == false) else {

@@ -37,7 +37,8 @@ struct FormParameters: Sendable {
             if byte == UInt8(ascii: "+") {
                 out.append(UInt8(ascii: " "))
             } else if byte == UInt8(ascii: "%"), index + 2 < bytes.endIndex,
-                      let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2]) {
+                let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2])
+            {
                 out.append(high << 4 | low)
                 index += 3
                 continue
@@ -231,8 +232,9 @@ package enum UploadPayload {
     }
 
     static func inflate(_ bytes: [UInt8], limit: Int) throws -> [UInt8] {
-        try inflateGzip(ByteBuffer(bytes: bytes), limit: limit, tooLarge: tooLarge(limit),
-                        invalid: ServiceError.badRequest("invalid_gzip", "gzip=1 but the data is not valid gzip"))
+        try inflateGzip(
+            ByteBuffer(bytes: bytes), limit: limit, tooLarge: tooLarge(limit),
+            invalid: ServiceError.badRequest("invalid_gzip", "gzip=1 but the data is not valid gzip"))
     }
 
     static func tooLarge(_ limit: Int) -> ServiceError {

@@ -43,7 +43,9 @@ struct UploadHandler: Sendable {
             // Never a status the SDK deletes the batch for: without keys the answer is a 503.
             guard keyring.canDecrypt else {
                 context.logger.error("encryption.no_master_key")
-                throw ServiceError.unavailable("encryption_unavailable", "this gateway has no ENCRYPTION_MASTER_KEY, so it cannot open encrypted payloads; the SDK keeps the batch and retries")
+                throw ServiceError.unavailable(
+                    "encryption_unavailable",
+                    "this gateway has no ENCRYPTION_MASTER_KEY, so it cannot open encrypted payloads; the SDK keeps the batch and retries")
             }
             keys = try await keyring.keys(for: try requestProject(parameters["project"]), logger: context.logger)
         }
@@ -66,13 +68,17 @@ struct UploadHandler: Sendable {
 
         let result = try await ingest.store(upload.accepted, rejected: upload.rejected, receivedAt: receivedAt, context: context)
         if !result.rejectedIndexes.isEmpty {
-            problems += result.rejectedIndexes.filter { upload.acceptedIndexes.indices.contains($0) }.map { RecordProblem(index: upload.acceptedIndexes[$0], reason: Ingest.collectorRefusal) }
+            problems += result.rejectedIndexes.filter { upload.acceptedIndexes.indices.contains($0) }.map {
+                RecordProblem(index: upload.acceptedIndexes[$0], reason: Ingest.collectorRefusal)
+            }
             problems.sort { $0.index < $1.index }
         }
-        context.logger.debug("upload.stored", metadata: [
-            "upload.project": "\(upload.project)", "upload.stored": "\(result.stored)",
-            "upload.duplicates": "\(result.duplicates)", "upload.rejected": "\(result.rejected)",
-        ])
+        context.logger.debug(
+            "upload.stored",
+            metadata: [
+                "upload.project": "\(upload.project)", "upload.stored": "\(result.stored)",
+                "upload.duplicates": "\(result.duplicates)", "upload.rejected": "\(result.rejected)",
+            ])
         switch mode {
         case .debug:
             return try debugAnswer(problems)
@@ -83,20 +89,24 @@ struct UploadHandler: Sendable {
                 body: .init(byteBuffer: ByteBuffer(bytes: Self.pixel))
             )
         case .upload:
-            return try jsonResponse(.ok, encoding: UploadAnswer(
-                stored: result.stored, duplicates: result.duplicates, rejected: result.rejected, problems: problems
-            ))
+            return try jsonResponse(
+                .ok,
+                encoding: UploadAnswer(
+                    stored: result.stored, duplicates: result.duplicates, rejected: result.rejected, problems: problems
+                ))
         }
     }
 
     /// Debug mode answers `{}` when every record is valid, otherwise 400 naming each problem.
     private func debugAnswer(_ problems: [RecordProblem]) throws -> Response {
         guard !problems.isEmpty else { return jsonResponse(.ok, "{}") }
-        return try jsonResponse(.badRequest, encoding: DebugProblems(
-            error: "invalid_records",
-            message: problems.map { "record \($0.index): \($0.reason)" }.joined(separator: "; "),
-            problems: problems
-        ))
+        return try jsonResponse(
+            .badRequest,
+            encoding: DebugProblems(
+                error: "invalid_records",
+                message: problems.map { "record \($0.index): \($0.reason)" }.joined(separator: "; "),
+                problems: problems
+            ))
     }
 }
 
@@ -180,7 +190,8 @@ extension PreparedUpload {
         var refusals: [Int: (reason: String, raw: String)] = [:]
         for (record, index) in zip(accepted, acceptedIndexes) {
             if let raw = foreignRecords[index],
-               let refusal = try await projects.problem(project: record.collect.project, token: record.token ?? token, logger: logger) {
+                let refusal = try await projects.problem(project: record.collect.project, token: record.token ?? token, logger: logger)
+            {
                 refusals[index] = (refusal.message, raw)
             }
         }

@@ -48,7 +48,8 @@ final class WhitelistCache: Service, Sendable {
         let fetched = try await fetch(project, previous: Entry(lastUsed: now))
         entries.withLock { entries in
             if entries[project] == nil, entries.count >= maxProjects,
-               let stalest = entries.min(by: { $0.value.lastUsed < $1.value.lastUsed })?.key {
+                let stalest = entries.min(by: { $0.value.lastUsed < $1.value.lastUsed })?.key
+            {
                 entries[stalest] = nil
             }
             entries[project] = fetched

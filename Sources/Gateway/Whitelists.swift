@@ -48,7 +48,7 @@ package struct WebURL: Sendable, Equatable {
         if hostEnd < authorityEnd {
             // `:` and a port of digits (possibly none).
             guard bytes[hostEnd] == UInt8(ascii: ":"),
-                  bytes[(hostEnd + 1)..<authorityEnd].allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
+                bytes[(hostEnd + 1)..<authorityEnd].allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
             else { return nil }
         }
         host = String(decoding: bytes[hostStart..<hostEnd], as: UTF8.self).lowercased()

@@ -35,7 +35,8 @@ for index in 0..<uploadCount {
 }
 
 // The same uploads encrypted as an SDK with enableEncrypt sends them (gzip=9), for an RSA and an EC key.
-let rsaKey = try GeneratedKeyPair.generate(.rsa), ecKey = try GeneratedKeyPair.generate(.ec)
+let rsaKey = try GeneratedKeyPair.generate(.rsa)
+let ecKey = try GeneratedKeyPair.generate(.ec)
 let keys = try GatewayHotPath.projectKeys([(1, .rsa, rsaKey.privateKeyDER), (2, .ec, ecKey.privateKeyDER)])
 /// Encrypted uploads: `newProcess` gives every upload a new AES key and ekey (an app process per
 /// upload, the worst case); otherwise one app process sends them all with one ekey, as a device does.
@@ -51,8 +52,10 @@ func encryptedUploads(_ pair: GeneratedKeyPair, pkv: Int, newProcess: Bool) thro
         return try process.uploadBody(records)
     }
 }
-let rsaUploads = try encryptedUploads(rsaKey, pkv: 1, newProcess: true), rsaDevice = try encryptedUploads(rsaKey, pkv: 1, newProcess: false)
-let ecUploads = try encryptedUploads(ecKey, pkv: 2, newProcess: true), ecDevice = try encryptedUploads(ecKey, pkv: 2, newProcess: false)
+let rsaUploads = try encryptedUploads(rsaKey, pkv: 1, newProcess: true)
+let rsaDevice = try encryptedUploads(rsaKey, pkv: 1, newProcess: false)
+let ecUploads = try encryptedUploads(ecKey, pkv: 2, newProcess: true)
+let ecDevice = try encryptedUploads(ecKey, pkv: 2, newProcess: false)
 
 /// An upload exactly as the iOS SDK sends it, and the JSON inside it.
 struct Upload {
@@ -64,17 +67,31 @@ let eventsPerRound = uploadCount * recordsPerUpload
 // MARK: Baseline: the generic Codable enum the gateway used before its own parser.
 
 enum FoundationJSON: Decodable {
-    case null, bool(Bool), int(Int64), double(Double), string(String), array([FoundationJSON]), object([String: FoundationJSON])
+    case null
+    case bool(Bool)
+    case int(Int64)
+    case double(Double)
+    case string(String)
+    case array([FoundationJSON])
+    case object([String: FoundationJSON])
 
     init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
-        if container.decodeNil() { self = .null }
-        else if let value = try? container.decode(Bool.self) { self = .bool(value) }
-        else if let value = try? container.decode(Int64.self) { self = .int(value) }
-        else if let value = try? container.decode(Double.self) { self = .double(value) }
-        else if let value = try? container.decode(String.self) { self = .string(value) }
-        else if let value = try? container.decode([FoundationJSON].self) { self = .array(value) }
-        else { self = .object(try container.decode([String: FoundationJSON].self)) }
+        if container.decodeNil() {
+            self = .null
+        } else if let value = try? container.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? container.decode(Int64.self) {
+            self = .int(value)
+        } else if let value = try? container.decode(Double.self) {
+            self = .double(value)
+        } else if let value = try? container.decode(String.self) {
+            self = .string(value)
+        } else if let value = try? container.decode([FoundationJSON].self) {
+            self = .array(value)
+        } else {
+            self = .object(try container.decode([String: FoundationJSON].self))
+        }
     }
 }
 

@@ -19,9 +19,10 @@ package func buildIdentityApplication(
     if settings.cacheEntries > 0 {
         let cache = IdentityCache(capacity: settings.cacheEntries, maxStaleness: settings.cacheMaxStaleness)
         store.cache = cache
-        services.append(CacheRefresher(
-            cache: cache, pool: database.pool, interval: .milliseconds(settings.cacheRefreshMilliseconds), logger: runtime.logger
-        ))
+        services.append(
+            CacheRefresher(
+                cache: cache, pool: database.pool, interval: .milliseconds(settings.cacheRefreshMilliseconds), logger: runtime.logger
+            ))
     }
     let router = makeServiceRouter(runtime: runtime, readiness: [database.readiness])
     let api = IdentityAPI(store: store, serviceToken: ServiceToken(settings.server.serviceToken), maxRequestBytes: settings.maxRequestBytes)

@@ -178,7 +178,10 @@ package final class CacheRefresher: Service, Sendable {
         var forgetting: [ScopedIdentity] = []
         var next: String?
         for row in rows {
-            if let horizon = row[0] { next = horizon; continue }
+            if let horizon = row[0] {
+                next = horizon
+                continue
+            }
             guard let project = row[1], let key = row[2], let value = row[3] else { continue }
             forgetting.append(ScopedIdentity(project: project, identity: IdentityKey(key: key, value: value)))
         }

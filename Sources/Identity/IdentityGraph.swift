@@ -142,9 +142,11 @@ final class GraphTransaction {
     // MARK: Changing
 
     func newUser(project: String) throws -> Int64 {
-        guard let user = try connection.queryPrepared(
-            "identity.new_user", "INSERT INTO identity.users (project) VALUES ($1) RETURNING user_id", [project]
-        ).scalar.flatMap(Int64.init) else { throw PostgresError.unexpectedResult("no user id returned") }
+        guard
+            let user = try connection.queryPrepared(
+                "identity.new_user", "INSERT INTO identity.users (project) VALUES ($1) RETURNING user_id", [project]
+            ).scalar.flatMap(Int64.init)
+        else { throw PostgresError.unexpectedResult("no user id returned") }
         let ref = UserRef(project: project, id: user)
         logins[ref] = [:]
         lockedUsers.insert(ref)  // nobody else knows it yet
@@ -204,7 +206,10 @@ final class GraphTransaction {
         ).rows
         var mergeID: Int64?
         for row in rows {
-            if let id = row[0].flatMap(Int64.init) { mergeID = id; continue }
+            if let id = row[0].flatMap(Int64.init) {
+                mergeID = id
+                continue
+            }
             guard let key = row[1], let value = row[2] else { continue }
             let identity = ScopedIdentity(project: project, identity: IdentityKey(key: key, value: value))
             owners[identity] = into
@@ -338,8 +343,14 @@ final class GraphTransaction {
             let loginClass = IdentityRules.isLoginClass(primary.identity.key)
             for identity in scoped.dropFirst() {
                 guard let owner = owners[identity] else { continue }
-                if !loginClass { target = owner; break }
-                if try loginsOf(UserRef(project: project, id: owner))[primary.identity.key] == nil { target = owner; break }
+                if !loginClass {
+                    target = owner
+                    break
+                }
+                if try loginsOf(UserRef(project: project, id: owner))[primary.identity.key] == nil {
+                    target = owner
+                    break
+                }
             }
         }
         var created = false

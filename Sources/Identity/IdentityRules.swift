@@ -118,7 +118,8 @@ enum IdentityRules {
                 add(loginKey, record.distinctId)
             }
             if let original = record.originalId {
-                let deviceKey = record.identities?.first(where: { $0.value == original && !isLoginClass($0.key) })?.key
+                let deviceKey =
+                    record.identities?.first(where: { $0.value == original && !isLoginClass($0.key) })?.key
                     ?? deviceKey(lib: record.lib)
                 add(deviceKey, original)
             }
@@ -141,8 +142,11 @@ enum IdentityRules {
             for refused in identities where notUnbindable.contains(refused.key) {
                 plan.refused.append("\(refused.key) cannot be unbound")
             }
-            if detachable.count == 1 { plan.unbind = detachable[0] }
-            else if detachable.count > 1 { plan.refused.append("an unbind detaches one pair; this one names \(detachable.count)") }
+            if detachable.count == 1 {
+                plan.unbind = detachable[0]
+            } else if detachable.count > 1 {
+                plan.refused.append("an unbind detaches one pair; this one names \(detachable.count)")
+            }
         default:
             break
         }

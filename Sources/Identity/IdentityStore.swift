@@ -26,12 +26,13 @@ package struct PostgresIdentityStore: Sendable {
         var misses: [Int] = []
         let epoch = cache?.epoch ?? 0
         if let cache {
-            let known = cache.users(of: plans.indices.map { index in
-                let plan = plans[index]
-                // Unbinds and refusals change or note something: never from memory.
-                guard !plan.linksNothing, plan.refused.isEmpty else { return [] }
-                return plan.identities.map { ScopedIdentity(project: records[index].project, identity: $0) }
-            })
+            let known = cache.users(
+                of: plans.indices.map { index in
+                    let plan = plans[index]
+                    // Unbinds and refusals change or note something: never from memory.
+                    guard !plan.linksNothing, plan.refused.isEmpty else { return [] }
+                    return plan.identities.map { ScopedIdentity(project: records[index].project, identity: $0) }
+                })
             for index in records.indices {
                 if plans[index].identities.isEmpty {
                     results[index] = ResolvedUser(userId: nil, created: false)
@@ -115,7 +116,9 @@ package struct PostgresIdentityStore: Sendable {
         guard from != into else { throw GraphRefusal(code: "same_user", message: "a user cannot be merged into itself") }
         let epoch = cache?.epoch ?? 0
         let (record, invalidated) = try await write { transaction -> (MergeRecord, [ScopedIdentity]) in
-            try transaction.lock(identities: [ScopedIdentity](), users: [UserRef(project: project, id: from), UserRef(project: project, id: into)], lookAgain: [ScopedIdentity]())
+            try transaction.lock(
+                identities: [ScopedIdentity](), users: [UserRef(project: project, id: from), UserRef(project: project, id: into)], lookAgain: [ScopedIdentity]()
+            )
             for user in [from, into] {
                 let state = try transaction.connection.query(
                     "SELECT merged_into FROM identity.users WHERE project = $1 AND user_id = $2", [project, String(user)]
@@ -214,14 +217,16 @@ package struct PostgresIdentityStore: Sendable {
 
     func user(project: String, id: Int64) async throws -> UserRecord? {
         try await pool.withConnection { connection in
-            guard let row = try connection.query(
-                """
-                SELECT u.user_id, coalesce(m.canonical_user_id, u.user_id), u.merged_into, to_char(u.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
-                FROM identity.users u LEFT JOIN identity.user_map m ON m.project = u.project AND m.user_id = u.user_id
-                WHERE u.project = $1 AND u.user_id = $2
-                """,
-                [project, String(id)]
-            ).rows.first else { return nil }
+            guard
+                let row = try connection.query(
+                    """
+                    SELECT u.user_id, coalesce(m.canonical_user_id, u.user_id), u.merged_into, to_char(u.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+                    FROM identity.users u LEFT JOIN identity.user_map m ON m.project = u.project AND m.user_id = u.user_id
+                    WHERE u.project = $1 AND u.user_id = $2
+                    """,
+                    [project, String(id)]
+                ).rows.first
+            else { return nil }
             let identities = try connection.query(
                 "SELECT key, value FROM identity.identities WHERE project = $1 AND user_id = $2 ORDER BY key, value LIMIT 10000",
                 [project, String(id)]
@@ -246,9 +251,11 @@ package struct PostgresIdentityStore: Sendable {
     /// nil when there is no such user.
     func history(project: String, user: Int64, limit: Int = 1000) async throws -> UserHistory? {
         try await pool.withConnection { connection in
-            guard try connection.query(
-                "SELECT 1 FROM identity.users WHERE project = $1 AND user_id = $2", [project, String(user)]
-            ).rows.count == 1 else { return nil }
+            guard
+                try connection.query(
+                    "SELECT 1 FROM identity.users WHERE project = $1 AND user_id = $2", [project, String(user)]
+                ).rows.count == 1
+            else { return nil }
             let merges = try connection.query(
                 Self.mergeSelect + " WHERE project = $1 AND (from_user = $2 OR into_user = $2) ORDER BY merge_id DESC LIMIT $3",
                 [project, String(user), String(limit)]
@@ -292,7 +299,7 @@ package struct PostgresIdentityStore: Sendable {
 
     private static func mergeRecord(project: String, row: [String?]) -> MergeRecord? {
         guard let id = row[0].flatMap(Int64.init), let from = row[1].flatMap(Int64.init), let into = row[2].flatMap(Int64.init),
-              let keys = row[3].flatMap(jsonStrings), let values = row[4].flatMap(jsonStrings), keys.count == values.count
+            let keys = row[3].flatMap(jsonStrings), let values = row[4].flatMap(jsonStrings), keys.count == values.count
         else { return nil }
         return MergeRecord(
             project: project, mergeId: id, fromUser: from, intoUser: into,

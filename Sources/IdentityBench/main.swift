@@ -111,15 +111,19 @@ try await CacheRefresher(cache: cache, pool: pool, interval: .seconds(1), logger
 _ = try await measure(batches: people / batchSize) { index in
     _ = try await warmStore.resolve((index * batchSize..<(index + 1) * batchSize).map { record($0, tag: "known") })
 }
-var fromMemory: [Double] = [], throughPostgres: [Double] = [], fresh: [Double] = [], inProcess: [Double] = []
+var fromMemory: [Double] = []
+var throughPostgres: [Double] = []
+var fresh: [Double] = []
+var inProcess: [Double] = []
 for round in 0..<rounds {
     let known: @Sendable (Int) -> [IdentityRecord] = { _ in (0..<batchSize).map { _ in record(Int.random(in: 0..<people), tag: "known") } }
     throughPostgres.append(try await measure(batches: batchCount / 4) { try await resolve(plainURL, known($0)) })
     fromMemory.append(try await measure(batches: batchCount) { try await resolve(cachedURL, known($0)) })
     inProcess.append(try await measure(batches: batchCount * 4) { _ = try await warmStore.resolve(known($0)) })
-    fresh.append(try await measure(batches: batchCount / 4) { index in
-        try await resolve(cachedURL, (0..<batchSize).map { record(index * batchSize + $0, tag: "new-\(round)") })
-    })
+    fresh.append(
+        try await measure(batches: batchCount / 4) { index in
+            try await resolve(cachedURL, (0..<batchSize).map { record(index * batchSize + $0, tag: "new-\(round)") })
+        })
 }
 let baseline = Bench.median(throughPostgres)
 func row(_ name: String, _ rates: [Double]) {

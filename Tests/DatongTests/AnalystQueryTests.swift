@@ -1,8 +1,9 @@
-@testable import Collector
 import DatongContracts
 import DatongPostgres
 import Foundation
 import Testing
+
+@testable import Collector
 
 /// The README's analyst queries, run as written against a database the collector filled.
 @Suite("README analyst queries")
@@ -40,8 +41,9 @@ struct AnalystQueryTests {
             // an app that only views, an Android user who added to cart before viewing (not a conversion).
             let now = Int64(Date().timeIntervalSince1970 * 1000) - 10_000
             func event(_ name: String, user: Int64, lib: String, at offset: Int64, hybrid: Bool = false, method: String? = nil) -> CollectRecord {
-                CollectRecord(project: "default", type: "track", event: name, time: now + offset, distinctId: "d\(user)", userId: user,
-                              lib: lib, hybridH5: hybrid, properties: "{}", libMethod: method)
+                CollectRecord(
+                    project: "default", type: "track", event: name, time: now + offset, distinctId: "d\(user)", userId: user,
+                    lib: lib, hybridH5: hybrid, properties: "{}", libMethod: method)
             }
             let records = [
                 event("ViewProduct", user: 1, lib: "iOS", at: 0, method: "visual"), event("AddToCart", user: 1, lib: "iOS", at: 1_000, method: "code"),
@@ -49,9 +51,12 @@ struct AnalystQueryTests {
                 event("AddToCart", user: 3, lib: "Android", at: 0), event("ViewProduct", user: 3, lib: "Android", at: 2_000),
                 CollectRecord(project: "default", type: "profile_set", event: nil, time: now, distinctId: "d1", userId: 1, properties: #"{"name":"Alice"}"#),
             ]
-            _ = try await store.write(CollectBatch(receivedAt: now, records: records, rejected: [
-                RejectedRecord(project: "default", reason: "property 'user_id': 'user_id' is a reserved name", raw: "{}"),
-            ]))
+            _ = try await store.write(
+                CollectBatch(
+                    receivedAt: now, records: records,
+                    rejected: [
+                        RejectedRecord(project: "default", reason: "property 'user_id': 'user_id' is a reserved name", raw: "{}")
+                    ]))
             _ = try await store.write(CollectBatch(receivedAt: now, records: [records[0]]))
 
             func run(_ sql: String) async throws -> [[String?]] {

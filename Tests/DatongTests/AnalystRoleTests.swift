@@ -37,10 +37,13 @@ struct AnalystRoleTests {
             // Running it again (scripts/dev does, on every start) changes nothing.
             try await TestDatabase.withPool(services.databaseURL) { pool in try await pool.withConnection { _ = try $0.execute(script) } }
 
-            let views = try await TestDatabase.rows(services.databaseURL, """
+            let views = try await TestDatabase.rows(
+                services.databaseURL,
+                """
                 SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
                 WHERE n.nspname = 'analytics' AND c.relkind IN ('r', 'v', 'm', 'p') ORDER BY 1
-                """).compactMap { $0[0] }
+                """
+            ).compactMap { $0[0] }
             #expect(views.contains("events") && views.contains("rejected") && views.contains("profiles") && views.contains("ingest_counts"))
             for view in views {
                 #expect(try await Self.asAnalyst(services.databaseURL, "SELECT * FROM analytics.\(view) LIMIT 1") == nil, "analytics.\(view)")
@@ -62,14 +65,18 @@ struct AnalystRoleTests {
                 #expect(["42501", "25006", "55000"].contains(state), "\(sql): \(state ?? "ran")")
             }
             // And the grants themselves: nothing but SELECT on the views, no CREATE anywhere.
-            let writable = try await TestDatabase.rows(services.databaseURL, """
+            let writable = try await TestDatabase.rows(
+                services.databaseURL,
+                """
                 SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
                 WHERE n.nspname = 'analytics' AND c.relkind IN ('r', 'v', 'm', 'p')
                   AND (has_table_privilege('datong_analyst', c.oid, 'INSERT,UPDATE,DELETE,TRUNCATE')
                        OR NOT has_table_privilege('datong_analyst', c.oid, 'SELECT'))
                 """)
             #expect(writable.isEmpty, "\(writable)")
-            let creatable = try await TestDatabase.rows(services.databaseURL, """
+            let creatable = try await TestDatabase.rows(
+                services.databaseURL,
+                """
                 SELECT nspname FROM pg_namespace WHERE has_schema_privilege('datong_analyst', oid, 'CREATE')
                 """)
             #expect(creatable.isEmpty, "\(creatable)")

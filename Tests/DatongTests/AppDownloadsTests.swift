@@ -120,9 +120,10 @@ struct AppDownloadsTests {
             let newer = #"{"PAGEPV":{"Home":{"userDefined":{"pageid":"v3"},"pagePara":{}}}}"#
             #expect(try await Self.publish(services, "tracking-table", generic, query: "?platform=ios").status == .created)
             #expect(try await Self.publish(services, "tracking-table", forApp, query: "?platform=ios&app_id=com.example.shop").status == .created)
-            #expect(try await Self.publish(
-                services, "tracking-table", newer, query: "?platform=ios&app_id=com.example.shop&min_app_version=3.0"
-            ).status == .created)
+            #expect(
+                try await Self.publish(
+                    services, "tracking-table", newer, query: "?platform=ios&app_id=com.example.shop&min_app_version=3.0"
+                ).status == .created)
             #expect(try await Self.publish(services, "h5-domain-whitelist", #"["h5.example.com","*.example.org"]"#).status == .created)
             #expect(try await Self.publish(services, "app-links", Self.links).status == .created)
 

@@ -1,8 +1,9 @@
 import DatongContracts
 import DatongJSON
 import Foundation
-@testable import Gateway
 import Testing
+
+@testable import Gateway
 
 /// The bridge rules of docs/PROTOCOL.md section 3 as pure functions, on the JS SDK's real bridge messages.
 @Suite("Bridge messages: reading, verification and rewriting")
@@ -13,8 +14,10 @@ struct BridgeRulesTests {
         AppContext(
             server: ServerTarget(url: appServer)!, anonymousID: "app-anon-1", loginID: loginID,
             identities: ["$identity_idfv": "IDFV-1", "$identity_anonymous_id": "app-anon-1"],
-            properties: ["$os": .string("iOS"), "$model": .string("iPhone15,2"), "$app_version": .string("2.3.0"),
-                         "$screen_width": .int(393), "$is_first_day": .bool(false), "$url": .string("https://app.example.com/x")],
+            properties: [
+                "$os": .string("iOS"), "$model": .string("iPhone15,2"), "$app_version": .string("2.3.0"),
+                "$screen_width": .int(393), "$is_first_day": .bool(false), "$url": .string("https://app.example.com/x"),
+            ],
             appVersion: "2.3.0"
         )
     }
@@ -68,11 +71,13 @@ struct BridgeRulesTests {
         #expect(records[0]["properties"]?["price"]?.value == .double(9.9))
     }
 
-    @Test("messages that are not events are acknowledged and ignored", arguments: [
-        "sensorsanalytics://getAppInfo",
-        #"{"callType":"visualized_track","data":{"a":1}}"#,
-        #"{"callType":"page_info","data":{}}"#,
-    ])
+    @Test(
+        "messages that are not events are acknowledged and ignored",
+        arguments: [
+            "sensorsanalytics://getAppInfo",
+            #"{"callType":"visualized_track","data":{"a":1}}"#,
+            #"{"callType":"page_info","data":{}}"#,
+        ])
     func ignored(message: String) {
         guard case .success(.ignored) = BridgeMessage.read(message, limits: UploadLimits()) else {
             Issue.record("\(message) was not ignored")
@@ -80,13 +85,15 @@ struct BridgeRulesTests {
         }
     }
 
-    @Test("unreadable messages fail with a reason", arguments: [
-        ("{not json", "not valid JSON"),
-        ("[1,2]", "not a JSON object"),
-        (#"{"callType":"app_h5_track"}"#, "no data object"),
-        ("sensorsanalytics://trackEvent?event=%7Bx", "event parameter is not valid JSON"),
-        ("sensorsanalytics://trackEvent", "has no query"),
-    ])
+    @Test(
+        "unreadable messages fail with a reason",
+        arguments: [
+            ("{not json", "not valid JSON"),
+            ("[1,2]", "not a JSON object"),
+            (#"{"callType":"app_h5_track"}"#, "no data object"),
+            ("sensorsanalytics://trackEvent?event=%7Bx", "event parameter is not valid JSON"),
+            ("sensorsanalytics://trackEvent", "has no query"),
+        ])
     func unreadable(message: String, expected: String) {
         guard case .failure(let problem) = BridgeMessage.read(message, limits: UploadLimits()) else {
             Issue.record("\(message) was read")
@@ -112,11 +119,12 @@ struct BridgeRulesTests {
         #expect(out.collect.distinctId == "app-anon-1")
         #expect(out.collect.anonymousId == "app-anon-1")
         #expect(out.collect.loginId == nil)
-        #expect(out.identity?.identities == [
-            "$identity_cookie_id": "1a1fe9d7865396-0bb641511e8d2b-774c1751-329160-1a1fe9d7866695",
-            "$identity_idfv": "IDFV-1",
-            "$identity_anonymous_id": "app-anon-1",
-        ])
+        #expect(
+            out.identity?.identities == [
+                "$identity_cookie_id": "1a1fe9d7865396-0bb641511e8d2b-774c1751-329160-1a1fe9d7866695",
+                "$identity_idfv": "IDFV-1",
+                "$identity_anonymous_id": "app-anon-1",
+            ])
         #expect(out.collect.time == 1_795_273_000_000)
         let props = try properties(out)
         for key in ["token", "$time", "project"] { #expect(props[key] == nil, "\(key)") }
@@ -180,10 +188,12 @@ struct BridgeRulesTests {
         #expect(missing.reason.contains("no server_url"))
     }
 
-    @Test("the H5 domain whitelist admits exact hosts and *.suffix", arguments: [
-        (["h5.example.com"], true), (["*.example.com"], true), (["https://h5.example.com/path"], true),
-        (["*.h5.example.com"], false), (["example.com"], false), (["shop.other.com"], false), ([String](), true),
-    ])
+    @Test(
+        "the H5 domain whitelist admits exact hosts and *.suffix",
+        arguments: [
+            (["h5.example.com"], true), (["*.example.com"], true), (["https://h5.example.com/path"], true),
+            (["*.h5.example.com"], false), (["example.com"], false), (["shop.other.com"], false), ([String](), true),
+        ])
     func domains(list: [String], allowed: Bool) throws {
         let raw = try record(try Self.messages("ios")[0])
         var app = Self.app()
@@ -209,13 +219,15 @@ struct BridgeRulesTests {
         #expect((try? BridgeRewriter.rewrite(profile, app: &app, project: "production", whitelists: whitelists).get()) != nil)
     }
 
-    @Test("server URLs compare by hostname and project only", arguments: [
-        ("https://SA.example.com:8106/sa.gif?project=production", "sa.example.com", "production"),
-        ("http://sa.example.com/a/b/sa", "sa.example.com", "default"),
-        ("https://user:pw@sa.example.com/sa?x=1&project=p%5F1#frag", "sa.example.com", "p_1"),
-        ("https://[::1]:8106/sa?project=", "[::1]", "default"),
-        ("  https://sa.example.com?project=shop  ", "sa.example.com", "shop"),
-    ])
+    @Test(
+        "server URLs compare by hostname and project only",
+        arguments: [
+            ("https://SA.example.com:8106/sa.gif?project=production", "sa.example.com", "production"),
+            ("http://sa.example.com/a/b/sa", "sa.example.com", "default"),
+            ("https://user:pw@sa.example.com/sa?x=1&project=p%5F1#frag", "sa.example.com", "p_1"),
+            ("https://[::1]:8106/sa?project=", "[::1]", "default"),
+            ("  https://sa.example.com?project=shop  ", "sa.example.com", "shop"),
+        ])
     func serverTargets(url: String, host: String, project: String) throws {
         let target = try #require(ServerTarget(url: url))
         #expect(target == ServerTarget(host: host, project: project))
@@ -226,17 +238,21 @@ struct BridgeRulesTests {
         #expect(ServerTarget(url: url) == nil)
     }
 
-    @Test("uploads under any path prefix are routed as the SDKs mean them", arguments: [
-        ("/api/v2/sa.gif?project=p&data=x", "/sa.gif?project=p&data=x"), ("/collect/sa", "/sa"), ("/a/debug", "/debug"),
-        ("/api/config/iOS.conf?v=1", "/config/iOS.conf?v=1"), ("/a/b/config/visualized/Web.conf", "/config/visualized/Web.conf"),
-    ])
+    @Test(
+        "uploads under any path prefix are routed as the SDKs mean them",
+        arguments: [
+            ("/api/v2/sa.gif?project=p&data=x", "/sa.gif?project=p&data=x"), ("/collect/sa", "/sa"), ("/a/debug", "/debug"),
+            ("/api/config/iOS.conf?v=1", "/config/iOS.conf?v=1"), ("/a/b/config/visualized/Web.conf", "/config/visualized/Web.conf"),
+        ])
     func prefixes(path: String, routed: String) {
         #expect(SDKPaths.unprefixed(path) == routed)
     }
 
-    @Test("other paths are left alone", arguments: [
-        "/sa", "/sa.gif?x=/y/sa", "/v1/bridge", "/health", "/a/sa/b", "/", "/config/iOS.conf", "/a/config/x/y/z.conf", "/a/config/iOS.txt",
-    ])
+    @Test(
+        "other paths are left alone",
+        arguments: [
+            "/sa", "/sa.gif?x=/y/sa", "/v1/bridge", "/health", "/a/sa/b", "/", "/config/iOS.conf", "/a/config/x/y/z.conf", "/a/config/iOS.txt",
+        ])
     func unchangedPaths(path: String) {
         #expect(SDKPaths.unprefixed(path) == nil)
     }

@@ -1,9 +1,10 @@
-@testable import Collector
 import DatongContracts
 import DatongPostgres
 import Foundation
 import Synchronization
 import Testing
+
+@testable import Collector
 
 /// The collector's store against a real PostgreSQL: profile and item semantics, and counts that add up.
 @Suite("collector: profiles, items and ingest counts")
@@ -29,8 +30,9 @@ struct CollectorTests {
     }
 
     private func item(_ type: String, id: String, at offset: Int64, _ properties: String = "{}") -> CollectRecord {
-        CollectRecord(project: "default", type: type, event: nil, time: Self.base + offset, distinctId: nil, userId: nil,
-                      properties: properties, itemType: "book", itemId: id)
+        CollectRecord(
+            project: "default", type: type, event: nil, time: Self.base + offset, distinctId: nil, userId: nil,
+            properties: properties, itemType: "book", itemId: id)
     }
 
     private func write(_ store: PostgresEventStore, _ records: [CollectRecord], rejected: [RejectedRecord] = []) async throws -> CollectResult {
@@ -47,12 +49,16 @@ struct CollectorTests {
     func everyFieldStored() async throws {
         try await withStore { store, url in
             let columns = { (table: String) in
-                try await TestDatabase.rows(url, """
+                try await TestDatabase.rows(
+                    url,
+                    """
                     SELECT column_name FROM information_schema.columns WHERE table_schema || '.' || table_name = '\(table)'
-                    """).compactMap(\.first)
+                    """
+                ).compactMap(\.first)
             }
             let eventFields = CollectRecord.Field.allCases.filter(\.isEventColumn)
-            let table = try await columns("collector.events"), view = try await columns("analytics.events")
+            let table = try await columns("collector.events")
+            let view = try await columns("analytics.events")
             for field in eventFields {
                 #expect(table.contains(field.column), "collector.events has no column \(field.column)")
                 #expect(view.contains(field.column), "analytics.events does not show \(field.column)")
@@ -67,32 +73,35 @@ struct CollectorTests {
             // Through the wire codec, as the gateway sends it.
             #expect(try await store.write(CollectBatch(jsonBytes: batch.jsonBytes)).stored == 1)
             let names = eventFields.map(\.column)
-            let stored = try await TestDatabase.rows(url, """
+            let stored = try await TestDatabase.rows(
+                url,
+                """
                 SELECT \(names.map { "\($0)::text" }.joined(separator: ", ")) FROM analytics.events
                 """)
             #expect(stored.count == 1)
             let row = Dictionary(uniqueKeysWithValues: zip(names, stored.first ?? []))
             for field in eventFields {
-                let expected: String? = switch field {
-                case .project: full.project
-                case .type: full.type
-                case .event: full.event
-                case .time: "2026-11-21 14:56:40+00"  // Self.base
-                case .distinctId: full.distinctId
-                case .userId: full.userId.map(String.init)
-                case .anonymousId: full.anonymousId
-                case .loginId: full.loginId
-                case .lib: full.lib
-                case .libVersion: full.libVersion
-                case .appVersion: full.appVersion
-                case .hybridH5: "true"
-                case .properties: #"{"price": 129.5, "$carrier": "中国移动"}"#
-                case .libMethod: full.libMethod
-                case .libDetail: full.libDetail
-                case .originalId: full.originalId
-                case .identities: #"{"$identity_idfv": "I", "$identity_login_id": "login"}"#
-                case .itemType, .itemId: nil
-                }
+                let expected: String? =
+                    switch field {
+                    case .project: full.project
+                    case .type: full.type
+                    case .event: full.event
+                    case .time: "2026-11-21 14:56:40+00"  // Self.base
+                    case .distinctId: full.distinctId
+                    case .userId: full.userId.map(String.init)
+                    case .anonymousId: full.anonymousId
+                    case .loginId: full.loginId
+                    case .lib: full.lib
+                    case .libVersion: full.libVersion
+                    case .appVersion: full.appVersion
+                    case .hybridH5: "true"
+                    case .properties: #"{"price": 129.5, "$carrier": "中国移动"}"#
+                    case .libMethod: full.libMethod
+                    case .libDetail: full.libDetail
+                    case .originalId: full.originalId
+                    case .identities: #"{"$identity_idfv": "I", "$identity_login_id": "login"}"#
+                    case .itemType, .itemId: nil
+                    }
                 #expect(row[field.column] == expected, "\(field.column): \(String(describing: row[field.column]))")
             }
         }
@@ -101,15 +110,17 @@ struct CollectorTests {
     @Test("each profile operation applies as Sensors defines it")
     func operations() async throws {
         try await withStore { store, url in
-            _ = try await write(store, [
-                profile("profile_set", at: 0, #"{"name":"Alice","city":"Hangzhou","visits":1,"tags":["a"],"gone":true}"#),
-                profile("profile_set_once", at: 1, #"{"name":"Bob","first_seen":"2026-01-01"}"#),
-                profile("profile_increment", at: 2, #"{"visits":2,"points":5,"name":3}"#),
-                profile("profile_append", at: 3, #"{"tags":["b","c"],"new_list":["x"]}"#),
-                profile("profile_unset", at: 4, #"{"gone":true}"#),
-            ])
+            _ = try await write(
+                store,
+                [
+                    profile("profile_set", at: 0, #"{"name":"Alice","city":"Hangzhou","visits":1,"tags":["a"],"gone":true}"#),
+                    profile("profile_set_once", at: 1, #"{"name":"Bob","first_seen":"2026-01-01"}"#),
+                    profile("profile_increment", at: 2, #"{"visits":2,"points":5,"name":3}"#),
+                    profile("profile_append", at: 3, #"{"tags":["b","c"],"new_list":["x"]}"#),
+                    profile("profile_unset", at: 4, #"{"gone":true}"#),
+                ])
             let properties = try #require(try await profileJSON(url))
-            #expect(properties["name"] as? String == "Alice")        // set_once does not overwrite; increment skips text
+            #expect(properties["name"] as? String == "Alice")  // set_once does not overwrite; increment skips text
             #expect(properties["first_seen"] as? String == "2026-01-01")
             #expect(properties["visits"] as? Int == 3)
             #expect(properties["points"] as? Int == 5)
@@ -166,9 +177,11 @@ struct CollectorTests {
                     for writer in 0..<8 {
                         group.addTask {
                             for step in 0..<5 {
-                                let batch = CollectBatch(receivedAt: Self.base, records: [
-                                    profile("profile_increment", at: Int64(writer * 10 + step), #"{"n":1}"#),
-                                ])
+                                let batch = CollectBatch(
+                                    receivedAt: Self.base,
+                                    records: [
+                                        profile("profile_increment", at: Int64(writer * 10 + step), #"{"n":1}"#)
+                                    ])
                                 _ = try await PostgresEventStore.commit([batch], pool: pool, partitions: partitions)
                             }
                         }
@@ -183,12 +196,14 @@ struct CollectorTests {
     @Test("items are set in record-time order and a delete is not undone by an older set")
     func items() async throws {
         try await withStore { store, url in
-            _ = try await write(store, [
-                item("item_set", id: "1", at: 0, #"{"title":"Old","price":1}"#),
-                item("item_set", id: "1", at: 10, #"{"title":"New"}"#),
-                item("item_set", id: "2", at: 0, #"{"title":"Gone"}"#),
-                item("item_delete", id: "2", at: 20),
-            ])
+            _ = try await write(
+                store,
+                [
+                    item("item_set", id: "1", at: 0, #"{"title":"Old","price":1}"#),
+                    item("item_set", id: "1", at: 10, #"{"title":"New"}"#),
+                    item("item_set", id: "2", at: 0, #"{"title":"Gone"}"#),
+                    item("item_delete", id: "2", at: 20),
+                ])
             _ = try await write(store, [item("item_set", id: "2", at: 5, #"{"title":"Late"}"#)])
             let rows = try await TestDatabase.rows(url, "SELECT item_id, properties->>'title', properties->>'price' FROM analytics.items ORDER BY item_id")
             #expect(rows == [["1", "New", "1"]])
@@ -204,7 +219,9 @@ struct CollectorTests {
             let bad = RejectedRecord(project: "shop", reason: "test", raw: "{}")
             _ = try await write(store, [event, other, profile("profile_set", at: 0, "{}")], rejected: [bad])
             _ = try await write(store, [event, other], rejected: [bad])
-            let rows = try await TestDatabase.rows(url, """
+            let rows = try await TestDatabase.rows(
+                url,
+                """
                 SELECT project, received, stored, duplicates, rejected, received = stored + duplicates + rejected
                 FROM analytics.ingest_counts ORDER BY project
                 """)
@@ -226,7 +243,9 @@ struct CollectorTests {
             }
             #expect(results.map(\.stored).reduce(0, +) == 10)
             #expect(results.map(\.duplicates).reduce(0, +) == 70)
-            let rows = try await TestDatabase.rows(url, """
+            let rows = try await TestDatabase.rows(
+                url,
+                """
                 SELECT (SELECT count(*) FROM analytics.events), sum(received), sum(stored), sum(duplicates) FROM analytics.ingest_counts
                 """)
             #expect(rows == [["10", "80", "10", "70"]])
@@ -245,7 +264,7 @@ struct CollectorTests {
                 CollectRecord(project: "default", type: "track", event: "E", time: time, distinctId: "d", userId: 1, properties: "{}")
             }
             let now = Int64(Date().timeIntervalSince1970 * 1000)
-            let farPast: Int64 = 978_307_200_000      // 2001-01-01
+            let farPast: Int64 = 978_307_200_000  // 2001-01-01
             let future = now + 40 * 86_400_000
             _ = try await store.write(CollectBatch(receivedAt: now, records: [event(farPast), event(now), event(future)]))
             _ = try await replica.write(CollectBatch(receivedAt: now, records: [event(farPast + 1)]))
@@ -284,10 +303,11 @@ struct CollectorTests {
                 )
             }
             for (writing, name) in [(PostgresEventStore.EventWriting.lookUp, "A"), (.staging, "B")] {
-                let results = try await PostgresEventStore.commit([
-                    CollectBatch(receivedAt: Self.base, records: [stored, event(name)]),
-                    CollectBatch(receivedAt: Self.base, records: [event(name)]),
-                ], pool: pool, partitions: partitions, writing: writing)
+                let results = try await PostgresEventStore.commit(
+                    [
+                        CollectBatch(receivedAt: Self.base, records: [stored, event(name)]),
+                        CollectBatch(receivedAt: Self.base, records: [event(name)]),
+                    ], pool: pool, partitions: partitions, writing: writing)
                 #expect(results.map(\.stored) == [1, 0], "\(writing)")
                 #expect(results.map(\.duplicateIndexes) == [[0], [0]], "\(writing)")
             }
@@ -317,7 +337,8 @@ struct CollectorTests {
                 try await TestDatabase.withPool(url) { pool in
                     try await pool.withConnection { connection in
                         try connection.execute("BEGIN")
-                        try connection.query("""
+                        try connection.query(
+                            """
                             INSERT INTO collector.events (project, time, event_id, type, event, received_at, distinct_id, properties)
                             VALUES ('default', timestamptz 'epoch' + $1::bigint * interval '1 millisecond', $2::uuid, 'track', 'E', now(), 'd', '{}')
                             """, [String(Self.base), id])

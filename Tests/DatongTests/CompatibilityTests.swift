@@ -52,23 +52,30 @@ struct CompatibilityTests {
             #expect(try await TestDatabase.rows(db, "SELECT count(*) FROM analytics.rejected") == [["0"]])
             // 2 BuyProduct, $SignUp, $BindID, ViewProduct, $UnbindID, OldOrder, 3 BatchEvent, 1 written DebugEvent.
             let events = try await TestDatabase.rows(db, "SELECT event, count(*) FROM analytics.events GROUP BY 1 ORDER BY 1")
-            #expect(events == [
-                ["$BindID", "1"], ["$SignUp", "1"], ["$UnbindID", "1"], ["BatchEvent", "3"], ["BuyProduct", "2"], ["DebugEvent", "1"],
-                ["OldOrder", "1"], ["ViewProduct", "1"],
-            ])
+            #expect(
+                events == [
+                    ["$BindID", "1"], ["$SignUp", "1"], ["$UnbindID", "1"], ["BatchEvent", "3"], ["BuyProduct", "2"], ["DebugEvent", "1"],
+                    ["OldOrder", "1"], ["ViewProduct", "1"],
+                ])
             // Go trims trailing zeros: .67 is 670 ms, .6 is 600 ms; whole seconds get .000.
-            let times = try await TestDatabase.rows(db, """
+            let times = try await TestDatabase.rows(
+                db,
+                """
                 SELECT properties->>'paid_at', properties->>'shipped_at', properties->>'packed_at', properties->>'ordered_at'
                 FROM analytics.events WHERE event = 'BuyProduct' AND distinct_id = 'go-anon-1'
                 """)
             #expect(times == [["2026-11-20 08:30:15.670", "2026-11-20 08:30:15.600", "2026-11-20 08:30:15.006", "2026-11-20 08:30:15.000"]])
             // $is_login_id is a flag, never a stored property.
-            let flags = try await TestDatabase.rows(db, """
+            let flags = try await TestDatabase.rows(
+                db,
+                """
                 SELECT (SELECT count(*) FROM analytics.events WHERE properties ? '$is_login_id'),
                        (SELECT count(*) FROM analytics.profiles WHERE properties ? '$is_login_id')
                 """)
             #expect(flags == [["0", "0"]])
-            let profile = try await TestDatabase.rows(db, """
+            let profile = try await TestDatabase.rows(
+                db,
+                """
                 SELECT properties->>'name', properties->>'joined_at', properties->>'orders', properties->>'tags', properties ? 'first_seen'
                 FROM analytics.profiles WHERE distinct_id = 'go-user-1'
                 """)
@@ -137,8 +144,10 @@ struct CompatibilityTests {
             ]
             // The page's own records: old-style, the app's id as distinct_id, no identities.
             func page(_ event: String) -> [String: Any] {
-                ["type": "track", "event": event, "time": Self.now, "distinct_id": appID, "lib": ["$lib": "js"],
-                 "properties": ["$url": "https://h5.example.com/x"]]
+                [
+                    "type": "track", "event": event, "time": Self.now, "distinct_id": appID, "lib": ["$lib": "js"],
+                    "properties": ["$url": "https://h5.example.com/x"],
+                ]
             }
             #expect(try await Self.upload([app], to: services.gateway)["stored"] as? Int == 1)
             #expect(try await Self.upload([page("PageBefore")], to: services.gateway)["stored"] as? Int == 1)
@@ -197,7 +206,9 @@ struct CompatibilityTests {
             let body = SDKTraffic.json(["app": app, "messages": [String(decoding: SDKTraffic.json(record), as: UTF8.self)]] as [String: Any])
             let relay = try await services.gateway.execute(uri: "/v1/bridge?project=production", method: .post, body: ByteBuffer(bytes: body))
             #expect(try relay.json()["stored"] as? Int == 1, "\(relay.text)")
-            let stored = try await TestDatabase.rows(services.databaseURL, """
+            let stored = try await TestDatabase.rows(
+                services.databaseURL,
+                """
                 SELECT properties->>'$carrier', properties->>'member_level', properties->>'$os', properties->>'$lib', properties->>'$url', lib
                 FROM analytics.events
                 """)
@@ -217,8 +228,10 @@ struct CompatibilityTests {
             #expect(published.status == .created)
             try await Task.sleep(for: .seconds(2.2))  // the gateway revalidates whitelists every 2 s
             func relayed(_ url: String) -> [String: Any] {
-                ["type": "track", "event": "H5View", "time": Self.now, "distinct_id": "app-anon-w", "_hybrid_h5": true,
-                 "lib": ["$lib": "js"], "properties": ["$url": url]]
+                [
+                    "type": "track", "event": "H5View", "time": Self.now, "distinct_id": "app-anon-w", "_hybrid_h5": true,
+                    "lib": ["$lib": "js"], "properties": ["$url": url],
+                ]
             }
             let answer = try await Self.upload([relayed("https://h5.example.com/a"), relayed("https://evil.example.org/b")], to: services.gateway)
             #expect(answer["stored"] as? Int == 1)

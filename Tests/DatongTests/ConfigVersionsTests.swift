@@ -1,4 +1,3 @@
-@testable import ConfigService
 import DatongContracts
 import DatongPostgres
 import Foundation
@@ -7,6 +6,8 @@ import Hummingbird
 import HummingbirdTesting
 import NIOFoundationEssentialsCompat
 import Testing
+
+@testable import ConfigService
 
 /// Version history, diff and rollback of config-service documents, over HTTP against a real database.
 @Suite("config-service: versions, diff and rollback")
@@ -42,9 +43,10 @@ struct ConfigVersionsTests {
 
             let diff = try await config.execute(uri: "/v1/projects/default/tracking-table/diff?platform=ios&from=1&to=2", method: .get, headers: Self.admin)
             let changes = try #require(try diff.json()["changes"] as? [[String: Any]])
-            #expect(changes.map { "\($0["op"] ?? "") \($0["path"] ?? "")" } == [
-                "add /GESTURE", "replace /PAGEPV/Home/userDefined/pageid",
-            ])
+            #expect(
+                changes.map { "\($0["op"] ?? "") \($0["path"] ?? "")" } == [
+                    "add /GESTURE", "replace /PAGEPV/Home/userDefined/pageid",
+                ])
             #expect(changes.last?["from"] as? String == "1")
             #expect(changes.last?["to"] as? String == "2")
 
@@ -77,9 +79,9 @@ struct ConfigVersionsTests {
                 let uri = base + (appVersion.map { "&app_version=\($0)" } ?? "")
                 return try await config.execute(uri: uri, method: .get).json()["nv"] as? String
             }
-            #expect(try await served("2.10.0") == "new")   // 2.10 sorts after 2.9
+            #expect(try await served("2.10.0") == "new")  // 2.10 sorts after 2.9
             #expect(try await served("2.9") == "old")
-            #expect(try await served(nil) == "all")        // no app version: the untargeted version
+            #expect(try await served(nil) == "all")  // no app version: the untargeted version
             let listed = try await config.execute(uri: "/v1/projects/default/remote-config/versions?platform=android", method: .get, headers: Self.admin)
             let versions = try JSONDecoder().decode([DocumentVersion].self, from: Data(buffer: listed.body))
             #expect(versions.map(\.minAppVersion) == [nil, "2.10.0", nil])
@@ -101,8 +103,9 @@ struct ConfigVersionsTests {
 
             let shop = try await config.execute(uri: "/v1/projects/shop", method: .put, headers: deploy)
             #expect(shop.status == .created)
-            let published = try await config.execute(uri: "/v1/projects/shop/remote-config?note=launch", method: .put, headers: deploy,
-                                                      body: ByteBuffer(string: #"{"configs":{}}"#))
+            let published = try await config.execute(
+                uri: "/v1/projects/shop/remote-config?note=launch", method: .put, headers: deploy,
+                body: ByteBuffer(string: #"{"configs":{}}"#))
             #expect(published.status == .created)
 
             let again = try await config.execute(uri: "/v1/admin-tokens", method: .post, headers: deploy, body: ByteBuffer(string: #"{"name":"ci-deploy"}"#))
@@ -111,9 +114,13 @@ struct ConfigVersionsTests {
             #expect(badName.status == .badRequest)
 
             let listed = try await config.execute(uri: "/v1/admin-tokens", method: .get, headers: Self.admin)
-            #expect(try JSONDecoder().decode([AdminTokenInfo].self, from: Data(buffer: listed.body)).map { [$0.name, $0.createdBy] } == [["ci-deploy", "bootstrap"]])
+            #expect(
+                try JSONDecoder().decode([AdminTokenInfo].self, from: Data(buffer: listed.body)).map { [$0.name, $0.createdBy] } == [
+                    ["ci-deploy", "bootstrap"]
+                ])
             #expect(!listed.text.contains(token))
-            let stored = try await TestDatabase.rows(services.databaseURL, "SELECT sha256 = encode(sha256(convert_to($1, 'UTF8')), 'hex') FROM config.admin_tokens", [token])
+            let stored = try await TestDatabase.rows(
+                services.databaseURL, "SELECT sha256 = encode(sha256(convert_to($1, 'UTF8')), 'hex') FROM config.admin_tokens", [token])
             #expect(stored == [["t"]])
 
             let revoked = try await config.execute(uri: "/v1/admin-tokens/ci-deploy", method: .delete, headers: Self.admin)
@@ -123,9 +130,10 @@ struct ConfigVersionsTests {
 
             let trail = try await config.execute(uri: "/v1/audit?limit=10", method: .get, headers: Self.admin)
             let records = try JSONDecoder().decode([AuditRecord].self, from: Data(buffer: trail.body))
-            #expect(records.prefix(4).map { "\($0.actor) \($0.action) \($0.project ?? "-")" } == [
-                "bootstrap token.revoked -", "ci-deploy document.published shop", "ci-deploy project.created shop", "bootstrap token.created -",
-            ])
+            #expect(
+                records.prefix(4).map { "\($0.actor) \($0.action) \($0.project ?? "-")" } == [
+                    "bootstrap token.revoked -", "ci-deploy document.published shop", "ci-deploy project.created shop", "bootstrap token.created -",
+                ])
             #expect(records[1].version == 1)
             #expect(records[1].detail == "launch")
             let shopOnly = try await config.execute(uri: "/v1/audit?project=shop", method: .get, headers: Self.admin)
@@ -142,7 +150,8 @@ struct ConfigVersionsTests {
             let replicaB = ConfigStore(pool: pool)
             let scope = try DocumentScope(platform: "ios", appID: nil)
             func publish(_ store: ConfigStore, _ body: String) async throws -> Int {
-                try await store.publish(project: "default", kind: .remoteConfig, scope: scope, canonical: body, etag: "\"\(body.count)\"", note: nil, actor: "test")
+                try await store.publish(
+                    project: "default", kind: .remoteConfig, scope: scope, canonical: body, etag: "\"\(body.count)\"", note: nil, actor: "test")
             }
             func served(_ store: ConfigStore) async throws -> Int? {
                 let document = try await store.cachedLatest(project: "default", kind: .remoteConfig, scope: scope, appVersion: nil)
@@ -167,18 +176,25 @@ struct ConfigVersionsTests {
 
     /// Two valid versions of each kind, and a document of that kind with a mistake and where it is.
     static let kinds: [(kind: String, first: String, second: String, bad: String, badPath: String)] = [
-        ("tracking-table", #"{"PAGEPV":{"Home":{"userDefined":{},"pagePara":{}}}}"#,
-         #"{"PAGEPV":{"Cart":{"userDefined":{},"pagePara":{}}}}"#, #"{"PAGEPV":{"a/b":{"userDefined":{},"pagePara":{}}}}"#, "/PAGEPV/a~1b"),
-        ("remote-config", #"{"configs":{"disableSDK":false}}"#, #"{"configs":{"disableSDK":true,"autoTrackMode":3}}"#,
-         #"{"configs":{"autoTrackMode":16}}"#, "/configs/autoTrackMode"),
-        ("visual-config", #"{"events":[]}"#, #"{"events":[{"event_name":"Buy","event_type":"appclick","event":{"element_path":"A/B"}}]}"#,
-         #"{"events":[{"event_name":"","event_type":"appclick","event":{}}]}"#, "/events/0/event_name"),
+        (
+            "tracking-table", #"{"PAGEPV":{"Home":{"userDefined":{},"pagePara":{}}}}"#,
+            #"{"PAGEPV":{"Cart":{"userDefined":{},"pagePara":{}}}}"#, #"{"PAGEPV":{"a/b":{"userDefined":{},"pagePara":{}}}}"#, "/PAGEPV/a~1b"
+        ),
+        (
+            "remote-config", #"{"configs":{"disableSDK":false}}"#, #"{"configs":{"disableSDK":true,"autoTrackMode":3}}"#,
+            #"{"configs":{"autoTrackMode":16}}"#, "/configs/autoTrackMode"
+        ),
+        (
+            "visual-config", #"{"events":[]}"#, #"{"events":[{"event_name":"Buy","event_type":"appclick","event":{"element_path":"A/B"}}]}"#,
+            #"{"events":[{"event_name":"","event_type":"appclick","event":{}}]}"#, "/events/0/event_name"
+        ),
         ("server-url-whitelist", #"["https://a.example.com/sa?project=p"]"#, #"["https://b.example.com/sa?project=p"]"#, #"["no host"]"#, "[0]"),
         ("h5-domain-whitelist", #"["h5.example.com"]"#, #"["*.example.com"]"#, #"["ok.example.com", ""]"#, "[1]"),
     ]
 
-    @Test("every kind is published, read, revalidated, compared, rolled back, targeted (or not), and refused precisely when wrong",
-          arguments: kinds.map(\.kind))
+    @Test(
+        "every kind is published, read, revalidated, compared, rolled back, targeted (or not), and refused precisely when wrong",
+        arguments: kinds.map(\.kind))
     func everyKind(kind: String) async throws {
         let sample = try #require(Self.kinds.first { $0.kind == kind })
         try await RunningServices.run { services in
@@ -220,15 +236,17 @@ struct ConfigVersionsTests {
         }
     }
 
-    @Test("history requests that cannot be answered say why", arguments: [
-        ("/v1/projects/default/remote-config/versions", HTTPRequest.Method.get, true, HTTPResponse.Status.notFound),
-        ("/v1/projects/default/remote-config/versions/7", .get, true, .notFound),
-        ("/v1/projects/default/remote-config/versions/zero", .get, true, .badRequest),
-        ("/v1/projects/default/remote-config/diff?from=1", .get, true, .badRequest),
-        ("/v1/projects/default/remote-config/rollback?to=1", .post, true, .notFound),
-        ("/v1/projects/default/remote-config/versions", .get, false, .unauthorized),
-        ("/v1/projects/default/remote-config/rollback?to=1", .post, false, .unauthorized),
-    ])
+    @Test(
+        "history requests that cannot be answered say why",
+        arguments: [
+            ("/v1/projects/default/remote-config/versions", HTTPRequest.Method.get, true, HTTPResponse.Status.notFound),
+            ("/v1/projects/default/remote-config/versions/7", .get, true, .notFound),
+            ("/v1/projects/default/remote-config/versions/zero", .get, true, .badRequest),
+            ("/v1/projects/default/remote-config/diff?from=1", .get, true, .badRequest),
+            ("/v1/projects/default/remote-config/rollback?to=1", .post, true, .notFound),
+            ("/v1/projects/default/remote-config/versions", .get, false, .unauthorized),
+            ("/v1/projects/default/remote-config/rollback?to=1", .post, false, .unauthorized),
+        ])
     func refusals(uri: String, method: HTTPRequest.Method, authorized: Bool, status: HTTPResponse.Status) async throws {
         try await RunningServices.run { services in
             let answer = try await services.config.execute(uri: uri, method: method, headers: authorized ? Self.admin : [:])

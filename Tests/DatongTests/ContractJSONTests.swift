@@ -4,15 +4,18 @@ import Testing
 /// The one codec of each contract between the services: every field travels, and what is not the contract is refused naming the field.
 @Suite("Batch JSON between the services")
 struct ContractJSONTests {
-    static let batch = CollectBatch(receivedAt: 1_795_273_200_000, records: [
-        CollectRecord(
-            project: "default", type: "track", event: "$AppClick", time: 1_795_273_119_736, distinctId: "a\"b\\c", userId: 42,
-            anonymousId: "anon", loginId: nil, lib: "iOS", libVersion: "4.5.0", appVersion: "2.3.0", hybridH5: true,
-            properties: #"{"$carrier":"中国移动","price":129.5,"s":"tab\there \"quoted\" 😀"}"#
-        ),
-        CollectRecord(project: "shop", type: "item_set", event: nil, time: 1, distinctId: nil, userId: nil,
-                      properties: "{}", itemType: "book", itemId: "42"),
-    ], rejected: [RejectedRecord(project: "default", reason: "bad\nreason", raw: "{\u{1}}")])
+    static let batch = CollectBatch(
+        receivedAt: 1_795_273_200_000,
+        records: [
+            CollectRecord(
+                project: "default", type: "track", event: "$AppClick", time: 1_795_273_119_736, distinctId: "a\"b\\c", userId: 42,
+                anonymousId: "anon", loginId: nil, lib: "iOS", libVersion: "4.5.0", appVersion: "2.3.0", hybridH5: true,
+                properties: #"{"$carrier":"中国移动","price":129.5,"s":"tab\there \"quoted\" 😀"}"#
+            ),
+            CollectRecord(
+                project: "shop", type: "item_set", event: nil, time: 1, distinctId: nil, userId: nil,
+                properties: "{}", itemType: "book", itemId: "42"),
+        ], rejected: [RejectedRecord(project: "default", reason: "bad\nreason", raw: "{\u{1}}")])
 
     /// A record with every field set to something other than its default.
     static let full = CollectRecord(
@@ -54,8 +57,9 @@ struct ContractJSONTests {
     @Test("the collector's answer reads back as written; counts must be counts")
     func result() throws {
         let result = CollectResult(stored: 3, duplicates: 2, rejected: 1, duplicateIndexes: [0, 4], rejectedIndexes: [2])
-        #expect(String(decoding: result.jsonBytes, as: UTF8.self)
-            == #"{"stored":3,"duplicates":2,"rejected":1,"duplicateIndexes":[0,4],"rejectedIndexes":[2]}"#)
+        #expect(
+            String(decoding: result.jsonBytes, as: UTF8.self)
+                == #"{"stored":3,"duplicates":2,"rejected":1,"duplicateIndexes":[0,4],"rejectedIndexes":[2]}"#)
         #expect(try CollectResult(jsonBytes: result.jsonBytes) == result)
         #expect(try CollectResult(jsonBytes: Array(#"{"stored":1,"duplicates":0,"rejected":0}"#.utf8)) == CollectResult(stored: 1, duplicates: 0, rejected: 0))
         for (body, expected) in [
@@ -72,19 +76,27 @@ struct ContractJSONTests {
         }
     }
 
-    @Test("a body that is not a batch is refused naming the field", arguments: [
-        ("[]", "not a JSON object"),
-        (#"{"records":[]}"#, "receivedAt is missing"),
-        (#"{"receivedAt":1,"records":[{"project":"p","type":"track","time":1,"hybridH5":false}]}"#, "records[0].properties is missing"),
-        (#"{"receivedAt":1,"records":[{"project":1,"type":"track","time":1,"hybridH5":false,"properties":{}}]}"#, "records[0].project is not a string"),
-        (#"{"receivedAt":1,"records":[{"project":"p","type":"track","time":1,"hybridH5":false,"properties":"[1]"}]}"#, "records[0].properties is not an object"),
-        // The text of an object in a string (gateways before 2026-11) is not the contract.
-        (#"{"receivedAt":1,"records":[{"project":"p","type":"track","time":1,"hybridH5":false,"properties":"{}"}]}"#, "records[0].properties is not an object"),
-        (#"{"receivedAt":1,"records":[{"project":"p","type":"track","time":1,"hybridH5":1,"properties":{}}]}"#, "records[0].hybridH5 is not a boolean"),
-        (#"{"receivedAt":1.5,"records":[]}"#, "receivedAt is not an integer"),
-        (#"{"receivedAt":1,"records":[],"rejected":[{"project":"p"}]}"#, "rejected[0] needs project, reason and raw"),
-        ("{", "not valid JSON"),
-    ])
+    @Test(
+        "a body that is not a batch is refused naming the field",
+        arguments: [
+            ("[]", "not a JSON object"),
+            (#"{"records":[]}"#, "receivedAt is missing"),
+            (#"{"receivedAt":1,"records":[{"project":"p","type":"track","time":1,"hybridH5":false}]}"#, "records[0].properties is missing"),
+            (#"{"receivedAt":1,"records":[{"project":1,"type":"track","time":1,"hybridH5":false,"properties":{}}]}"#, "records[0].project is not a string"),
+            (
+                #"{"receivedAt":1,"records":[{"project":"p","type":"track","time":1,"hybridH5":false,"properties":"[1]"}]}"#,
+                "records[0].properties is not an object"
+            ),
+            // The text of an object in a string (gateways before 2026-11) is not the contract.
+            (
+                #"{"receivedAt":1,"records":[{"project":"p","type":"track","time":1,"hybridH5":false,"properties":"{}"}]}"#,
+                "records[0].properties is not an object"
+            ),
+            (#"{"receivedAt":1,"records":[{"project":"p","type":"track","time":1,"hybridH5":1,"properties":{}}]}"#, "records[0].hybridH5 is not a boolean"),
+            (#"{"receivedAt":1.5,"records":[]}"#, "receivedAt is not an integer"),
+            (#"{"receivedAt":1,"records":[],"rejected":[{"project":"p"}]}"#, "rejected[0] needs project, reason and raw"),
+            ("{", "not valid JSON"),
+        ])
     func refused(body: String, expected: String) {
         do {
             _ = try CollectBatch(jsonBytes: Array(body.utf8))
@@ -105,9 +117,10 @@ struct ContractJSONTests {
     @Test("resolve requests and answers read back as written")
     func resolveRoundTrip() throws {
         #expect(try ResolveRequest(jsonBytes: Self.resolve.jsonBytes) == Self.resolve)
-        #expect(String(decoding: Self.resolve.jsonBytes, as: UTF8.self).hasPrefix(
-            #"{"records":[{"project":"default","type":"track_signup","distinctId":"user-\"1\"","originalId":"anon","identities":{"$identity_cookie_id":"c\u0001😀","$identity_login_id":"user-\"1\""},"isLoginId":true,"lib":"js"}"#
-        ))
+        #expect(
+            String(decoding: Self.resolve.jsonBytes, as: UTF8.self).hasPrefix(
+                #"{"records":[{"project":"default","type":"track_signup","distinctId":"user-\"1\"","originalId":"anon","identities":{"$identity_cookie_id":"c\u0001😀","$identity_login_id":"user-\"1\""},"isLoginId":true,"lib":"js"}"#
+            ))
         let answer = ResolveResponse(users: [ResolvedUser(userId: 7, created: true), ResolvedUser(userId: nil, created: false)])
         #expect(String(decoding: answer.jsonBytes, as: UTF8.self) == #"{"users":[{"userId":7,"created":true},{"created":false}]}"#)
         #expect(try ResolveResponse(jsonBytes: answer.jsonBytes) == answer)

@@ -1,6 +1,6 @@
+import BenchSupport
 import DatongCrypto
 import DatongCtl
-import BenchSupport
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -127,7 +127,9 @@ struct EncryptedUploadTests {
         let sealer = try KeySealer(masterKeyBase64: RunningServices.masterKey)
         for key in try EncryptionTests.keys() {
             let sealed = try sealer.seal(Array(try need(Data(base64Encoded: key.privateKeyPKCS8))), label: "production/\(key.pkv)")
-            _ = try await TestDatabase.rows(url, """
+            _ = try await TestDatabase.rows(
+                url,
+                """
                 INSERT INTO config.encryption_keys (project, pkv, type, public_key, sealed_private, created_by)
                 VALUES ('production', $1::integer, $2, $3, decode($4, 'base64'), 'test')
                 """, [String(key.pkv), key.type.rawValue, key.publicKey, Data(sealed).base64EncodedString()])
@@ -147,7 +149,9 @@ struct EncryptedUploadTests {
                 #expect(answer.status == .ok, "\(capture.scenario): \(answer.text)")
                 #expect(try answer.json()["rejected"] as? Int == 0, "\(capture.scenario): \(answer.text)")
             }
-            let stored = try await TestDatabase.rows(services.databaseURL, """
+            let stored = try await TestDatabase.rows(
+                services.databaseURL,
+                """
                 SELECT event, count(*), count(*) FILTER (WHERE properties->>'secret' = 'only the server reads this'), min(lib)
                 FROM analytics.events GROUP BY 1 ORDER BY 1
                 """)
@@ -195,7 +199,9 @@ struct EncryptedUploadTests {
             let ecKey = try EncryptionTests.keys().first { $0.type == .ec }!
             let sealed = try KeySealer(masterKeyBase64: RunningServices.masterKey)
                 .seal(Array(try need(Data(base64Encoded: ecKey.privateKeyPKCS8))), label: "production/99")
-            _ = try await TestDatabase.rows(services.databaseURL, """
+            _ = try await TestDatabase.rows(
+                services.databaseURL,
+                """
                 INSERT INTO config.encryption_keys (project, pkv, type, public_key, sealed_private, created_by)
                 VALUES ('production', 99, 'ec', $1, decode($2, 'base64'), 'restore')
                 """, [ecKey.publicKey, Data(sealed).base64EncodedString()])
@@ -247,7 +253,8 @@ struct EncryptedUploadTests {
             let rsa = await Datongctl.run(["keys", "create", "production", "--type", "rsa"], environment: environment)
             #expect(rsa.exitCode == 0, "\(rsa.output)")
             #expect(rsa.output.contains("pkv 1"))
-            let ec = try await services.config.execute(uri: "/v1/projects/production/keys", method: .post, headers: Self.admin, body: ByteBuffer(string: #"{"type":"ec"}"#))
+            let ec = try await services.config.execute(
+                uri: "/v1/projects/production/keys", method: .post, headers: Self.admin, body: ByteBuffer(string: #"{"type":"ec"}"#))
             #expect(ec.status == .created)
             #expect(try ec.json()["pkv"] as? Int == 2)
             #expect(try ec.json().keys.contains { $0.lowercased().contains("private") } == false)
@@ -286,10 +293,12 @@ struct EncryptedUploadTests {
             #expect((rotatedConfigs["key_v2"] as? [String: Any])?["pkv"] as? Int == 3)
             #expect((rotatedConfigs["key"] as? [String: Any])?["public_key"] == nil)
 
-            let audit = try await TestDatabase.rows(services.databaseURL, "SELECT action FROM config.audit WHERE project = 'production' AND action LIKE 'key.%' ORDER BY id")
+            let audit = try await TestDatabase.rows(
+                services.databaseURL, "SELECT action FROM config.audit WHERE project = 'production' AND action LIKE 'key.%' ORDER BY id")
             #expect(audit == [["key.created"], ["key.created"], ["key.created"], ["key.retired"]])
             // The private keys are sealed: no PKCS#8 DER in the table.
-            let raw = try await TestDatabase.rows(services.databaseURL, "SELECT count(*) FROM config.encryption_keys WHERE position('\\x3082'::bytea in sealed_private) = 1")
+            let raw = try await TestDatabase.rows(
+                services.databaseURL, "SELECT count(*) FROM config.encryption_keys WHERE position('\\x3082'::bytea in sealed_private) = 1")
             #expect(raw == [["0"]])
         }
     }

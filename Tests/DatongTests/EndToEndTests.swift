@@ -35,29 +35,38 @@ struct EndToEndTests {
                 #expect(response.status == .ok, "\(request.path): \(response.text)")
                 if request.path == "/debug" { #expect(response.text == "{}") }
             }
-            let events = try await TestDatabase.rows(services.databaseURL, """
+            let events = try await TestDatabase.rows(
+                services.databaseURL,
+                """
                 SELECT project, event, distinct_id, type, lib, app_version, hybrid_h5::text, properties->>'price', properties->'tags'->>1
                 FROM analytics.events ORDER BY time
                 """)
-            #expect(events == [
-                ["default", "ViewProduct", "user-123", "track", "python", "1.2.3", "false", "9.9", "b"],
-                ["default", "$SignUp", "user-123", "track_signup", "python", "1.2.3", "false", nil, nil],
-                ["proj_x", "ViewProduct", "user-123", "track", "python", "1.2.3", "false", "9.9", "b"],
-                ["proj_x", "$SignUp", "user-123", "track_signup", "python", "1.2.3", "false", nil, nil],
-                ["default", "E1", "u1", "track", "python", nil, "false", nil, nil],
-            ])
-            let times = try await TestDatabase.rows(services.databaseURL, "SELECT pg_typeof(time)::text, pg_typeof(properties)::text FROM analytics.events LIMIT 1")
+            #expect(
+                events == [
+                    ["default", "ViewProduct", "user-123", "track", "python", "1.2.3", "false", "9.9", "b"],
+                    ["default", "$SignUp", "user-123", "track_signup", "python", "1.2.3", "false", nil, nil],
+                    ["proj_x", "ViewProduct", "user-123", "track", "python", "1.2.3", "false", "9.9", "b"],
+                    ["proj_x", "$SignUp", "user-123", "track_signup", "python", "1.2.3", "false", nil, nil],
+                    ["default", "E1", "u1", "track", "python", nil, "false", nil, nil],
+                ])
+            let times = try await TestDatabase.rows(
+                services.databaseURL, "SELECT pg_typeof(time)::text, pg_typeof(properties)::text FROM analytics.events LIMIT 1")
             #expect(times == [["timestamp with time zone", "jsonb"]])
-            let profiles = try await TestDatabase.rows(services.databaseURL,
+            let profiles = try await TestDatabase.rows(
+                services.databaseURL,
                 "SELECT project, type, distinct_id, properties->>'name' FROM collector.profile_records ORDER BY project")
             #expect(profiles == [["default", "profile_set", "user-123", "Alice"], ["proj_x", "profile_set", "user-123", "Alice"]])
             // One user per project holds the login id and the anonymous id the signup named.
-            let users = try await TestDatabase.rows(services.databaseURL, """
+            let users = try await TestDatabase.rows(
+                services.databaseURL,
+                """
                 SELECT e.project, count(DISTINCT e.user_id)::text, count(*) FILTER (WHERE e.user_id IS NULL)::text
                 FROM analytics.events e WHERE e.distinct_id = 'user-123' GROUP BY e.project ORDER BY e.project
                 """)
             #expect(users == [["default", "1", "0"], ["proj_x", "1", "0"]])
-            let linked = try await TestDatabase.rows(services.databaseURL, """
+            let linked = try await TestDatabase.rows(
+                services.databaseURL,
+                """
                 SELECT count(DISTINCT user_id)::text FROM identity.identities
                 WHERE project = 'default' AND value IN ('user-123', 'anon-device-abc')
                 """)
@@ -82,7 +91,9 @@ struct EndToEndTests {
     @Test("a bad record is kept in analytics.rejected while the good ones are stored")
     func partialRejection() async throws {
         try await RunningServices.run { services in
-            let (uri, body) = Self.form(#"[{"type":"track","event":"Good","time":1795273119736,"distinct_id":"d1"},{"type":"track","event":"Bad","time":1795273119736,"distinct_id":"d1","properties":{"user_id":1}}]"#)
+            let (uri, body) = Self.form(
+                #"[{"type":"track","event":"Good","time":1795273119736,"distinct_id":"d1"},{"type":"track","event":"Bad","time":1795273119736,"distinct_id":"d1","properties":{"user_id":1}}]"#
+            )
             let response = try await services.gateway.execute(uri: uri, method: .post, body: body)
             #expect(response.status == .ok)
             let answer = try response.json()
@@ -112,7 +123,8 @@ struct EndToEndTests {
                 #expect(response.status == status, "\(code)")
                 #expect(try response.json()["error"] as? String == code)
             }
-            let count = try await TestDatabase.rows(services.databaseURL,
+            let count = try await TestDatabase.rows(
+                services.databaseURL,
                 "SELECT (SELECT count(*) FROM analytics.events) + (SELECT count(*) FROM analytics.rejected)")
             #expect(count == [["0"]])
         }
@@ -122,7 +134,10 @@ struct EndToEndTests {
     func imageBeacon() async throws {
         try await RunningServices.run { services in
             let beacon = try #require(try Fixtures.javascript().first { $0.kind == "img.src" })
-            guard case .text(let url) = beacon.payload else { Issue.record("the beacon has no URL"); return }
+            guard case .text(let url) = beacon.payload else {
+                Issue.record("the beacon has no URL")
+                return
+            }
             let components = try #require(URLComponents(string: url))
             let response = try await services.gateway.execute(uri: "/sa.gif?" + components.percentEncodedQuery!, method: .get)
             #expect(response.status == .ok)
@@ -169,11 +184,13 @@ struct EndToEndTests {
             let document = ByteBuffer(string: #"{"configs":{"disableSDK":false,"autoTrackMode":3}}"#)
             let unauthorized = try await services.config.execute(uri: "/v1/projects/default/remote-config", method: .put, body: document)
             #expect(unauthorized.status == .unauthorized)
-            let wrong = try await services.config.execute(uri: "/v1/projects/default/remote-config", method: .put,
-                                                          headers: [.authorization: "Bearer nope"], body: document)
+            let wrong = try await services.config.execute(
+                uri: "/v1/projects/default/remote-config", method: .put,
+                headers: [.authorization: "Bearer nope"], body: document)
             #expect(wrong.status == .unauthorized)
 
-            let published = try await services.config.execute(uri: "/v1/projects/default/remote-config?platform=ios", method: .put, headers: admin, body: document)
+            let published = try await services.config.execute(
+                uri: "/v1/projects/default/remote-config?platform=ios", method: .put, headers: admin, body: document)
             #expect(published.status == .created)
             let result = try JSONDecoder().decode(PublishResult.self, from: Data(buffer: published.body))
             #expect(result.version == 1)
@@ -184,21 +201,25 @@ struct EndToEndTests {
             #expect(read.headers[HTTPField.Name("X-Datong-Version")!] == "1")
             #expect(try read.json()["configs"] as? [String: Any] != nil)
 
-            let revalidated = try await services.config.execute(uri: "/v1/projects/default/remote-config?platform=ios", method: .get,
-                                                                headers: [.ifNoneMatch: result.etag])
+            let revalidated = try await services.config.execute(
+                uri: "/v1/projects/default/remote-config?platform=ios", method: .get,
+                headers: [.ifNoneMatch: result.etag])
             #expect(revalidated.status == .notModified)
 
-            let changed = try await services.config.execute(uri: "/v1/projects/default/remote-config?platform=ios", method: .put, headers: admin,
-                                                             body: ByteBuffer(string: #"{"configs":{"disableSDK":true}}"#))
+            let changed = try await services.config.execute(
+                uri: "/v1/projects/default/remote-config?platform=ios", method: .put, headers: admin,
+                body: ByteBuffer(string: #"{"configs":{"disableSDK":true}}"#))
             let second = try JSONDecoder().decode(PublishResult.self, from: Data(buffer: changed.body))
             #expect(second.version == 2)
             #expect(second.etag != result.etag)
-            let stale = try await services.config.execute(uri: "/v1/projects/default/remote-config?platform=ios", method: .get,
-                                                          headers: [.ifNoneMatch: result.etag])
+            let stale = try await services.config.execute(
+                uri: "/v1/projects/default/remote-config?platform=ios", method: .get,
+                headers: [.ifNoneMatch: result.etag])
             #expect(stale.status == .ok)
 
-            let invalid = try await services.config.execute(uri: "/v1/projects/default/h5-domain-whitelist", method: .put, headers: admin,
-                                                            body: ByteBuffer(string: #"["h5.example.com", 3]"#))
+            let invalid = try await services.config.execute(
+                uri: "/v1/projects/default/h5-domain-whitelist", method: .put, headers: admin,
+                body: ByteBuffer(string: #"["h5.example.com", 3]"#))
             #expect(invalid.status == .unprocessableContent)
             #expect(invalid.text.contains(#""path":"[1]""#))
 

@@ -87,36 +87,46 @@ struct GatewayTests {
             }
 
             let url = services.databaseURL
-            let counts = try await TestDatabase.rows(url, """
+            let counts = try await TestDatabase.rows(
+                url,
+                """
                 SELECT hybrid_h5::text, count(*)::text, count(*) FILTER (WHERE user_id IS NULL)::text
                 FROM analytics.events WHERE project = 'production' GROUP BY hybrid_h5 ORDER BY hybrid_h5
                 """)
             // 5 direct scenarios and 3 bridged ones, each a BuyProduct and a $SignUp, every one with a user.
             #expect(counts == [["false", "10", "0"], ["true", "6", "0"]])
-            let bridged = try await TestDatabase.rows(url, """
+            let bridged = try await TestDatabase.rows(
+                url,
+                """
                 SELECT event, distinct_id, anonymous_id, login_id, lib, app_version, properties->>'$os', properties->>'$screen_width',
                        properties->>'$viewport_width', properties->>'paid_at', (properties ? 'server_url')::text
                 FROM analytics.events WHERE hybrid_h5 AND anonymous_id = 'app-anon-0' ORDER BY time
                 """)
-            #expect(bridged == [
-                ["BuyProduct", "app-anon-0", "app-anon-0", nil, "js", "2.3.0", "iOS", "393", "390", "2024-01-02 03:04:05.006", "false"],
-                ["$SignUp", "user-123", "app-anon-0", "user-123", "js", "2.3.0", "iOS", "393", "390", nil, "false"],
-            ])
-            let direct = try await TestDatabase.rows(url, """
+            #expect(
+                bridged == [
+                    ["BuyProduct", "app-anon-0", "app-anon-0", nil, "js", "2.3.0", "iOS", "393", "390", "2024-01-02 03:04:05.006", "false"],
+                    ["$SignUp", "user-123", "app-anon-0", "user-123", "js", "2.3.0", "iOS", "393", "390", nil, "false"],
+                ])
+            let direct = try await TestDatabase.rows(
+                url,
+                """
                 SELECT DISTINCT properties->>'paid_at', properties->'tags'->>1, properties->>'price', lib
                 FROM analytics.events WHERE NOT hybrid_h5 AND event = 'BuyProduct'
                 """)
             #expect(direct == [["2024-01-02 03:04:05.006", "b", "9.9", "js"]])
-            let profiles = try await TestDatabase.rows(url,
+            let profiles = try await TestDatabase.rows(
+                url,
                 "SELECT count(*)::text, count(user_id)::text FROM collector.profile_records WHERE properties->>'name' = 'Alice'")
             #expect(profiles == [["8", "8"]])
 
             // The iOS page's cookie id now belongs to the app's user: the same page sending directly
             // (an image beacon with only its cookie id) lands on that user.
-            let appUser = try await TestDatabase.rows(url,
+            let appUser = try await TestDatabase.rows(
+                url,
                 "SELECT DISTINCT user_id::text FROM analytics.events WHERE anonymous_id = 'app-anon-0'")
             #expect(appUser.count == 1)
-            let beacon = #"{"type":"track","event":"PageLeave","time":1795273099000,"distinct_id":"\#(Self.iosCookie)","lib":{"$lib":"js"},"identities":{"$identity_cookie_id":"\#(Self.iosCookie)"},"properties":{"$url":"https://h5.example.com/shop/item?id=42"}}"#
+            let beacon =
+                #"{"type":"track","event":"PageLeave","time":1795273099000,"distinct_id":"\#(Self.iosCookie)","lib":{"$lib":"js"},"identities":{"$identity_cookie_id":"\#(Self.iosCookie)"},"properties":{"$url":"https://h5.example.com/shop/item?id=42"}}"#
             let data = Data(beacon.utf8).base64EncodedString().addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
             let sent = try await services.gateway.execute(uri: "/sa.gif?project=production&data=\(data)", method: .get)
             #expect(sent.status == .ok)
@@ -128,13 +138,16 @@ struct GatewayTests {
     @Test("an app SDK's own upload of relayed H5 records is not rewritten again; its cookie id joins the app user")
     func appRelayedUpload() async throws {
         try await RunningServices.run { services in
-            let record = #"{"type":"track","event":"BuyProduct","time":1795273095276,"distinct_id":"app-anon-9","anonymous_id":"app-anon-9","_hybrid_h5":true,"lib":{"$lib":"js","$app_version":"2.3.0"},"identities":{"$identity_cookie_id":"cookie-9","$identity_idfv":"IDFV-9","$identity_anonymous_id":"app-anon-9"},"properties":{"$url":"https://h5.example.com/a"}}"#
+            let record =
+                #"{"type":"track","event":"BuyProduct","time":1795273095276,"distinct_id":"app-anon-9","anonymous_id":"app-anon-9","_hybrid_h5":true,"lib":{"$lib":"js","$app_version":"2.3.0"},"identities":{"$identity_cookie_id":"cookie-9","$identity_idfv":"IDFV-9","$identity_anonymous_id":"app-anon-9"},"properties":{"$url":"https://h5.example.com/a"}}"#
             let (uri, body) = EndToEndTests.form("[\(record)]", project: "production")
             #expect(try await services.gateway.execute(uri: uri, method: .post, body: body).status == .ok)
-            let direct = #"{"type":"track","event":"Direct","time":1795273096000,"distinct_id":"cookie-9","lib":{"$lib":"js"},"identities":{"$identity_cookie_id":"cookie-9"}}"#
+            let direct =
+                #"{"type":"track","event":"Direct","time":1795273096000,"distinct_id":"cookie-9","lib":{"$lib":"js"},"identities":{"$identity_cookie_id":"cookie-9"}}"#
             let (uri2, body2) = EndToEndTests.form("[\(direct)]", project: "production")
             #expect(try await services.gateway.execute(uri: uri2, method: .post, body: body2).status == .ok)
-            let rows = try await TestDatabase.rows(services.databaseURL,
+            let rows = try await TestDatabase.rows(
+                services.databaseURL,
                 "SELECT event, distinct_id, hybrid_h5::text, (user_id IS NOT NULL)::text FROM analytics.events ORDER BY time")
             #expect(rows == [["BuyProduct", "app-anon-9", "true", "true"], ["Direct", "cookie-9", "false", "true"]])
             let users = try await TestDatabase.rows(services.databaseURL, "SELECT count(DISTINCT user_id)::text FROM analytics.events")
@@ -198,7 +211,8 @@ struct GatewayTests {
             }
             #expect(refused?.text.contains("H5 domain whitelist") == true)
             #expect(clock.now - published < .seconds(5))
-            let events = try await TestDatabase.rows(services.databaseURL,
+            let events = try await TestDatabase.rows(
+                services.databaseURL,
                 "SELECT count(*)::text FROM analytics.events WHERE project = 'default'")
             #expect(events == [["1"]])
         }
@@ -213,7 +227,8 @@ struct GatewayTests {
             let records = try await Self.relay(try BridgeRulesTests.messages("ios"), app: app, to: services.gateway)
             #expect(records.status == .serviceUnavailable)
             #expect(records.headers[.retryAfter] != nil)
-            let stored = try await TestDatabase.rows(services.databaseURL,
+            let stored = try await TestDatabase.rows(
+                services.databaseURL,
                 "SELECT (SELECT count(*) FROM analytics.events) + (SELECT count(*) FROM analytics.rejected)")
             #expect(stored == [["0"]])
         }
@@ -244,15 +259,17 @@ struct GatewayTests {
         }
     }
 
-    @Test("bad relays get a 4xx naming the problem", arguments: [
-        (#"{"messages":[]}"#, "invalid_app_context"),
-        (#"{"app":{"server_url":"not a url","anonymous_id":"a"},"messages":[]}"#, "invalid_app_context"),
-        (#"{"app":{"server_url":"https://sa.example.com/sa","anonymous_id":""},"messages":[]}"#, "invalid_app_context"),
-        (#"{"app":{"server_url":"https://sa.example.com/sa","anonymous_id":"a"},"messages":"x"}"#, "invalid_messages"),
-        (#"{"app":{"server_url":"https://sa.example.com/sa","anonymous_id":"a"},"messages":[{"type":"track"}]}"#, "invalid_messages"),
-        (#"[1]"#, "invalid_body"),
-        (#"{"app":"#, "invalid_json"),
-    ])
+    @Test(
+        "bad relays get a 4xx naming the problem",
+        arguments: [
+            (#"{"messages":[]}"#, "invalid_app_context"),
+            (#"{"app":{"server_url":"not a url","anonymous_id":"a"},"messages":[]}"#, "invalid_app_context"),
+            (#"{"app":{"server_url":"https://sa.example.com/sa","anonymous_id":""},"messages":[]}"#, "invalid_app_context"),
+            (#"{"app":{"server_url":"https://sa.example.com/sa","anonymous_id":"a"},"messages":"x"}"#, "invalid_messages"),
+            (#"{"app":{"server_url":"https://sa.example.com/sa","anonymous_id":"a"},"messages":[{"type":"track"}]}"#, "invalid_messages"),
+            (#"[1]"#, "invalid_body"),
+            (#"{"app":"#, "invalid_json"),
+        ])
     func badRelays(body: String, code: String) async throws {
         try await RunningServices.run { services in
             let response = try await services.gateway.execute(uri: "/v1/bridge?project=production", method: .post, body: ByteBuffer(string: body))
@@ -264,7 +281,9 @@ struct GatewayTests {
     @Test("a debug dry run names each bad record and writes nothing")
     func debugDryRun() async throws {
         try await RunningServices.run { services in
-            let (_, body) = EndToEndTests.form(#"[{"type":"track","event":"Ok","time":1795273119736,"distinct_id":"d"},{"type":"track","event":"Bad","time":1795273119736,"distinct_id":"d","properties":{"event":1}}]"#)
+            let (_, body) = EndToEndTests.form(
+                #"[{"type":"track","event":"Ok","time":1795273119736,"distinct_id":"d"},{"type":"track","event":"Bad","time":1795273119736,"distinct_id":"d","properties":{"event":1}}]"#
+            )
             let response = try await services.gateway.execute(
                 uri: "/prefix/debug?project=default", method: .post, headers: [HTTPField.Name("Dry-Run")!: "true"], body: body
             )
@@ -273,7 +292,8 @@ struct GatewayTests {
             #expect(problems.count == 1)
             #expect(problems.first?["index"] as? Int == 1)
             #expect((problems.first?["reason"] as? String)?.contains("reserved") == true)
-            let written = try await TestDatabase.rows(services.databaseURL,
+            let written = try await TestDatabase.rows(
+                services.databaseURL,
                 "SELECT (SELECT count(*) FROM analytics.events) + (SELECT count(*) FROM analytics.rejected)")
             #expect(written == [["0"]])
         }
@@ -283,9 +303,11 @@ struct GatewayTests {
     func cors() async throws {
         try await RunningServices.run { services in
             let origin = "https://h5.example.com"
-            let preflight = try await services.gateway.execute(uri: "/collect/sa.gif?project=production", method: .options, headers: [
-                .origin: origin, .accessControlRequestMethod: "POST", .accessControlRequestHeaders: "content-type",
-            ])
+            let preflight = try await services.gateway.execute(
+                uri: "/collect/sa.gif?project=production", method: .options,
+                headers: [
+                    .origin: origin, .accessControlRequestMethod: "POST", .accessControlRequestHeaders: "content-type",
+                ])
             #expect(preflight.status == .noContent)
             #expect(preflight.headers[.accessControlAllowOrigin] == origin)
             #expect(preflight.headers[.accessControlAllowCredentials] == "true")
@@ -293,27 +315,33 @@ struct GatewayTests {
             #expect(preflight.headers[.accessControlAllowHeaders]?.lowercased().contains("content-type") == true)
 
             let ajax = try #require(try Fixtures.javascript().first { $0.scenario == "ajax" })
-            guard case .request(let request) = ajax.payload else { Issue.record("no ajax request"); return }
+            guard case .request(let request) = ajax.payload else {
+                Issue.record("no ajax request")
+                return
+            }
             let response = try await services.gateway.execute(
                 uri: "/sa.gif?project=production", method: .post,
                 headers: [.origin: origin, .contentType: "application/x-www-form-urlencoded"], body: ByteBuffer(string: request["body"] ?? "")
             )
             #expect(response.status == .ok)
             #expect(response.headers[.accessControlAllowOrigin] == origin)
-            let refused = try await services.gateway.execute(uri: "/sa.gif?project=production", method: .post,
-                                                             headers: [.origin: origin], body: ByteBuffer(string: "data=%%%"))
+            let refused = try await services.gateway.execute(
+                uri: "/sa.gif?project=production", method: .post,
+                headers: [.origin: origin], body: ByteBuffer(string: "data=%%%"))
             #expect(refused.status == .badRequest)
             #expect(refused.headers[.accessControlAllowOrigin] == origin)
         }
     }
 
-    @Test("each upload limit is enforced with a reason", arguments: [
-        ("deep", HTTPResponse.Status.badRequest, "json_too_deep"),
-        ("utf8", .badRequest, "invalid_utf8"),
-        ("records", .contentTooLarge, "too_many_records"),
-        ("gzip9", .badRequest, "invalid_json"),
-        ("crc", .badRequest, "crc_mismatch"),
-    ])
+    @Test(
+        "each upload limit is enforced with a reason",
+        arguments: [
+            ("deep", HTTPResponse.Status.badRequest, "json_too_deep"),
+            ("utf8", .badRequest, "invalid_utf8"),
+            ("records", .contentTooLarge, "too_many_records"),
+            ("gzip9", .badRequest, "invalid_json"),
+            ("crc", .badRequest, "crc_mismatch"),
+        ])
     func limits(kind: String, status: HTTPResponse.Status, code: String) async throws {
         try await RunningServices.run(limits: UploadLimits(maxRecordsPerRequest: 2, maxJSONDepth: 8, timeWindowPastDays: 36_500)) { services in
             let record = #"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d"}"#
@@ -323,8 +351,12 @@ struct GatewayTests {
             case "deep": payload = Array((String(repeating: "[", count: 9) + String(repeating: "]", count: 9)).utf8)
             case "utf8": payload = Array(#"{"type":"track","event":"E","time":1795273119736,"distinct_id":""#.utf8) + [0xFF, 0x22, 0x7D]
             case "records": payload = Array("[\(record),\(record),\(record)]".utf8)
-            case "gzip9": payload = Array(record.utf8); extra = "&gzip=9"
-            default: payload = Array(record.utf8); extra = "&crc=12345"
+            case "gzip9":
+                payload = Array(record.utf8)
+                extra = "&gzip=9"
+            default:
+                payload = Array(record.utf8)
+                extra = "&crc=12345"
             }
             let data = Data(payload).base64EncodedString().addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
             let response = try await services.gateway.execute(uri: "/sa?project=default\(extra)", method: .post, body: ByteBuffer(string: "data=\(data)"))

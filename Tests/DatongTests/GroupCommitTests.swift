@@ -1,9 +1,10 @@
-@testable import Collector
 import DatongContracts
 import DatongRuntime
 import HTTPTypes
 import Synchronization
 import Testing
+
+@testable import Collector
 
 /// Group commit without a database: a fake transaction that takes a while and remembers its groups.
 @Suite("collector: group commit")

@@ -40,12 +40,14 @@ struct HardeningTests {
         #expect(RecordNormalizer.milliseconds(try JSONParser.parse(Array("-9223372036854775808".utf8), maxDepth: 4).root) == nil)
         #expect(RecordNormalizer.milliseconds(try JSONParser.parse(Array("99999999999".utf8), maxDepth: 4).root) == 99_999_999_999_000)
         try await RunningServices.run { services in
-            let answer = try await Self.upload(services, [
-                Self.record(time: "-9999999999999999"),
-                #"{"type":"track","event":"Bad","time":1,"distinct_id":"d","properties":{"$time":-9223372036854775808}}"#,
-                Self.record(time: "9223372036854775807"),
-                Self.good,
-            ])
+            let answer = try await Self.upload(
+                services,
+                [
+                    Self.record(time: "-9999999999999999"),
+                    #"{"type":"track","event":"Bad","time":1,"distinct_id":"d","properties":{"$time":-9223372036854775808}}"#,
+                    Self.record(time: "9223372036854775807"),
+                    Self.good,
+                ])
             #expect(answer["stored"] as? Int == 1)
             #expect(answer["rejected"] as? Int == 3)
             // The same inside a relay.
@@ -66,17 +68,19 @@ struct HardeningTests {
     func unstorableValues() async throws {
         try await RunningServices.run { services in
             let longFraction = "0." + String(repeating: "1", count: 17_000)
-            let answer = try await Self.upload(services, [
-                Self.record(key: #"a\u0000b"#),
-                Self.record(type: #"track\u0000"#),
-                #"{"type":"track","event":"Bad","time":\#(Self.time),"distinct_id":"d","identities":{"$identity_\u0000":"x"}}"#,
-                Self.record(value: "1e-16384"),
-                Self.record(value: "1e-16383"),
-                Self.record(value: longFraction),
-                Self.record(value: "1e400000"),
-                Self.good,
-                Self.record(event: "Fine", value: "1.5e-300"),
-            ])
+            let answer = try await Self.upload(
+                services,
+                [
+                    Self.record(key: #"a\u0000b"#),
+                    Self.record(type: #"track\u0000"#),
+                    #"{"type":"track","event":"Bad","time":\#(Self.time),"distinct_id":"d","identities":{"$identity_\u0000":"x"}}"#,
+                    Self.record(value: "1e-16384"),
+                    Self.record(value: "1e-16383"),
+                    Self.record(value: longFraction),
+                    Self.record(value: "1e400000"),
+                    Self.good,
+                    Self.record(event: "Fine", value: "1.5e-300"),
+                ])
             #expect(answer["stored"] as? Int == 2, "\(answer)")
             #expect(answer["rejected"] as? Int == 7)
             let rows = try await TestDatabase.rows(services.databaseURL, "SELECT event FROM analytics.events ORDER BY event")
@@ -107,7 +111,8 @@ struct HardeningTests {
                 record("Bad2", #"{"a":1e-16384}"#), record("Good3", #"{}"#), record("Bad3", #"{"a":"\ud800"}"#),
                 record("Bad\\u0000", "{}"), record("Bad5", "{}", time: 9_223_372_036_854_775_806), record("Good4", #"{"b":[1,2]}"#),
             ]
-            let batch = #"{"receivedAt":\#(Self.time),"records":[\#(records.joined(separator: ","))],"rejected":[{"project":"default","reason":"r\u0000","raw":"x\u0000"}]}"#
+            let batch =
+                #"{"receivedAt":\#(Self.time),"records":[\#(records.joined(separator: ","))],"rejected":[{"project":"default","reason":"r\u0000","raw":"x\u0000"}]}"#
             let answer = try await services.collector.execute(uri: "/v1/batches", method: .post, headers: token, body: ByteBuffer(string: batch))
             #expect(answer.status == .ok, "\(answer.text)")
             let result = try answer.json()
@@ -122,7 +127,9 @@ struct HardeningTests {
             #expect(rejected == [["6"]])
             // The three PostgreSQL alone refuses (NUL escape, numeric overflow, lone surrogate) were
             // found by bisecting the failed COPY; the other two by the collector's own field checks.
-            let isolated = try await TestDatabase.rows(services.databaseURL, """
+            let isolated = try await TestDatabase.rows(
+                services.databaseURL,
+                """
                 SELECT substring(raw from '"event":"([^"]*)"') FROM analytics.rejected WHERE reason LIKE 'collector: PostgreSQL cannot store%' ORDER BY 1
                 """)
             #expect(isolated == [["Bad1"], ["Bad2"], ["Bad3"]])
@@ -196,7 +203,8 @@ struct HardeningTests {
             let out = try bytes.withUnsafeBytes { raw in try GzipInflater.inflate(raw, limit: limit) }
             return String(decoding: out, as: UTF8.self)
         }
-        let first = try gzip("[1,"), second = try gzip("2]")
+        let first = try gzip("[1,")
+        let second = try gzip("2]")
         #expect(try inflate(first + second) == "[1,2]")
         #expect(throws: GzipInflater.Failure.invalid) { try inflate(Array(first.dropLast(4))) }
         #expect(throws: GzipInflater.Failure.invalid) { try inflate(Array(first.dropLast(8))) }
@@ -241,12 +249,14 @@ struct HardeningTests {
             let zalgo = "a" + String(repeating: "\u{0301}", count: 300_000)
             let longID = String(repeating: "x", count: 20_000)
             let chineseID = String(repeating: "汉", count: 200)  // 200 characters, 600 bytes
-            let answer = try await Self.upload(services, [
-                Self.record(value: "\"\(zalgo)\""),
-                #"{"type":"track","event":"Bad","time":\#(Self.time),"distinct_id":"\#(longID)"}"#,
-                #"{"type":"track","event":"Bad","time":\#(Self.time),"distinct_id":"\#(chineseID)"}"#,
-                Self.good,
-            ])
+            let answer = try await Self.upload(
+                services,
+                [
+                    Self.record(value: "\"\(zalgo)\""),
+                    #"{"type":"track","event":"Bad","time":\#(Self.time),"distinct_id":"\#(longID)"}"#,
+                    #"{"type":"track","event":"Bad","time":\#(Self.time),"distinct_id":"\#(chineseID)"}"#,
+                    Self.good,
+                ])
             #expect(answer["stored"] as? Int == 1, "\(answer)")
             #expect(answer["rejected"] as? Int == 3)
             // An app context whose presets are not what events may carry is refused whole.
@@ -277,9 +287,10 @@ struct HardeningTests {
                 let answer = try await HTTPLoad.onThread {
                     let connection = try HTTPLoad.Connection(port: port, receiveTimeout: 10)
                     defer { connection.close() }
-                    return try connection.exchange(Array(
-                        "POST /sa?project=default HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n\(body)".utf8
-                    ))
+                    return try connection.exchange(
+                        Array(
+                            "POST /sa?project=default HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n\(body)".utf8
+                        ))
                 }
                 #expect((400..<500).contains(answer.status), "\(body.debugDescription): \(answer.status)")
             }
@@ -309,9 +320,10 @@ struct HardeningTests {
             let early = try await HTTPLoad.onThread {
                 let expect = try HTTPLoad.Connection(port: port, receiveTimeout: 10)
                 defer { expect.close() }
-                try expect.write(Array(
-                    "POST /sa?project=default HTTP/1.1\r\nHost: x\r\nContent-Length: 104857600\r\nExpect: 100-continue\r\n\r\n".utf8
-                ))
+                try expect.write(
+                    Array(
+                        "POST /sa?project=default HTTP/1.1\r\nHost: x\r\nContent-Length: 104857600\r\nExpect: 100-continue\r\n\r\n".utf8
+                    ))
                 return try expect.readAnswer()
             }
             #expect(early.status == 413)

@@ -33,7 +33,8 @@ struct HostileInputTests {
     }
 
     /// The answer is `status` with a JSON problem naming `code` and saying why.
-    static func expectRefusal(_ response: TestResponse, _ status: HTTPResponse.Status, _ code: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    static func expectRefusal(_ response: TestResponse, _ status: HTTPResponse.Status, _ code: String, sourceLocation: SourceLocation = #_sourceLocation) throws
+    {
         #expect(response.status == status, sourceLocation: sourceLocation)
         let problem = try response.json()
         #expect(problem["error"] as? String == code, "\(problem)", sourceLocation: sourceLocation)
@@ -127,8 +128,10 @@ struct HostileInputTests {
             // Bridge messages whose server_url points elsewhere: another host, another project,
             // a look-alike host.
             let device = SDKTraffic.Device(7)
-            let forged = ["https://evil.example.net/sa?project=default", "https://sa.example.com/sa?project=proj_x",
-                          "https://sa.example.com.evil.net/sa?project=default", "javascript:alert(1)"]
+            let forged = [
+                "https://evil.example.net/sa?project=default", "https://sa.example.com/sa?project=proj_x",
+                "https://sa.example.com.evil.net/sa?project=default", "javascript:alert(1)",
+            ]
             let records = forged.enumerated().map { index, url in
                 SDKTraffic.bridgeRecord(device, sequence: index, time: Self.time - Int64(index), serverURL: url)
             }

@@ -55,7 +55,8 @@ struct IdentityEndToEndTests {
             // 1. The page, opened in a browser before the app existed on this phone.
             #expect(try await gateway.execute(uri: try Self.beacon(shift: 0), method: .get).status == .ok)
             // 2. The app's own event.
-            let (uri, body) = EndToEndTests.form(#"""
+            let (uri, body) = EndToEndTests.form(
+                #"""
                 [{"type":"track","event":"AppStart","time":1795273119000,"distinct_id":"app-anon-1",
                   "identities":{"$identity_idfv":"IDFV-1","$identity_anonymous_id":"app-anon-1"},
                   "lib":{"$lib":"iOS","$lib_version":"4.5.0"},"properties":{"$app_version":"2.3.0"}}]
@@ -72,10 +73,13 @@ struct IdentityEndToEndTests {
             #expect(try GatewayTests.statuses(signup) == ["stored"])
 
             let url = services.databaseURL
-            #expect(try await TestDatabase.rows(url, """
-                SELECT count(*), count(DISTINCT user_id), count(DISTINCT stored_user_id), count(*) FILTER (WHERE hybrid_h5)
-                FROM analytics.events WHERE project = 'production'
-                """) == [["5", "1", "2", "2"]])
+            #expect(
+                try await TestDatabase.rows(
+                    url,
+                    """
+                    SELECT count(*), count(DISTINCT user_id), count(DISTINCT stored_user_id), count(*) FILTER (WHERE hybrid_h5)
+                    FROM analytics.events WHERE project = 'production'
+                    """) == [["5", "1", "2", "2"]])
             let user = try #require(try await TestDatabase.rows(url, "SELECT DISTINCT user_id FROM analytics.events").first?[0].flatMap(Int64.init))
             // The README's query counts this person once, as someone who used both the app and H5
             // (run on this project, with the captures' clock).
@@ -87,7 +91,8 @@ struct IdentityEndToEndTests {
             // The identity API: the page's cookie id and the login id belong to the app's user.
             let identity = services.identity
             for (key, value) in [("$identity_cookie_id", Self.cookie), ("$identity_login_id", "user-123"), ("$identity_idfv", "IDFV-1")] {
-                let found = try await Self.get(UserAnswer.self, "/v1/projects/production/identities?key=\(key.replacingOccurrences(of: "$", with: "%24"))&value=\(value)", identity)
+                let found = try await Self.get(
+                    UserAnswer.self, "/v1/projects/production/identities?key=\(key.replacingOccurrences(of: "$", with: "%24"))&value=\(value)", identity)
                 #expect(found.userId == user, "\(key)")
             }
             let history = try await Self.get(UserHistory.self, "/v1/projects/production/users/\(user)/history", identity)
@@ -107,9 +112,12 @@ struct IdentityEndToEndTests {
                 body: ByteBuffer(string: #"{"actor":"ops:wang"}"#)
             )
             #expect(undo.status == .ok, "\(undo.text)")
-            #expect(try await TestDatabase.rows(url, """
-                SELECT user_id, count(*) FROM analytics.events WHERE project = 'production' GROUP BY user_id ORDER BY user_id
-                """) == [[String(user), "4"], [String(web), "1"]].sorted { $0[0]! < $1[0]! })
+            #expect(
+                try await TestDatabase.rows(
+                    url,
+                    """
+                    SELECT user_id, count(*) FROM analytics.events WHERE project = 'production' GROUP BY user_id ORDER BY user_id
+                    """) == [[String(user), "4"], [String(web), "1"]].sorted { $0[0]! < $1[0]! })
             let again = try await identity.execute(
                 uri: "/v1/projects/production/merges/\(merge.mergeId)/undo", method: .post, headers: Self.service
             )

@@ -1,9 +1,10 @@
-@testable import Collector
 import DatongContracts
 import DatongPostgres
 import Foundation
-@testable import Identity
 import Testing
+
+@testable import Collector
+@testable import Identity
 
 /// The identity graph's rules on a real PostgreSQL: guards, conflicts, binds and unbinds, merges
 /// and their undo, and the cache's freshness across replicas.
@@ -73,8 +74,9 @@ struct IdentityGraphTests {
             #expect(Set(merge.identities) == [IdentityPair(key: Self.idfv, value: "D1"), IdentityPair(key: Self.anonymous, value: "A1")])
             #expect(merge.actor == "gateway")
             #expect(merge.cause == ChangeCause(requestId: "req-7", record: 0, type: "track_signup", distinctId: "alice"))
-            #expect(try await TestDatabase.rows(url, "SELECT user_id, canonical_user_id FROM analytics.user_canonical")
-                == [[String(phone), String(laptop)]])
+            #expect(
+                try await TestDatabase.rows(url, "SELECT user_id, canonical_user_id FROM analytics.user_canonical")
+                    == [[String(phone), String(laptop)]])
             let merged = try #require(try await store.user(project: "default", id: phone))
             #expect(merged.canonicalUserId == laptop && merged.mergedInto == laptop && merged.identities.isEmpty)
 
@@ -114,7 +116,9 @@ struct IdentityGraphTests {
 
             // Through the API a link that would merge two logins is refused outright.
             await #expect(throws: GraphRefusal.self) {
-                try await store.link(project: "default", identities: [Self.login: "bob", "$identity_email": "x@example.com", Self.idfv: "D-alice"], cause: .api("link", actor: nil, requestID: "r"))
+                try await store.link(
+                    project: "default", identities: [Self.login: "bob", "$identity_email": "x@example.com", Self.idfv: "D-alice"],
+                    cause: .api("link", actor: nil, requestID: "r"))
             }
             #expect(try await Self.owner(store, "$identity_email", "x@example.com") == nil)
         }
@@ -146,7 +150,8 @@ struct IdentityGraphTests {
             #expect(try await Self.user(store, [Self.login: "dan"], type: "track_id_unbind") == user)
             #expect(try await Self.owner(store, Self.login, "dan") == user)
             await #expect(throws: GraphRefusal.self) {
-                try await store.unbind(project: "default", identity: IdentityKey(key: Self.anonymous, value: "A1"), cause: .api("unbind", actor: nil, requestID: "r"))
+                try await store.unbind(
+                    project: "default", identity: IdentityKey(key: Self.anonymous, value: "A1"), cause: .api("unbind", actor: nil, requestID: "r"))
             }
         }
     }
@@ -159,8 +164,9 @@ struct IdentityGraphTests {
             let b = try #require(try await Self.user(store, [Self.login: "bea"]))
             let first = try await store.merge(project: "default", from: k, into: a, cause: .api("merge", actor: "ops", requestID: "r"))
             let second = try await store.merge(project: "default", from: a, into: b, cause: .api("merge", actor: "ops", requestID: "r"))
-            #expect(try await TestDatabase.rows(url, "SELECT user_id, canonical_user_id FROM identity.user_map ORDER BY user_id")
-                == [[String(k), String(b)], [String(a), String(b)]].sorted { Int($0[0]!)! < Int($1[0]!)! })
+            #expect(
+                try await TestDatabase.rows(url, "SELECT user_id, canonical_user_id FROM identity.user_map ORDER BY user_id")
+                    == [[String(k), String(b)], [String(a), String(b)]].sorted { Int($0[0]!)! < Int($1[0]!)! })
             #expect(try await Self.owner(store, Self.cookie, "K") == b)
 
             // The first merge's survivor was merged since: that one must be undone first.
@@ -252,9 +258,14 @@ struct IdentityGraphTests {
             let web = try #require(try await Self.user(identities, [Self.cookie: "W1"]))
             let app = try #require(try await Self.user(identities, [Self.idfv: "D1"]))
             let now = Int64(Date().timeIntervalSince1970 * 1000)
-            _ = try await PostgresEventStore(pool: pool).write(CollectBatch(receivedAt: now, records: [web, app].map { user in
-                CollectRecord(project: "default", type: "track", event: "View", time: now, distinctId: "d\(String(describing: user))", userId: user, properties: "{}")
-            }))
+            _ = try await PostgresEventStore(pool: pool).write(
+                CollectBatch(
+                    receivedAt: now,
+                    records: [web, app].map { user in
+                        CollectRecord(
+                            project: "default", type: "track", event: "View", time: now, distinctId: "d\(String(describing: user))", userId: user,
+                            properties: "{}")
+                    }))
             let merge = try await identities.merge(project: "default", from: web, into: app, cause: .api("merge", actor: nil, requestID: "r"))
             let users = "SELECT user_id, stored_user_id FROM analytics.events ORDER BY stored_user_id"
             #expect(try await TestDatabase.rows(url, users) == [[String(app), String(web)], [String(app), String(app)]])

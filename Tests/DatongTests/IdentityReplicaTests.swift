@@ -1,8 +1,9 @@
 import DatongContracts
 import DatongPostgres
 import Foundation
-@testable import Identity
 import Testing
+
+@testable import Identity
 
 /// Two identity-service replicas (two stores with their own connection pools) on one database.
 @Suite("identity-service replicas racing on new identities")
@@ -41,12 +42,14 @@ struct IdentityReplicaTests {
             #expect(Set(userOf.values.compactMap { $0.first! }).count == people, "two people share a user")
 
             let rows = try await poolA.withConnection { connection in
-                try connection.query("""
+                try connection.query(
+                    """
                     SELECT (SELECT count(*) FROM identity.users),
                            (SELECT count(DISTINCT user_id) FROM identity.identities),
                            (SELECT count(*) FROM identity.identities),
                            (SELECT count(*) FROM identity.merges)
-                    """).rows
+                    """
+                ).rows
             }
             // No user was made twice and then merged away: the locks kept each person one user.
             #expect(rows == [[String(people), String(people), String(people * 2), "0"]])

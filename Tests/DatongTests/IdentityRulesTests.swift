@@ -1,21 +1,25 @@
 import DatongContracts
-@testable import Identity
 import Testing
+
+@testable import Identity
 
 @Suite("Identity rules (docs/PROTOCOL.md section 4)")
 struct IdentityRulesTests {
     @Test("a signup links the previous anonymous id to the login id")
     func signup() {
         let record = IdentityRecord(project: "p", type: "track_signup", distinctId: "user-123", originalId: "anon-device-abc", lib: "python")
-        #expect(IdentityRules.identities(of: record) == [
-            IdentityKey(key: "$identity_login_id", value: "user-123"),
-            IdentityKey(key: "$identity_anonymous_id", value: "anon-device-abc"),
-        ])
+        #expect(
+            IdentityRules.identities(of: record) == [
+                IdentityKey(key: "$identity_login_id", value: "user-123"),
+                IdentityKey(key: "$identity_anonymous_id", value: "anon-device-abc"),
+            ])
     }
 
-    @Test("old SDKs' distinct ids are device ids of the lib's kind, and anonymous ids as every SDK's are", arguments: [
-        ("js", "$identity_cookie_id"), ("iOS", "$identity_idfv"), ("Android", "$identity_android_id"), ("python", "$identity_anonymous_id"),
-    ])
+    @Test(
+        "old SDKs' distinct ids are device ids of the lib's kind, and anonymous ids as every SDK's are",
+        arguments: [
+            ("js", "$identity_cookie_id"), ("iOS", "$identity_idfv"), ("Android", "$identity_android_id"), ("python", "$identity_anonymous_id"),
+        ])
     func deviceKinds(lib: String, key: String) {
         let record = IdentityRecord(project: "p", type: "track", distinctId: "d1", lib: lib)
         #expect(Set(IdentityRules.identities(of: record)) == [IdentityKey(key: key, value: "d1"), IdentityKey(key: "$identity_anonymous_id", value: "d1")])
@@ -42,7 +46,9 @@ struct IdentityRulesTests {
         #expect(IdentityRules.identities(of: record) == [IdentityKey(key: "$identity_mobile", value: "13800000000")])
     }
 
-    @Test("illegal values never become identities", arguments: ["", "null", "undefined", "0", "-1", "anonymous", "[object Object]", "NaN", "None", "\"null\"", "'undefined'"])
+    @Test(
+        "illegal values never become identities",
+        arguments: ["", "null", "undefined", "0", "-1", "anonymous", "[object Object]", "NaN", "None", "\"null\"", "'undefined'"])
     func illegal(value: String) {
         let record = IdentityRecord(project: "p", type: "track", distinctId: value, lib: "js")
         #expect(IdentityRules.identities(of: record).isEmpty)

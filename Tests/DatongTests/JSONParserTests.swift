@@ -1,8 +1,9 @@
 import DatongContracts
 import DatongJSON
 import Foundation
-@testable import Gateway
 import Testing
+
+@testable import Gateway
 
 @Suite("The gateway's JSON parser")
 struct JSONParserTests {
@@ -22,10 +23,12 @@ struct JSONParserTests {
     @Test("values keep their type; integers stay exact beyond 2^53")
     func values() throws {
         let value = try parse(#" {"a": [true, false, null, -0, 9007199254740993, 9.9, 1e3, "x"], "b": {}} "#)
-        #expect(value == .object([
-            "a": .array([.bool(true), .bool(false), .null, .int(0), .int(9_007_199_254_740_993), .double(9.9), .double(1000), .string("x")]),
-            "b": .object([:]),
-        ]))
+        #expect(
+            value
+                == .object([
+                    "a": .array([.bool(true), .bool(false), .null, .int(0), .int(9_007_199_254_740_993), .double(9.9), .double(1000), .string("x")]),
+                    "b": .object([:]),
+                ]))
         #expect(try parse("-9223372036854775808") == .int(Int64.min))
         #expect(try parse("9223372036854775808") == .double(9_223_372_036_854_775_808))
     }
@@ -38,9 +41,11 @@ struct JSONParserTests {
         #expect(try parse(#""x\ud800y""#) == .string("x\u{FFFD}y"))
     }
 
-    @Test("malformed documents are refused", arguments: [
-        "", "{", "[1,]", "{\"a\" 1}", "{\"a\":1,}", "01", "1.", "-", "tru", "\"a", "[1] x", "{'a':1}", "\"a\u{1}b\"", "1e", "1e+", "\"\\x\"",
-    ])
+    @Test(
+        "malformed documents are refused",
+        arguments: [
+            "", "{", "[1,]", "{\"a\" 1}", "{\"a\":1,}", "01", "1.", "-", "tru", "\"a", "[1] x", "{'a':1}", "\"a\u{1}b\"", "1e", "1e+", "\"\\x\"",
+        ])
     func malformed(text: String) {
         #expect(failure(Array(text.utf8)) == .syntax)
     }
@@ -51,11 +56,13 @@ struct JSONParserTests {
         #expect(document.root.elements.map(\.rawText) == ["1e999", "2"])
     }
 
-    @Test("stored numbers are a double's size: PostgreSQL's numeric would hold or print far more", arguments: [
-        ("0", true), ("-12.5", true), ("1.7976931348623157e308", true), ("5e-324", true), ("1.5e-300", true), ("123456789012345678901234567890", true),
-        ("1e309", false), ("1e-16383", false), ("1e-16384", false), ("0e-400", false), ("1e400000", false),
-        ("0." + String(repeating: "1", count: 70), false),
-    ])
+    @Test(
+        "stored numbers are a double's size: PostgreSQL's numeric would hold or print far more",
+        arguments: [
+            ("0", true), ("-12.5", true), ("1.7976931348623157e308", true), ("5e-324", true), ("1.5e-300", true), ("123456789012345678901234567890", true),
+            ("1e309", false), ("1e-16383", false), ("1e-16384", false), ("0e-400", false), ("1e400000", false),
+            ("0." + String(repeating: "1", count: 70), false),
+        ])
     func numberRule(text: String, storable: Bool) {
         let problem = Array(text.utf8).withUnsafeBufferPointer { JSONNumberRule.problem($0) }
         #expect((problem == nil) == storable, "\(text): \(problem ?? "storable")")

@@ -24,7 +24,9 @@ struct PostgresTests {
         let url = try await TestDatabase.create()
         let values = ["plain", "quote\"d", "back\\slash", "{braces,comma}", "", "NULL", "中国移动 😀", " spaced "]
         let rows = try await TestDatabase.withPool(url) { pool in
-            try await pool.withConnection { try $0.query("SELECT v FROM unnest($1::text[]) WITH ORDINALITY AS u(v, n) ORDER BY n", [postgresTextArray(values)]).rows }
+            try await pool.withConnection {
+                try $0.query("SELECT v FROM unnest($1::text[]) WITH ORDINALITY AS u(v, n) ORDER BY n", [postgresTextArray(values)]).rows
+            }
         }
         #expect(rows.map { $0[0] } == values)
     }

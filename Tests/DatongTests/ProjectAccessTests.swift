@@ -25,8 +25,9 @@ struct ProjectAccessTests {
             #expect(try unknown.json()["error"] as? String == "unknown_project")
 
             let token = "shop-ingestion-token-0123456789"
-            let created = try await services.config.execute(uri: "/v1/projects/shop", method: .put, headers: Self.admin,
-                                                            body: ByteBuffer(string: #"{"token":"\#(token)"}"#))
+            let created = try await services.config.execute(
+                uri: "/v1/projects/shop", method: .put, headers: Self.admin,
+                body: ByteBuffer(string: #"{"token":"\#(token)"}"#))
             #expect(created.status == .created)
             let stored = try await TestDatabase.rows(services.databaseURL, "SELECT token_sha256 <> $1 FROM config.projects WHERE name = 'shop'", [token])
             #expect(stored == [["t"]])
@@ -42,9 +43,10 @@ struct ProjectAccessTests {
             #expect(try right.json()["stored"] as? Int == 1)
 
             // A record naming a project of its own needs that project (and its token); the rest is stored.
-            let mixed = try await upload("project=default",
-                                         #"[\#(Self.record), {"type":"track","event":"F","time":1795273119736,"distinct_id":"d","project":"ghost"}]"#,
-                                         to: services)
+            let mixed = try await upload(
+                "project=default",
+                #"[\#(Self.record), {"type":"track","event":"F","time":1795273119736,"distinct_id":"d","project":"ghost"}]"#,
+                to: services)
             #expect(mixed.status == .ok)
             #expect(try mixed.json()["stored"] as? Int == 1)
             #expect(try mixed.json()["rejected"] as? Int == 1)

@@ -1,8 +1,9 @@
 import DatongContracts
 import DatongJSON
 import Foundation
-@testable import Gateway
 import Testing
+
+@testable import Gateway
 
 @Suite("Record validation and normalization (docs/PROTOCOL.md section 2)")
 struct RecordNormalizerTests {
@@ -78,31 +79,42 @@ struct RecordNormalizerTests {
         #expect(item.collect.itemId == "42")
     }
 
-    @Test("invalid records are refused with a reason", arguments: [
-        (#"[1]"#, "not a JSON object"),
-        (#"{"event":"E","time":1795273119736,"distinct_id":"d"}"#, "no type"),
-        (#"{"type":"nope","event":"E","time":1795273119736,"distinct_id":"d"}"#, "unknown type"),
-        (#"{"type":"track","time":1795273119736,"distinct_id":"d"}"#, "needs an event name"),
-        (#"{"type":"track","event":"E","distinct_id":"d"}"#, "no numeric time"),
-        (#"{"type":"track","event":"E","time":1795273119736}"#, "no distinct_id"),
-        (#"{"type":"track","event":"1E","time":1795273119736,"distinct_id":"d"}"#, "event name"),
-        (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"user_id":1}}"#, "reserved"),
-        (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"User_Tag_x":1}}"#, "reserved"),
-        (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"a-b":1}}"#, "names start"),
-        (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"o":{"x":1}}}"#, "objects are not allowed"),
-        (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"l":[1]}}"#, "lists may only hold strings"),
-        (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"s":"a\u0000b"}}"#, "NUL"),
-        (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","project":"no-dash"}"#, "project"),
-        (#"{"type":"track","event":"E","time":4102444800000,"distinct_id":"d"}"#, "in the future"),
-        (#"{"type":"item_set","time":1795273119736,"item_type":"book"}"#, "item_id"),
-        // Every text stored in its own column is checked, not only properties: PostgreSQL refuses NUL.
-        (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","lib":{"$lib":"js\u0000"}}"#, "lib.$lib contains a NUL"),
-        (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","anonymous_id":"a\u0000"}"#, "anonymous_id contains a NUL"),
-        (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","identities":{"$identity_cookie_id":"c\u0000"}}"#, "identity '$identity_cookie_id' contains a NUL"),
-        (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","identities":{"bad key":"c"}}"#, "identity key"),
-        (#"{"type":"track_signup","time":1795273119736,"distinct_id":"u","original_id":"\#(String(repeating: "x", count: 256))"}"#, "original_id is 256 bytes long; the limit is 255"),
-        (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"\#(String(repeating: "x", count: 256))"}"#, "distinct_id is 256 bytes long; the limit is 255"),
-    ])
+    @Test(
+        "invalid records are refused with a reason",
+        arguments: [
+            (#"[1]"#, "not a JSON object"),
+            (#"{"event":"E","time":1795273119736,"distinct_id":"d"}"#, "no type"),
+            (#"{"type":"nope","event":"E","time":1795273119736,"distinct_id":"d"}"#, "unknown type"),
+            (#"{"type":"track","time":1795273119736,"distinct_id":"d"}"#, "needs an event name"),
+            (#"{"type":"track","event":"E","distinct_id":"d"}"#, "no numeric time"),
+            (#"{"type":"track","event":"E","time":1795273119736}"#, "no distinct_id"),
+            (#"{"type":"track","event":"1E","time":1795273119736,"distinct_id":"d"}"#, "event name"),
+            (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"user_id":1}}"#, "reserved"),
+            (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"User_Tag_x":1}}"#, "reserved"),
+            (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"a-b":1}}"#, "names start"),
+            (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"o":{"x":1}}}"#, "objects are not allowed"),
+            (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"l":[1]}}"#, "lists may only hold strings"),
+            (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"s":"a\u0000b"}}"#, "NUL"),
+            (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","project":"no-dash"}"#, "project"),
+            (#"{"type":"track","event":"E","time":4102444800000,"distinct_id":"d"}"#, "in the future"),
+            (#"{"type":"item_set","time":1795273119736,"item_type":"book"}"#, "item_id"),
+            // Every text stored in its own column is checked, not only properties: PostgreSQL refuses NUL.
+            (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","lib":{"$lib":"js\u0000"}}"#, "lib.$lib contains a NUL"),
+            (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","anonymous_id":"a\u0000"}"#, "anonymous_id contains a NUL"),
+            (
+                #"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","identities":{"$identity_cookie_id":"c\u0000"}}"#,
+                "identity '$identity_cookie_id' contains a NUL"
+            ),
+            (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","identities":{"bad key":"c"}}"#, "identity key"),
+            (
+                #"{"type":"track_signup","time":1795273119736,"distinct_id":"u","original_id":"\#(String(repeating: "x", count: 256))"}"#,
+                "original_id is 256 bytes long; the limit is 255"
+            ),
+            (
+                #"{"type":"track","event":"E","time":1795273119736,"distinct_id":"\#(String(repeating: "x", count: 256))"}"#,
+                "distinct_id is 256 bytes long; the limit is 255"
+            ),
+        ])
     func refused(json: String, expected: String) throws {
         let reason = try #require(try reason(json))
         #expect(reason.contains(expected), "\(reason)")
@@ -143,11 +155,13 @@ struct RecordNormalizerTests {
 
     @Test("stored properties are the ones sent: escapes resolved, a repeated key's last value, numbers as written")
     func storedText() throws {
-        let json = #"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"#
+        let json =
+            #"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"#
             + #""b":"first","s":"\u0041\/x\ttab","a":1,"b":"last","n":1e3,"big":12345678901234567890,"l":["\u00e9","x"],"z":null}}"#
         let normalized = try normalize(json).get()
-        #expect(normalized.collect.properties
-            == #"{"a":1,"b":"last","big":12345678901234567890,"l":["é","x"],"n":1e3,"s":"A/x\ttab","z":null}"#)
+        #expect(
+            normalized.collect.properties
+                == #"{"a":1,"b":"last","big":12345678901234567890,"l":["é","x"],"n":1e3,"s":"A/x\ttab","z":null}"#)
     }
 
     @Test("every fixture record's stored properties mean what the SDK sent")
@@ -170,7 +184,7 @@ struct RecordNormalizerTests {
             expected?.removeObject(forKey: "$is_login_id")
             // Date-times get 3 millisecond digits, read as the sending SDK means them (tested on their own below).
             let style = RecordNormalizer.DateTimeStyle(lib: record["lib"]?["$lib"]?.stringValue)
-            for case let (key as String, text as String) in sent ?? [:] {
+            for case (let key as String, let text as String) in sent ?? [:] {
                 if let padded = RecordNormalizer.normalizedDateTime(Array(text.utf8), style: style) {
                     expected?.setObject(String(decoding: padded, as: UTF8.self), forKey: key as NSString)
                 }
@@ -192,25 +206,27 @@ struct RecordNormalizerTests {
         #expect(upload.problems.map(\.index) == [0])
     }
 
-    @Test("date-times keep the meaning their SDK gave them, stored with 3 millisecond digits", arguments: [
-        // JS pads the millisecond count to 2 digits, Python not at all: the fraction is a count.
-        ("js", "2024-01-02 03:04:05.06", "2024-01-02 03:04:05.006"),
-        ("js", "2024-01-02 03:04:05.60", "2024-01-02 03:04:05.060"),
-        ("python", "2024-01-02 03:04:05.6", "2024-01-02 03:04:05.006"),
-        ("python", "2024-01-02 03:04:05.67", "2024-01-02 03:04:05.067"),
-        // Go trims trailing zeros of a decimal fraction, and writes whole seconds without one.
-        ("Golang", "2026-11-20 08:30:15.67", "2026-11-20 08:30:15.670"),
-        ("Golang", "2026-11-20 08:30:15.6", "2026-11-20 08:30:15.600"),
-        ("Golang", "2026-11-20 08:30:15.006", "2026-11-20 08:30:15.006"),
-        ("Golang", "2026-11-20 08:30:15", "2026-11-20 08:30:15.000"),
-        // Java, Android and iOS always write three digits.
-        ("Android", "2024-01-02 03:04:05.600", "2024-01-02 03:04:05.600"),
-        ("js", "2024-01-02 03:04:05.600", "2024-01-02 03:04:05.600"),
-        ("js", "2024-01-02 03:04:05", "2024-01-02 03:04:05.000"),
-        ("js", "2024-01-02", "2024-01-02"),
-        ("js", "2024-01-02 03:04:05.x6", "2024-01-02 03:04:05.x6"),
-        ("js", "2024-01-02 03:04:05.", "2024-01-02 03:04:05."),
-    ])
+    @Test(
+        "date-times keep the meaning their SDK gave them, stored with 3 millisecond digits",
+        arguments: [
+            // JS pads the millisecond count to 2 digits, Python not at all: the fraction is a count.
+            ("js", "2024-01-02 03:04:05.06", "2024-01-02 03:04:05.006"),
+            ("js", "2024-01-02 03:04:05.60", "2024-01-02 03:04:05.060"),
+            ("python", "2024-01-02 03:04:05.6", "2024-01-02 03:04:05.006"),
+            ("python", "2024-01-02 03:04:05.67", "2024-01-02 03:04:05.067"),
+            // Go trims trailing zeros of a decimal fraction, and writes whole seconds without one.
+            ("Golang", "2026-11-20 08:30:15.67", "2026-11-20 08:30:15.670"),
+            ("Golang", "2026-11-20 08:30:15.6", "2026-11-20 08:30:15.600"),
+            ("Golang", "2026-11-20 08:30:15.006", "2026-11-20 08:30:15.006"),
+            ("Golang", "2026-11-20 08:30:15", "2026-11-20 08:30:15.000"),
+            // Java, Android and iOS always write three digits.
+            ("Android", "2024-01-02 03:04:05.600", "2024-01-02 03:04:05.600"),
+            ("js", "2024-01-02 03:04:05.600", "2024-01-02 03:04:05.600"),
+            ("js", "2024-01-02 03:04:05", "2024-01-02 03:04:05.000"),
+            ("js", "2024-01-02", "2024-01-02"),
+            ("js", "2024-01-02 03:04:05.x6", "2024-01-02 03:04:05.x6"),
+            ("js", "2024-01-02 03:04:05.", "2024-01-02 03:04:05."),
+        ])
     func dateTimes(lib: String, sent: String, stored: String) throws {
         let json = #"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","lib":{"$lib":"\#(lib)"},"properties":{"at":"\#(sent)"}}"#
         let normalized = try normalize(json).get()

@@ -12,8 +12,9 @@ struct SDKConfigTests {
     static let admin: HTTPFields = [.authorization: "Bearer \(RunningServices.adminToken)"]
 
     private func publish(_ services: RunningServices, _ kind: String, _ query: String, _ body: String) async throws {
-        let answer = try await services.config.execute(uri: "/v1/projects/default/\(kind)?\(query)", method: .put, headers: Self.admin,
-                                                       body: ByteBuffer(string: body))
+        let answer = try await services.config.execute(
+            uri: "/v1/projects/default/\(kind)?\(query)", method: .put, headers: Self.admin,
+            body: ByteBuffer(string: body))
         #expect(answer.status == .created)
     }
 
@@ -38,7 +39,7 @@ struct SDKConfigTests {
             let switches = try #require(answer["configs"] as? [String: Any])
             #expect(switches["disableSDK"] as? Bool == true)
             #expect(switches["autoTrackMode"] as? Int == 3)
-            #expect(switches["disableDebugMode"] as? Bool == false)   // a default the document left out
+            #expect(switches["disableDebugMode"] as? Bool == false)  // a default the document left out
             #expect(try await gateway.execute(uri: "/api/config/iOS.conf?app_id=com.example.shop&v=\(version)", method: .get).status == .notModified)
 
             // The most specific document wins: this app has its own.
@@ -55,7 +56,8 @@ struct SDKConfigTests {
         try await RunningServices.run { services in
             let gateway = services.gateway
             #expect(try await gateway.execute(uri: "/sa/config/visualized/Android.conf?project=default", method: .get).status == .resetContent)
-            let events = #"{"events":[{"event_name":"Buy","event_type":"appclick","event":{"element_path":"Shop/Button[0]","screen_name":"Cart"},"properties":[]}]}"#
+            let events =
+                #"{"events":[{"event_name":"Buy","event_type":"appclick","event":{"element_path":"Shop/Button[0]","screen_name":"Cart"},"properties":[]}]}"#
             try await publish(services, "visual-config", "platform=web", events)
             let answer = try await gateway.execute(uri: "/h5/config/visualized/Web.conf?project=default&app_id=shop", method: .get)
             #expect(answer.status == .ok)
@@ -73,7 +75,8 @@ struct SDKConfigTests {
             let current = try await gateway.execute(uri: "/config/visualized/Web.conf?callbackName=cb&v=\(version)", method: .get)
             #expect(current.text == "cb(304, null)")
             for hostile in ["alert(1)", "a;b", "1cb", "a..b", String(repeating: "a", count: 65)] {
-                let refused = try await gateway.execute(uri: "/config/visualized/Web.conf?callbackName=\(hostile.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)", method: .get)
+                let refused = try await gateway.execute(
+                    uri: "/config/visualized/Web.conf?callbackName=\(hostile.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)", method: .get)
                 #expect(refused.status == .badRequest, "\(hostile)")
             }
             #expect(try await gateway.execute(uri: "/config/visualized/iOS.conf?callbackName=cb", method: .get).status == .badRequest)

@@ -197,10 +197,11 @@ struct RunningServices: Sendable {
                         )
                         try await gateway.test(.live) { gatewayClient in
                             await captured {
-                                try await body(RunningServices(
-                                    gateway: gatewayClient, config: configClient, identity: identityClient, collector: collectorClient,
-                                    databaseURL: url
-                                ))
+                                try await body(
+                                    RunningServices(
+                                        gateway: gatewayClient, config: configClient, identity: identityClient, collector: collectorClient,
+                                        databaseURL: url
+                                    ))
                             }
                         }.get()
                     }

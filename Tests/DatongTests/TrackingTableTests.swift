@@ -1,7 +1,8 @@
-@testable import ConfigService
 import DatongContracts
 import Foundation
 import Testing
+
+@testable import ConfigService
 
 /// Tracking tables are checked on publish; every problem is reported at its JSON Pointer.
 @Suite("config-service: tracking-table validation")
@@ -32,26 +33,38 @@ struct TrackingTableTests {
         #expect(found == [], "\(found)")
     }
 
-    @Test("each kind of mistake is reported where it is", arguments: [
-        (#"{"BUTTONS": {}}"#, "/BUTTONS", "unknown section"),
-        (#"{"ACTION": {"ViewController": {"userDefined": {}, "pagePara": {}}}}"#, "/ACTION/ViewController", "not a ACTION identifier"),
-        (#"{"PAGEPV": {"A/b": {"userDefined": {}, "pagePara": {}}}}"#, "/PAGEPV/A~1b", "not a PAGEPV identifier"),
-        (#"{"TABLEVIEW": {"A/UITableView/x": {"userDefined": {}, "pagePara": {}}}}"#, "/TABLEVIEW/A~1UITableView~1x", "not a TABLEVIEW identifier"),
-        (#"{"GESTURE": {"A/tap": {"userDefined": {}, "pagePara": {}}}}"#, "/GESTURE/A~1tap", "not a GESTURE identifier"),
-        (#"{"PAGEPV": {"A": {"pagePara": {}}}}"#, "/PAGEPV/A/userDefined", "missing"),
-        (#"{"PAGEPV": {"A": {"userDefined": {"n": 1}, "pagePara": {}}}}"#, "/PAGEPV/A/userDefined/n", "must be a string"),
-        (#"{"PAGEPV": {"A": {"userDefined": {}, "pagePara": {"k": {"propertyName": "p", "propertyPath": "", "containIn": "2"}}}}}"#,
-         "/PAGEPV/A/pagePara/k/containIn", "must be 0"),
-        (#"{"PAGEPV": {"A": {"userDefined": {}, "pagePara": {"k": {"propertyName": "p", "propertyPath": "", "containIn": true}}}}}"#,
-         "/PAGEPV/A/pagePara/k/containIn", "must be 0"),
-        (#"{"PAGEPV": {"A": {"userDefined": {}, "pagePara": {"k": {"propertyName": "", "propertyPath": "person//age", "containIn": "0"}}}}}"#,
-         "/PAGEPV/A/pagePara/k/propertyPath", "empty segment"),
-        (#"{"PAGEPV": {"A": {"userDefined": {}, "pagePara": {"k": {"propertyPath": "a", "containIn": "0"}}}}}"#,
-         "/PAGEPV/A/pagePara/k/propertyName", "missing"),
-        (#"{"PAGEPV": {"A": {"userDefined": {}, "pagePara": {"k": {"propertyName": 3, "propertyPath": "", "containIn": "0"}}}}}"#,
-         "/PAGEPV/A/pagePara/k/propertyName", "must be a string"),
-        (#"[]"#, "", "JSON object of sections"),
-    ])
+    @Test(
+        "each kind of mistake is reported where it is",
+        arguments: [
+            (#"{"BUTTONS": {}}"#, "/BUTTONS", "unknown section"),
+            (#"{"ACTION": {"ViewController": {"userDefined": {}, "pagePara": {}}}}"#, "/ACTION/ViewController", "not a ACTION identifier"),
+            (#"{"PAGEPV": {"A/b": {"userDefined": {}, "pagePara": {}}}}"#, "/PAGEPV/A~1b", "not a PAGEPV identifier"),
+            (#"{"TABLEVIEW": {"A/UITableView/x": {"userDefined": {}, "pagePara": {}}}}"#, "/TABLEVIEW/A~1UITableView~1x", "not a TABLEVIEW identifier"),
+            (#"{"GESTURE": {"A/tap": {"userDefined": {}, "pagePara": {}}}}"#, "/GESTURE/A~1tap", "not a GESTURE identifier"),
+            (#"{"PAGEPV": {"A": {"pagePara": {}}}}"#, "/PAGEPV/A/userDefined", "missing"),
+            (#"{"PAGEPV": {"A": {"userDefined": {"n": 1}, "pagePara": {}}}}"#, "/PAGEPV/A/userDefined/n", "must be a string"),
+            (
+                #"{"PAGEPV": {"A": {"userDefined": {}, "pagePara": {"k": {"propertyName": "p", "propertyPath": "", "containIn": "2"}}}}}"#,
+                "/PAGEPV/A/pagePara/k/containIn", "must be 0"
+            ),
+            (
+                #"{"PAGEPV": {"A": {"userDefined": {}, "pagePara": {"k": {"propertyName": "p", "propertyPath": "", "containIn": true}}}}}"#,
+                "/PAGEPV/A/pagePara/k/containIn", "must be 0"
+            ),
+            (
+                #"{"PAGEPV": {"A": {"userDefined": {}, "pagePara": {"k": {"propertyName": "", "propertyPath": "person//age", "containIn": "0"}}}}}"#,
+                "/PAGEPV/A/pagePara/k/propertyPath", "empty segment"
+            ),
+            (
+                #"{"PAGEPV": {"A": {"userDefined": {}, "pagePara": {"k": {"propertyPath": "a", "containIn": "0"}}}}}"#,
+                "/PAGEPV/A/pagePara/k/propertyName", "missing"
+            ),
+            (
+                #"{"PAGEPV": {"A": {"userDefined": {}, "pagePara": {"k": {"propertyName": 3, "propertyPath": "", "containIn": "0"}}}}}"#,
+                "/PAGEPV/A/pagePara/k/propertyName", "must be a string"
+            ),
+            (#"[]"#, "", "JSON object of sections"),
+        ])
     func mistakes(json: String, path: String, message: String) throws {
         let found = try problems(json)
         #expect(found.contains { $0.path == path && $0.message.contains(message) }, "\(found)")

@@ -2,10 +2,11 @@ import CompressNIO
 import DatongJSON
 import DatongRuntime
 import Foundation
-@testable import Gateway
 import HTTPTypes
 import NIOCore
 import Testing
+
+@testable import Gateway
 
 @Suite("Upload decoding (docs/PROTOCOL.md section 1)")
 struct UploadDecodingTests {
@@ -92,16 +93,18 @@ struct UploadDecodingTests {
         #expect(records[0]["properties"]?["k"]?.stringValue == "?>?>?>")
     }
 
-    @Test("refused formats name the problem", arguments: [
-        // Without the project's keys an encrypted payload cannot be read: 503, the SDK keeps it.
-        ("data=abc", "gzip=9", "encryption_unavailable"),
-        ("data=abc", "gzip=13", "encryption_unavailable"),
-        ("data=abc", "gzip=2", "invalid_gzip_flag"),
-        ("", "project=p", "missing_data"),
-        ("data=%%%%", "", "invalid_base64"),
-        ("data=bm90IGpzb24", "", "invalid_json"),
-        ("data=bm90IGd6aXA", "gzip=1", "invalid_gzip"),
-    ])
+    @Test(
+        "refused formats name the problem",
+        arguments: [
+            // Without the project's keys an encrypted payload cannot be read: 503, the SDK keeps it.
+            ("data=abc", "gzip=9", "encryption_unavailable"),
+            ("data=abc", "gzip=13", "encryption_unavailable"),
+            ("data=abc", "gzip=2", "invalid_gzip_flag"),
+            ("", "project=p", "missing_data"),
+            ("data=%%%%", "", "invalid_base64"),
+            ("data=bm90IGpzb24", "", "invalid_json"),
+            ("data=bm90IGd6aXA", "gzip=1", "invalid_gzip"),
+        ])
     func refusedFormats(body: String, query: String, expected: String) {
         let parameters = FormParameters(query: query, body: Array(body.utf8))
         #expect { try UploadPayload.records(from: parameters, limits: limits) } throws: { code(of: $0) == expected }
