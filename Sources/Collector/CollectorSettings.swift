@@ -27,14 +27,18 @@ package struct CollectorSettings: Sendable {
         self.retentionDays = retentionDays
     }
 
+    /// The defaults are the memberwise initializer's, and nowhere else.
     package init(_ reader: SettingsReader) throws {
+        let defaults = CollectorSettings(server: ServerSettings(port: Self.defaultPort), database: DatabaseSettings())
         self.init(
             server: try ServerSettings(reader, defaultPort: Self.defaultPort),
-            database: try DatabaseSettings(reader, defaultPoolSize: 4),
-            maxBatchBytes: try reader.int("COLLECTOR_MAX_BATCH_BYTES", default: 64 << 20, range: 1024...(1 << 30)),
-            maxRecordsPerTransaction: try reader.int("COLLECTOR_MAX_RECORDS_PER_TRANSACTION", default: 10_000, range: 1...1_000_000),
-            maxWaitingRecords: try reader.int("COLLECTOR_MAX_WAITING_RECORDS", default: 200_000, range: 1...100_000_000),
-            retentionDays: try reader.int("RETENTION_DAYS", default: 0, range: 0...36_500)
+            database: try DatabaseSettings(reader, defaultPoolSize: defaults.database.poolSize),
+            maxBatchBytes: try reader.int("COLLECTOR_MAX_BATCH_BYTES", default: defaults.maxBatchBytes, range: 1024...(1 << 30)),
+            maxRecordsPerTransaction: try reader.int(
+                "COLLECTOR_MAX_RECORDS_PER_TRANSACTION", default: defaults.maxRecordsPerTransaction, range: 1...1_000_000
+            ),
+            maxWaitingRecords: try reader.int("COLLECTOR_MAX_WAITING_RECORDS", default: defaults.maxWaitingRecords, range: 1...100_000_000),
+            retentionDays: try reader.int("RETENTION_DAYS", default: defaults.retentionDays, range: 0...36_500)
         )
     }
 }

@@ -85,7 +85,7 @@ func throughCollector() async throws -> Duration {
     let url = try await freshDatabase()
     let port = try freePort()
     let settings = CollectorSettings(
-        server: ServerSettings(port: port, logLevel: "error", serviceToken: serviceToken), database: DatabaseSettings(url: url, poolSize: connections)
+        server: ServerSettings(port: port, serviceToken: serviceToken), database: DatabaseSettings(url: url, poolSize: connections)
     )
     let app = buildCollectorApplication(settings: settings, runtime: ServiceRuntime(logger: logger))
     let server = Task { try await app.runService() }

@@ -31,7 +31,7 @@ let databaseURL = try await Bench.freshDatabase(adminURL: adminURL, logger: logg
 let port = Int.random(in: 20_000...40_000)
 let token = "bench-admin-token"
 let app = buildConfigApplication(
-    settings: ConfigSettings(server: ServerSettings(port: port, logLevel: "error"), database: DatabaseSettings(url: databaseURL), adminToken: token),
+    settings: ConfigSettings(server: ServerSettings(port: port), database: DatabaseSettings(url: databaseURL), adminToken: token),
     runtime: ServiceRuntime(logger: logger)
 )
 let server = Task { try await app.runService() }

@@ -25,12 +25,17 @@ package struct ConfigSettings: Sendable {
         self.maxDocumentBytes = maxDocumentBytes
     }
 
+    /// Config-service's pool: its reads are cached, two connections serve it.
+    package static let defaultPoolSize = 2
+
+    /// The defaults are the memberwise initializer's, and nowhere else.
     package init(_ reader: SettingsReader) throws {
+        let defaults = ConfigSettings(server: ServerSettings(port: Self.defaultPort), database: DatabaseSettings(), adminToken: nil)
         self.init(
             server: try ServerSettings(reader, defaultPort: Self.defaultPort),
-            database: try DatabaseSettings(reader, defaultPoolSize: 2),
+            database: try DatabaseSettings(reader, defaultPoolSize: Self.defaultPoolSize),
             adminToken: reader.optionalString("ADMIN_TOKEN"),
-            maxDocumentBytes: try reader.int("CONFIG_MAX_DOCUMENT_BYTES", default: 1 << 20, range: 1024...(64 << 20)),
+            maxDocumentBytes: try reader.int("CONFIG_MAX_DOCUMENT_BYTES", default: defaults.maxDocumentBytes, range: 1024...(64 << 20)),
             sealer: try reader.masterKey()
         )
     }

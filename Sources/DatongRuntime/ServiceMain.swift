@@ -8,12 +8,24 @@ import Prometheus
 /// only, never in code the tests run), build the application and run it until SIGTERM/SIGINT, when
 /// in-flight requests finish before the process exits.
 package enum ServiceMain {
+    /// `LOG_LEVEL`, the level of every logger of the process.
+    package static func logLevel(_ reader: SettingsReader) throws -> Logger.Level {
+        Logger.Level(rawValue: try reader.logLevel(default: ServerSettings.defaultLogLevel)) ?? .info
+    }
+
     package static func run<App: ApplicationProtocol>(
         name: String,
         build: (SettingsReader, ServiceRuntime) async throws -> App
     ) async {
         let reader = SettingsReader(environment: ProcessInfo.processInfo.environment)
-        let level = Logger.Level(rawValue: (try? reader.logLevel("LOG_LEVEL", default: "info")) ?? "info") ?? .info
+        let level: Logger.Level
+        do {
+            level = try logLevel(reader)
+        } catch {
+            // Before logging exists: said on standard error, and the process stops.
+            FileHandle.standardError.write(Data("\(name): \(error)\n".utf8))
+            exit(1)
+        }
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardOutput(label: label)
             handler.logLevel = level

@@ -1,4 +1,5 @@
 import DatongCrypto
+import Synchronization
 
 /// Reads settings from environment variables, with typed parsing and clear errors.
 ///
@@ -6,22 +7,28 @@ import DatongCrypto
 /// lists each variable with its type and default.
 package struct SettingsReader: Sendable {
     private let values: [String: String]
+    private let recorder: SettingsRecorder?
 
-    package init(environment: [String: String]) {
+    /// - Parameter recorder: notes each variable read with its default (the README test uses it).
+    package init(environment: [String: String], recorder: SettingsRecorder? = nil) {
         self.values = environment
+        self.recorder = recorder
     }
 
     package func string(_ name: String, default fallback: String) -> String {
+        recorder?.note(name, fallback)
         guard let value = values[name], !value.isEmpty else { return fallback }
         return value
     }
 
     package func optionalString(_ name: String) -> String? {
+        recorder?.note(name, "unset")
         guard let value = values[name], !value.isEmpty else { return nil }
         return value
     }
 
     package func int(_ name: String, default fallback: Int, range: ClosedRange<Int>) throws -> Int {
+        recorder?.note(name, String(fallback))
         guard let raw = values[name], !raw.isEmpty else { return fallback }
         guard let value = Int(raw), range.contains(value) else {
             throw SettingsError(name: name, value: raw, expected: "a whole number from \(range.lowerBound) to \(range.upperBound)")
@@ -32,7 +39,8 @@ package struct SettingsReader: Sendable {
     /// `SERVICE_TOKEN`, which every service requires: without it anyone who reaches an internal
     /// port could write events or read identities.
     package func serviceToken() throws -> String {
-        let token = string("SERVICE_TOKEN", default: "")
+        recorder?.note("SERVICE_TOKEN", "required")
+        let token = values["SERVICE_TOKEN"] ?? ""
         guard token.utf8.count >= ServerSettings.minServiceTokenLength else {
             throw SettingsError(
                 name: "SERVICE_TOKEN", value: token.isEmpty ? "(unset)" : "(\(token.utf8.count) characters)",
@@ -43,7 +51,9 @@ package struct SettingsReader: Sendable {
         return token
     }
 
-    package func logLevel(_ name: String, default fallback: String) throws -> String {
+    /// `LOG_LEVEL`, checked: a level that is not one stops the service at start.
+    package func logLevel(default fallback: String) throws -> String {
+        let name = "LOG_LEVEL"
         let value = string(name, default: fallback).lowercased()
         let levels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
         guard levels.contains(value) else {
@@ -51,6 +61,20 @@ package struct SettingsReader: Sendable {
         }
         return value
     }
+}
+
+/// The variables a `SettingsReader` was asked for, each with its default as text (`unset` for an
+/// optional one, `required` for one without a default), in the order asked.
+package final class SettingsRecorder: Sendable {
+    private let notes = Mutex<[(name: String, defaultValue: String)]>([])
+
+    package init() {}
+
+    func note(_ name: String, _ defaultValue: String) {
+        notes.withLock { $0.append((name, defaultValue)) }
+    }
+
+    package var variables: [(name: String, defaultValue: String)] { notes.withLock { $0 } }
 }
 
 /// A setting whose value cannot be used; the process exits with this message.
@@ -68,14 +92,12 @@ package struct SettingsError: Error, CustomStringConvertible {
     package var description: String { "setting \(name)=\(value) is invalid: expected \(expected)" }
 }
 
-/// Where a service listens and how much it logs.
+/// Where a service listens and who may call it.
 package struct ServerSettings: Sendable {
     /// Address to listen on (`HOST`, default 127.0.0.1; 0.0.0.0 in containers).
     package var host: String
     /// Port to listen on (`PORT`; each service has its own default, 0 picks a free port).
     package var port: Int
-    /// `LOG_LEVEL`: trace, debug, info, notice, warning, error, critical.
-    package var logLevel: String
     /// `SERVICE_TOKEN`: the calls between services carry it and the internal endpoints (resolve,
     /// batches, project ingestion settings) refuse requests without it. A process started from the
     /// environment refuses to start without one; built in code without one, the internal
@@ -90,27 +112,31 @@ package struct ServerSettings: Sendable {
     /// to the other services (20 s), so a service never closes one the gateway is about to reuse.
     package static let defaultIdleTimeoutSeconds = 30
 
+    /// `LOG_LEVEL` when unset. The level is set where logging is bootstrapped (`ServiceMain`), before
+    /// any service reads its settings.
+    package static let defaultLogLevel = "info"
+
     /// The shortest service token accepted: long enough that it cannot be guessed.
     package static let minServiceTokenLength = 16
 
     package init(
-        host: String = "127.0.0.1", port: Int, logLevel: String = "info", serviceToken: String? = nil,
+        host: String = "127.0.0.1", port: Int, serviceToken: String? = nil,
         idleTimeoutSeconds: Int = Self.defaultIdleTimeoutSeconds
     ) {
         self.host = host
         self.port = port
-        self.logLevel = logLevel
         self.serviceToken = serviceToken
         self.idleTimeoutSeconds = idleTimeoutSeconds
     }
 
+    /// The defaults are the memberwise initializer's, and nowhere else.
     package init(_ reader: SettingsReader, defaultPort: Int) throws {
+        let defaults = ServerSettings(port: defaultPort)
         self.init(
-            host: reader.string("HOST", default: "127.0.0.1"),
-            port: try reader.int("PORT", default: defaultPort, range: 0...65535),
-            logLevel: try reader.logLevel("LOG_LEVEL", default: "info"),
+            host: reader.string("HOST", default: defaults.host),
+            port: try reader.int("PORT", default: defaults.port, range: 0...65535),
             serviceToken: try reader.serviceToken(),
-            idleTimeoutSeconds: try reader.int("IDLE_TIMEOUT_SECONDS", default: Self.defaultIdleTimeoutSeconds, range: 1...3600)
+            idleTimeoutSeconds: try reader.int("IDLE_TIMEOUT_SECONDS", default: defaults.idleTimeoutSeconds, range: 1...3600)
         )
     }
 }
@@ -133,11 +159,13 @@ package struct DatabaseSettings: Sendable {
         self.startupTimeout = startupTimeout
     }
 
-    package init(_ reader: SettingsReader, defaultPoolSize: Int = 4) throws {
+    /// The defaults are the memberwise initializer's (but the pool size, which a service may choose).
+    package init(_ reader: SettingsReader, defaultPoolSize: Int) throws {
+        let defaults = DatabaseSettings()
         self.init(
-            url: reader.string("DATABASE_URL", default: Self.localURL),
+            url: reader.string("DATABASE_URL", default: defaults.url),
             poolSize: try reader.int("DATABASE_POOL_SIZE", default: defaultPoolSize, range: 1...256),
-            startupTimeout: try reader.int("DATABASE_STARTUP_TIMEOUT", default: 30, range: 0...3600)
+            startupTimeout: try reader.int("DATABASE_STARTUP_TIMEOUT", default: defaults.startupTimeout, range: 0...3600)
         )
     }
 }

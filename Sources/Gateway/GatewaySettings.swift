@@ -46,15 +46,17 @@ package struct GatewaySettings: Sendable {
         self.limits = limits
     }
 
+    /// The defaults are the memberwise initializers', and nowhere else.
     package init(_ reader: SettingsReader) throws {
-        let defaults = UploadLimits()
+        let settings = GatewaySettings()
+        let defaults = settings.limits
         self.init(
             server: try ServerSettings(reader, defaultPort: Self.defaultPort),
-            identityURL: reader.string("IDENTITY_URL", default: "http://127.0.0.1:8107"),
-            collectorURL: reader.string("COLLECTOR_URL", default: "http://127.0.0.1:8109"),
-            configURL: reader.string("CONFIG_URL", default: "http://127.0.0.1:8108"),
-            upstreamTimeoutSeconds: try reader.int("UPSTREAM_TIMEOUT_SECONDS", default: 10, range: 1...300),
-            whitelistRefreshSeconds: try reader.int("WHITELIST_REFRESH_SECONDS", default: 2, range: 1...60),
+            identityURL: reader.string("IDENTITY_URL", default: settings.identityURL),
+            collectorURL: reader.string("COLLECTOR_URL", default: settings.collectorURL),
+            configURL: reader.string("CONFIG_URL", default: settings.configURL),
+            upstreamTimeoutSeconds: try reader.int("UPSTREAM_TIMEOUT_SECONDS", default: settings.upstreamTimeoutSeconds, range: 1...300),
+            whitelistRefreshSeconds: try reader.int("WHITELIST_REFRESH_SECONDS", default: settings.whitelistRefreshSeconds, range: 1...60),
             limits: UploadLimits(
                 maxBodyBytes: try reader.int("MAX_BODY_BYTES", default: defaults.maxBodyBytes, range: 1024...(256 << 20)),
                 maxDecompressedBytes: try reader.int("MAX_DECOMPRESSED_BYTES", default: defaults.maxDecompressedBytes, range: 1024...(1 << 30)),
@@ -68,8 +70,8 @@ package struct GatewaySettings: Sendable {
                 bodyTimeoutSeconds: try reader.int("BODY_TIMEOUT_SECONDS", default: defaults.bodyTimeoutSeconds, range: 1...3600),
                 maxListItems: try reader.int("MAX_LIST_ITEMS", default: defaults.maxListItems, range: 1...1_000_000)
             ),
-            maxInFlightRequests: try reader.int("MAX_IN_FLIGHT_REQUESTS", default: 512, range: 1...100_000),
-            appLinksProject: try requestProject(reader.optionalString("APP_LINKS_PROJECT")),
+            maxInFlightRequests: try reader.int("MAX_IN_FLIGHT_REQUESTS", default: settings.maxInFlightRequests, range: 1...100_000),
+            appLinksProject: try requestProject(reader.string("APP_LINKS_PROJECT", default: settings.appLinksProject)),
             sealer: try reader.masterKey()
         )
     }
@@ -78,27 +80,27 @@ package struct GatewaySettings: Sendable {
 /// Limits on what an upload may contain, each enforced before the work it guards.
 package struct UploadLimits: Sendable {
     /// Request body bytes, checked while the body arrives (`MAX_BODY_BYTES`).
-    package var maxBodyBytes = 5 << 20
+    package var maxBodyBytes: Int
     /// Bytes after base64 and gzip decoding, checked while inflating (`MAX_DECOMPRESSED_BYTES`).
-    package var maxDecompressedBytes = 20 << 20
+    package var maxDecompressedBytes: Int
     /// Records in one `data_list` (`MAX_RECORDS_PER_REQUEST`).
-    package var maxRecordsPerRequest = 1000
+    package var maxRecordsPerRequest: Int
     /// Characters in one string value or id (`MAX_STRING_LENGTH`).
-    package var maxStringLength = 8191
+    package var maxStringLength: Int
     /// Properties of one record (`MAX_PROPERTIES_PER_RECORD`).
-    package var maxPropertiesPerRecord = 1000
+    package var maxPropertiesPerRecord: Int
     /// Items in one list property (`MAX_LIST_ITEMS`; Sensors' own limit is 500).
-    package var maxListItems = 500
+    package var maxListItems: Int
     /// Nesting levels of JSON objects and arrays in a payload or bridge message (`MAX_JSON_DEPTH`).
-    package var maxJSONDepth = 16
+    package var maxJSONDepth: Int
     /// Messages in one bridge relay (`MAX_BRIDGE_MESSAGES`).
-    package var maxBridgeMessages = 500
+    package var maxBridgeMessages: Int
     /// How old a record's time may be (`TIME_WINDOW_PAST_DAYS`).
-    package var timeWindowPastDays = 730
+    package var timeWindowPastDays: Int
     /// How far ahead of the server's clock a record's time may be (`TIME_WINDOW_FUTURE_MINUTES`).
-    package var timeWindowFutureMinutes = 1440
+    package var timeWindowFutureMinutes: Int
     /// Seconds a request body may take to arrive in full (`BODY_TIMEOUT_SECONDS`; 408 after).
-    package var bodyTimeoutSeconds = 30
+    package var bodyTimeoutSeconds: Int
 
     package init(
         maxBodyBytes: Int = 5 << 20, maxDecompressedBytes: Int = 20 << 20, maxRecordsPerRequest: Int = 1000,

@@ -25,13 +25,15 @@ package struct IdentitySettings: Sendable {
         self.cacheRefreshMilliseconds = cacheRefreshMilliseconds
     }
 
+    /// The defaults are the memberwise initializer's, and nowhere else.
     package init(_ reader: SettingsReader) throws {
+        let defaults = IdentitySettings(server: ServerSettings(port: Self.defaultPort), database: DatabaseSettings())
         self.init(
             server: try ServerSettings(reader, defaultPort: Self.defaultPort),
-            database: try DatabaseSettings(reader, defaultPoolSize: 4),
-            maxRequestBytes: try reader.int("IDENTITY_MAX_REQUEST_BYTES", default: 16 << 20, range: 1024...(1 << 30)),
-            cacheEntries: try reader.int("IDENTITY_CACHE_ENTRIES", default: 200_000, range: 0...100_000_000),
-            cacheRefreshMilliseconds: try reader.int("IDENTITY_CACHE_REFRESH_MS", default: 500, range: 50...60_000)
+            database: try DatabaseSettings(reader, defaultPoolSize: defaults.database.poolSize),
+            maxRequestBytes: try reader.int("IDENTITY_MAX_REQUEST_BYTES", default: defaults.maxRequestBytes, range: 1024...(1 << 30)),
+            cacheEntries: try reader.int("IDENTITY_CACHE_ENTRIES", default: defaults.cacheEntries, range: 0...100_000_000),
+            cacheRefreshMilliseconds: try reader.int("IDENTITY_CACHE_REFRESH_MS", default: defaults.cacheRefreshMilliseconds, range: 50...60_000)
         )
     }
 

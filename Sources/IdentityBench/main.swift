@@ -36,7 +36,7 @@ func start(cacheEntries: Int) -> (Task<Void, any Error>, String) {
     let port = Int.random(in: 20_000...40_000)
     let app = buildIdentityApplication(
         settings: IdentitySettings(
-            server: ServerSettings(port: port, logLevel: "error", serviceToken: serviceToken),
+            server: ServerSettings(port: port, serviceToken: serviceToken),
             database: DatabaseSettings(url: databaseURL, poolSize: 4), cacheEntries: cacheEntries
         ),
         runtime: ServiceRuntime(logger: logger)
