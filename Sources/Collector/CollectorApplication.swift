@@ -24,10 +24,10 @@ package func buildCollectorApplication(
         do {
             batch = try CollectBatch(jsonBytes: Array(body.readableBytesView))
         } catch let problem as ContractDecodingError {
-            throw ServiceError.badRequest("invalid_body", "the batch does not match the contract: \(problem.message)")
+            throw ServiceError.badRequest(.invalidBody, "the batch does not match the contract: \(problem.message)")
         }
         if let problem = batch.problem {
-            throw ServiceError.badRequest("invalid_batch", problem)
+            throw ServiceError.badRequest(.invalidBatch, problem)
         }
         let (storable, kept) = batch.separatingUnstorable()
         var result = try await store.write(storable)

@@ -47,7 +47,7 @@ final class GroupCommit: Sendable {
                 if state.waitingRecords > 0, state.waitingRecords + Self.weight(batch) > maxWaitingRecords {
                     continuation.resume(
                         throwing: ServiceError.unavailable(
-                            "collector_busy", "the collector has \(state.waitingRecords) records waiting to be written; retry shortly"
+                            .collectorBusy, "the collector has \(state.waitingRecords) records waiting to be written; retry shortly"
                         ))
                     return false
                 }

@@ -19,7 +19,7 @@ struct AdminAuth: Sendable {
     /// The name of the token the request carries; 401 when it carries none or an unknown one.
     func authorize(_ request: Request) async throws -> String {
         guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
-            throw ServiceError(.unauthorized, "missing_token", "send an admin token as 'Authorization: Bearer <token>'")
+            throw ServiceError(.unauthorized, .missingToken, "send an admin token as 'Authorization: Bearer <token>'")
         }
         let token = Array(header.dropFirst("Bearer ".count).utf8)
         let presented = SHA256Digest.hash(token)
@@ -31,7 +31,7 @@ struct AdminAuth: Sendable {
             try connection.query("SELECT name FROM config.admin_tokens WHERE sha256 = $1", [hex]).scalar
         }
         guard let name else {
-            throw ServiceError(.unauthorized, "invalid_token", "the admin token is not valid (or was revoked)")
+            throw ServiceError(.unauthorized, .invalidToken, "the admin token is not valid (or was revoked)")
         }
         return name
     }

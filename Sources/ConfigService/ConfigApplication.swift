@@ -29,12 +29,12 @@ package func buildConfigApplication(
         var token: String??
         if body.readableBytes > 0 {
             guard let object = try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any], object.keys.contains("token") else {
-                throw ServiceError.badRequest("invalid_body", #"the body is optional; when sent it is {"token": "…"} or {"token": null}"#)
+                throw ServiceError.badRequest(.invalidBody, #"the body is optional; when sent it is {"token": "…"} or {"token": null}"#)
             }
             switch object["token"] {
             case let text as String where (16...256).contains(text.utf8.count): token = .some(text)
             case is NSNull: token = .some(nil)
-            default: throw ServiceError.badRequest("invalid_token", "an ingestion token is 16 to 256 characters (or null to remove it)")
+            default: throw ServiceError.badRequest(.invalidToken, "an ingestion token is 16 to 256 characters (or null to remove it)")
             }
         }
         let created = try await store.createProject(project, actor: actor)
@@ -52,7 +52,7 @@ package func buildConfigApplication(
         try serviceToken.check(request)
         let project = try projectParameter(context)
         guard let token = try await store.ingestion(project: project) else {
-            throw ServiceError(.notFound, "unknown_project", "there is no project '\(project)'")
+            throw ServiceError(.notFound, .unknownProject, "there is no project '\(project)'")
         }
         return try jsonResponse(.ok, encoding: ProjectIngestion(project: project, tokenSHA256: token))
     }
@@ -67,16 +67,16 @@ package func buildConfigApplication(
         let minimum = try AppVersion.parameter(request.uri.queryParameters["min_app_version"].map(String.init), name: "min_app_version")
         let maximum = try AppVersion.parameter(request.uri.queryParameters["max_app_version"].map(String.init), name: "max_app_version")
         if let minimum, let maximum, maximum.padded.lexicographicallyPrecedes(minimum.padded) {
-            throw ServiceError.badRequest("invalid_app_version", "min_app_version is above max_app_version")
+            throw ServiceError.badRequest(.invalidAppVersion, "min_app_version is above max_app_version")
         }
         if minimum != nil || maximum != nil, kind == .serverURLWhitelist || kind == .h5DomainWhitelist {
             throw ServiceError.badRequest(
-                "invalid_app_version", "whitelists apply to every app version; publish them without min_app_version or max_app_version")
+                .invalidAppVersion, "whitelists apply to every app version; publish them without min_app_version or max_app_version")
         }
         guard try await store.projectExists(project) else {
-            throw ServiceError(.notFound, "unknown_project", "project '\(project)' does not exist; create it with PUT /v1/projects/\(project)")
+            throw ServiceError(.notFound, .unknownProject, "project '\(project)' does not exist; create it with PUT /v1/projects/\(project)")
         }
-        let body = try await collectBody(request, limit: documentLimit, code: "document_too_large")
+        let body = try await collectBody(request, limit: documentLimit, code: .documentTooLarge)
         switch DocumentValidator.canonicalize(Data(buffer: body), kind: kind) {
         case .failure(let problems):
             let payload = try JSONEncoder().encode(
@@ -179,14 +179,14 @@ package func buildConfigApplication(
         let actor = try await auth.authorize(request)
         let body = try await collectBody(request, limit: 4096)
         guard let name = (try? JSONDecoder().decode(TokenRequest.self, from: Data(buffer: body)))?.name, isTokenName(name) else {
-            throw ServiceError.badRequest("invalid_token_name", #"send {"name": "…"}: 1 to 64 letters, digits, '.', '-' or '_'"#)
+            throw ServiceError.badRequest(.invalidTokenName, #"send {"name": "…"}: 1 to 64 letters, digits, '.', '-' or '_'"#)
         }
         guard name != AdminAuth.bootstrapName else {
-            throw ServiceError(.conflict, "token_exists", "'\(AdminAuth.bootstrapName)' is the ADMIN_TOKEN setting's name")
+            throw ServiceError(.conflict, .tokenExists, "'\(AdminAuth.bootstrapName)' is the ADMIN_TOKEN setting's name")
         }
         let token = AdminAuth.newToken()
         guard try await store.createToken(name: name, digestHex: AdminAuth.digestHex(of: token), actor: actor) else {
-            throw ServiceError(.conflict, "token_exists", "a token named '\(name)' exists; revoke it first or choose another name")
+            throw ServiceError(.conflict, .tokenExists, "a token named '\(name)' exists; revoke it first or choose another name")
         }
         context.logger.info("audit.token.created", metadata: ["name": "\(name)", "actor": "\(actor)"])
         return try jsonResponse(.created, encoding: NewAdminToken(name: name, token: token))
@@ -201,7 +201,7 @@ package func buildConfigApplication(
         let actor = try await auth.authorize(request)
         let name = context.parameters.get("name") ?? ""
         guard try await store.revokeToken(name: name, actor: actor) else {
-            throw ServiceError(.notFound, "unknown_token", "no token is named '\(name.prefix(64))'")
+            throw ServiceError(.notFound, .unknownToken, "no token is named '\(name.prefix(64))'")
         }
         context.logger.info("audit.token.revoked", metadata: ["name": "\(name)", "actor": "\(actor)"])
         return Response(status: .noContent)
@@ -213,7 +213,7 @@ package func buildConfigApplication(
         if let project, !ProjectName.isValid(project) { throw ServiceError.invalidProject }
         let limitText = request.uri.queryParameters["limit"].map(String.init) ?? "100"
         guard let limit = Int(limitText), (1...1000).contains(limit) else {
-            throw ServiceError.badRequest("invalid_limit", "limit must be 1 to 1000")
+            throw ServiceError.badRequest(.invalidLimit, "limit must be 1 to 1000")
         }
         return try jsonResponse(.ok, encoding: try await store.auditTrail(project: project, limit: limit))
     }
@@ -259,23 +259,23 @@ private func documentAddress(_ request: Request, _ context: DatongRequestContext
 
 private func versionNumber(_ raw: String?, name: String) throws -> Int {
     guard let raw, let number = Int(raw), number > 0 else {
-        throw ServiceError.badRequest("invalid_version", "\(name) must be a version number (1, 2, …)")
+        throw ServiceError.badRequest(.invalidVersion, "\(name) must be a version number (1, 2, …)")
     }
     return number
 }
 
 private func noDocument(_ project: String, _ kind: DocumentKind) -> ServiceError {
-    ServiceError(.notFound, "no_document", "no \(kind.rawValue) is published for project '\(project)' and this platform/app")
+    ServiceError(.notFound, .noDocument, "no \(kind.rawValue) is published for project '\(project)' and this platform/app")
 }
 
 private func noVersion(_ number: Int, _ project: String, _ kind: DocumentKind) -> ServiceError {
-    ServiceError(.notFound, "no_version", "project '\(project)' has no version \(number) of its \(kind.rawValue) for this platform/app")
+    ServiceError(.notFound, .noVersion, "project '\(project)' has no version \(number) of its \(kind.rawValue) for this platform/app")
 }
 
 private func kindParameter(_ context: DatongRequestContext) throws -> DocumentKind {
     let raw = context.parameters.get("kind") ?? ""
     guard let kind = DocumentKind(rawValue: raw) else {
-        throw ServiceError(.notFound, "unknown_kind", "unknown document kind '\(raw)'; kinds: \(DocumentKind.allCases.map(\.rawValue).joined(separator: ", "))")
+        throw ServiceError(.notFound, .unknownKind, "unknown document kind '\(raw)'; kinds: \(DocumentKind.allCases.map(\.rawValue).joined(separator: ", "))")
     }
     return kind
 }

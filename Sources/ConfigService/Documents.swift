@@ -12,11 +12,11 @@ struct DocumentScope: Sendable, Hashable {
     init(platform: String?, appID: String?) throws {
         let platform = (platform ?? "").lowercased()
         guard Self.platforms.contains(platform) else {
-            throw ServiceError.badRequest("invalid_platform", "platform must be ios, android or web")
+            throw ServiceError.badRequest(.invalidPlatform, "platform must be ios, android or web")
         }
         let appID = appID ?? ""
         guard appID.utf8.count <= 128 else {
-            throw ServiceError.badRequest("invalid_app_id", "app_id is longer than 128 characters")
+            throw ServiceError.badRequest(.invalidAppId, "app_id is longer than 128 characters")
         }
         self.platform = platform
         self.appID = appID
@@ -42,7 +42,7 @@ struct AppVersion: Sendable, Equatable {
     static func parameter(_ text: String?, name: String) throws -> AppVersion? {
         guard let text, !text.isEmpty else { return nil }
         guard let version = AppVersion(text) else {
-            throw ServiceError.badRequest("invalid_app_version", "\(name) must be a version like 2.3.0 (one to four numbers)")
+            throw ServiceError.badRequest(.invalidAppVersion, "\(name) must be a version like 2.3.0 (one to four numbers)")
         }
         return version
     }

@@ -31,7 +31,7 @@ struct EncryptionKeysAPI: Sendable {
             let project = try Self.project(context)
             let body = try await collectBody(request, limit: 1024)
             guard let enabled = (try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any])?["enabled"] as? Bool else {
-                throw ServiceError.badRequest("invalid_body", #"send {"enabled": true} or {"enabled": false}"#)
+                throw ServiceError.badRequest(.invalidBody, #"send {"enabled": true} or {"enabled": false}"#)
             }
             guard try await store.setTransportEncryption(project: project, enabled: enabled, actor: actor) else { throw Self.unknownProject(project) }
             context.logger.info("audit.project.transport_encryption", metadata: ["project": "\(project)", "enabled": "\(enabled)", "actor": "\(actor)"])
@@ -52,11 +52,11 @@ struct EncryptionKeysAPI: Sendable {
         guard let name = (try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any])?["type"] as? String,
             let type = KeyType(rawValue: name.lowercased())
         else {
-            throw ServiceError.badRequest("invalid_key_type", #"send {"type": "rsa"} (RSA-2048) or {"type": "ec"} (EC P-256)"#)
+            throw ServiceError.badRequest(.invalidKeyType, #"send {"type": "rsa"} (RSA-2048) or {"type": "ec"} (EC P-256)"#)
         }
         guard let sealer else {
             throw ServiceError(
-                .conflict, "no_master_key",
+                .conflict, .noMasterKey,
                 "config-service has no ENCRYPTION_MASTER_KEY, so it cannot keep a private key; set it (openssl rand -base64 32) and restart")
         }
         // RSA key generation takes tens of milliseconds of CPU: never on an event loop.
@@ -70,11 +70,11 @@ struct EncryptionKeysAPI: Sendable {
         let actor = try await auth.authorize(request)
         let project = try Self.project(context)
         guard let pkv = context.parameters.get("pkv").flatMap(Int.init), pkv > 0 else {
-            throw ServiceError.badRequest("invalid_pkv", "pkv is a key's number (1, 2, …)")
+            throw ServiceError.badRequest(.invalidPkv, "pkv is a key's number (1, 2, …)")
         }
         switch try await store.retireKey(project: project, pkv: pkv, actor: actor) {
-        case nil: throw ServiceError(.notFound, "unknown_key", "project '\(project)' has no key \(pkv)")
-        case false?: throw ServiceError(.conflict, "key_retired", "key \(pkv) of project '\(project)' is retired already")
+        case nil: throw ServiceError(.notFound, .unknownKey, "project '\(project)' has no key \(pkv)")
+        case false?: throw ServiceError(.conflict, .keyRetired, "key \(pkv) of project '\(project)' is retired already")
         case true?:
             context.logger.info("audit.key.retired", metadata: ["project": "\(project)", "pkv": "\(pkv)", "actor": "\(actor)"])
             let key = try await store.listKeys(project: project).first { $0.pkv == pkv }
@@ -89,6 +89,6 @@ struct EncryptionKeysAPI: Sendable {
     }
 
     private static func unknownProject(_ project: String) -> ServiceError {
-        ServiceError(.notFound, "unknown_project", "there is no project '\(project)'")
+        ServiceError(.notFound, .unknownProject, "there is no project '\(project)'")
     }
 }

@@ -36,7 +36,7 @@ package func makeServiceRouter(runtime: ServiceRuntime, readiness: [ReadinessChe
         RequestIDMiddleware()
         MetricsMiddleware()
         LogRequestsMiddleware(.debug)
-        ErrorMiddleware()
+        ErrorMiddleware(registry: runtime.metrics)
     }
     router.get("/health") { _, _ in
         jsonResponse(.ok, #"{"status":"ok"}"#)
@@ -83,7 +83,7 @@ package func jsonResponse(_ status: HTTPResponse.Status, encoding value: some En
 /// trickling it in to hold a connection and a task) is a 408 `body_timeout`, and the connection
 /// is closed.
 package func collectBody(
-    _ request: Request, limit: Int, code: String = "body_too_large", timeout: Duration = .seconds(30)
+    _ request: Request, limit: Int, code: ErrorCode = .bodyTooLarge, timeout: Duration = .seconds(30)
 ) async throws -> ByteBuffer {
     let tooLarge = ServiceError(.contentTooLarge, code, "the request body is larger than \(limit) bytes")
     // A client that sent `Expect: 100-continue` waits for a go-ahead before it sends the body: one
@@ -109,7 +109,7 @@ package func collectBody(
                 // that is not hex, negative, overflowing or not followed by its data) or the
                 // client went away: the request is at fault, and the connection is unusable.
                 throw ServiceError(
-                    .badRequest, "malformed_body", "the request body is not valid HTTP/1.1 framing (chunked encoding or length)",
+                    .badRequest, .malformedBody, "the request body is not valid HTTP/1.1 framing (chunked encoding or length)",
                     closesConnection: true
                 )
             }
@@ -125,7 +125,7 @@ package func collectBody(
         return first
     }
     guard let collected else {
-        throw ServiceError(.requestTimeout, "body_timeout", "the request body did not arrive within \(timeout.components.seconds) seconds")
+        throw ServiceError(.requestTimeout, .bodyTimeout, "the request body did not arrive within \(timeout.components.seconds) seconds")
     }
     return collected
 }

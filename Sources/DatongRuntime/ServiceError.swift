@@ -2,12 +2,13 @@ import DatongContracts
 import Foundation
 import Hummingbird
 import Logging
+import Prometheus
 
 /// An expected failure of a request: an HTTP status, a short stable code and a message for the caller,
 /// answered as a `ProblemBody`. 503s carry `Retry-After`, which the SDKs honour by retrying later.
 package struct ServiceError: HTTPResponseError, CustomStringConvertible {
     package let status: HTTPResponse.Status
-    package let code: String
+    package let code: ErrorCode
     package let message: String
     package let retryAfterSeconds: Int?
     /// The request's body was not read to its end (too large, timed out, malformed framing): the
@@ -15,7 +16,7 @@ package struct ServiceError: HTTPResponseError, CustomStringConvertible {
     package let closesConnection: Bool
 
     package init(
-        _ status: HTTPResponse.Status, _ code: String, _ message: String, retryAfterSeconds: Int? = nil, closesConnection: Bool = false
+        _ status: HTTPResponse.Status, _ code: ErrorCode, _ message: String, retryAfterSeconds: Int? = nil, closesConnection: Bool = false
     ) {
         self.status = status
         self.code = code
@@ -24,14 +25,14 @@ package struct ServiceError: HTTPResponseError, CustomStringConvertible {
         self.closesConnection = closesConnection || status == .requestTimeout
     }
 
-    package static func badRequest(_ code: String, _ message: String) -> Self { .init(.badRequest, code, message) }
-    package static func unavailable(_ code: String, _ message: String) -> Self {
+    package static func badRequest(_ code: ErrorCode, _ message: String) -> Self { .init(.badRequest, code, message) }
+    package static func unavailable(_ code: ErrorCode, _ message: String) -> Self {
         .init(.serviceUnavailable, code, message, retryAfterSeconds: 5)
     }
 
     /// A project name that breaks `ProjectName`'s rule (400).
     package static let invalidProject = badRequest(
-        "invalid_project", "project names are a letter followed by letters, digits or underscores (at most \(ProjectName.maxLength))"
+        .invalidProject, "project names are a letter followed by letters, digits or underscores (at most \(ProjectName.maxLength))"
     )
 
     package var description: String { "\(status.code) \(code): \(message)" }
@@ -40,7 +41,7 @@ package struct ServiceError: HTTPResponseError, CustomStringConvertible {
         var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
         if let retryAfterSeconds { headers[.retryAfter] = String(retryAfterSeconds) }
         if closesConnection { headers[.connection] = "close" }
-        let body = (try? JSONEncoder().encode(ProblemBody(error: code, message: message))) ?? Data()
+        let body = (try? JSONEncoder().encode(ProblemBody(error: code.rawValue, message: message))) ?? Data()
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
     }
 }
@@ -59,22 +60,47 @@ package protocol ServiceErrorConvertible: Error {
 package struct ErrorMiddleware: RouterMiddleware {
     package typealias Context = DatongRequestContext
 
-    package init() {}
+    /// Where refusals are counted (`datong_refusals_total{code}`, exported at `/metrics`); nil counts nothing.
+    private let registry: PrometheusCollectorRegistry?
+
+    package init(registry: PrometheusCollectorRegistry? = nil) {
+        self.registry = registry
+    }
 
     package func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
         do {
             return try await next(request, context)
-        } catch let error as any HTTPResponseError {
-            throw error
-        } catch let error as any ServiceErrorConvertible {
-            throw error.serviceError(logger: context.logger)
-        } catch let error as DecodingError {
-            throw ServiceError.badRequest("invalid_body", "the request body does not match the expected JSON: \(Self.describe(error))")
         } catch {
-            context.logger.error("request.failed", metadata: ["error": "\(String(reflecting: error))"])
-            throw ServiceError(.internalServerError, "internal_error", "the request failed unexpectedly; it is logged with its request id")
+            let answer = Self.answer(for: error, logger: context.logger)
+            if let registry, let refusal = answer as? ServiceError {
+                registry.makeCounter(descriptor: Self.refusals, labels: [("code", refusal.code.rawValue)]).increment()
+            }
+            throw answer
+        }
+    }
+
+    /// `datong_refusals_total` (a value type of constants, made per refusal).
+    private static var refusals: MetricNameDescriptor {
+        MetricNameDescriptor(
+            namespace: "datong", metricName: "refusals", unitName: "total",
+            helpText: "Requests refused (4xx and 5xx answers), by the code of the answer"
+        )
+    }
+
+    /// What `error` is answered with (every refusal is counted by its code in `datong_refusals_total`).
+    static func answer(for error: any Error, logger: Logger) -> any Error {
+        switch error {
+        case let error as any HTTPResponseError:
+            return error
+        case let error as any ServiceErrorConvertible:
+            return error.serviceError(logger: logger)
+        case let error as DecodingError:
+            return ServiceError.badRequest(.invalidBody, "the request body does not match the expected JSON: \(Self.describe(error))")
+        default:
+            logger.error("request.failed", metadata: ["error": "\(String(reflecting: error))"])
+            return ServiceError(.internalServerError, .internalError, "the request failed unexpectedly; it is logged with its request id")
         }
     }
 

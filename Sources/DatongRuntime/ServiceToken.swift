@@ -14,14 +14,14 @@ package struct ServiceToken: Sendable {
     /// time); always 401 when no token is configured.
     package func check(_ request: Request) throws {
         guard let expected = digest else {
-            throw ServiceError(.unauthorized, "service_token_not_configured", "this endpoint is for Datong's services, and this service has no SERVICE_TOKEN")
+            throw ServiceError(.unauthorized, .serviceTokenNotConfigured, "this endpoint is for Datong's services, and this service has no SERVICE_TOKEN")
         }
         guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
-            throw ServiceError(.unauthorized, "missing_service_token", "this endpoint is for Datong's services: send the service token")
+            throw ServiceError(.unauthorized, .missingServiceToken, "this endpoint is for Datong's services: send the service token")
         }
         let presented = SHA256Digest.hash(Array(header.dropFirst("Bearer ".count).utf8))
         guard SHA256Digest.equalInConstantTime(presented, expected) else {
-            throw ServiceError(.unauthorized, "invalid_service_token", "the service token is not valid")
+            throw ServiceError(.unauthorized, .invalidServiceToken, "the service token is not valid")
         }
     }
 }

@@ -41,16 +41,16 @@ extension PostgresError: ServiceErrorConvertible {
     package func serviceError(logger: Logger) -> ServiceError {
         if isUnavailable {
             logger.warning("database.unavailable", metadata: ["error": "\(self)"])
-            return .unavailable("database_unavailable", "the database cannot be reached now; try again later")
+            return .unavailable(.databaseUnavailable, "the database cannot be reached now; try again later")
         }
         if isDataException {
             // A value PostgreSQL cannot store (a NUL character, a timestamp out of range, malformed
             // JSON): the input is at fault, not the server. PostgreSQL's own text stays in the log:
             // it names tables and internals that are no business of a client.
             logger.notice("request.invalid_value", metadata: ["error": "\(self)"])
-            return .badRequest("invalid_value", "a value in the request cannot be stored (SQLSTATE \(sqlState ?? "?"))")
+            return .badRequest(.invalidValue, "a value in the request cannot be stored (SQLSTATE \(sqlState ?? "?"))")
         }
         logger.error("request.failed", metadata: ["error": "\(String(reflecting: self))"])
-        return ServiceError(.internalServerError, "internal_error", "the request failed unexpectedly; it is logged with its request id")
+        return ServiceError(.internalServerError, .internalError, "the request failed unexpectedly; it is logged with its request id")
     }
 }

@@ -23,7 +23,7 @@ struct AdmissionMiddleware: RouterMiddleware {
         guard inFlight.enter(below: limit) else {
             context.logger.debug("gateway.overloaded", metadata: ["gateway.limit": "\(limit)"])
             throw ServiceError(
-                .serviceUnavailable, "overloaded", "the gateway is working on \(limit) requests; send this one again later",
+                .serviceUnavailable, .overloaded, "the gateway is working on \(limit) requests; send this one again later",
                 retryAfterSeconds: 1
             )
         }

@@ -25,19 +25,19 @@ struct AppDownloadsHandler: Sendable {
         let file = context.parameters.get("file") ?? ""
         guard let kind = Self.files[file] else {
             throw ServiceError(
-                .notFound, "unknown_config",
+                .notFound, .unknownConfig,
                 "there is no file '\(UntrustedText.quoted(file, limit: 64))'; use \(Self.files.keys.sorted().joined(separator: ", "))")
         }
         let query = request.uri.queryParameters
         let project = try requestProject(query["project"].map(String.init))
         var platform: String?
         if let value = query["platform"].map({ String($0).lowercased() }), !value.isEmpty {
-            guard Self.platforms.contains(value) else { throw ServiceError.badRequest("invalid_platform", "platform must be ios, android or web") }
+            guard Self.platforms.contains(value) else { throw ServiceError.badRequest(.invalidPlatform, "platform must be ios, android or web") }
             platform = value
         }
         let appID = query["app_id"].map(String.init).flatMap { $0.isEmpty ? nil : $0 }
         if let appID, appID.utf8.count > SDKConfigHandler.maxAppIDBytes {
-            throw ServiceError.badRequest("invalid_app_id", "app_id is \(appID.utf8.count) bytes long; the limit is \(SDKConfigHandler.maxAppIDBytes)")
+            throw ServiceError.badRequest(.invalidAppId, "app_id is \(appID.utf8.count) bytes long; the limit is \(SDKConfigHandler.maxAppIDBytes)")
         }
         var scopes: [[(String, String)]] = [[]]
         if let platform {
@@ -64,7 +64,7 @@ struct AppDownloadsHandler: Sendable {
                 continue
             }
         }
-        throw ServiceError(.notFound, "no_document", "no \(kind.rawValue) is published for project '\(project)' and this platform/app")
+        throw ServiceError(.notFound, .noDocument, "no \(kind.rawValue) is published for project '\(project)' and this platform/app")
     }
 
     /// `GET /.well-known/apple-app-site-association`: the `applinks` of every app in the document's
@@ -111,7 +111,7 @@ struct AppDownloadsHandler: Sendable {
             let document = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
             let file = build(document)
         else {
-            throw ServiceError(.notFound, "no_app_links", "project '\(linksProject)' publishes no app-links with what \(name) needs")
+            throw ServiceError(.notFound, .noAppLinks, "project '\(linksProject)' publishes no app-links with what \(name) needs")
         }
         let etag = "\"\(name)-\((documentTag ?? "").filter(\.isHexDigit).prefix(32))\""
         let headers: HTTPFields = [.eTag: etag, .cacheControl: "public, max-age=300, must-revalidate", .contentType: "application/json"]

@@ -62,26 +62,26 @@ extension BridgeHandler {
     package static func parseRelay(_ body: [UInt8], limits: UploadLimits) throws -> (AppContext, [String]) {
         let root = try UploadPayload.parseJSON(body, limits: limits, what: "the body")
         guard root.isObject else {
-            throw ServiceError.badRequest("invalid_body", #"the body is a JSON object {"app": {...}, "messages": ["...", ...]}"#)
+            throw ServiceError.badRequest(.invalidBody, #"the body is a JSON object {"app": {...}, "messages": ["...", ...]}"#)
         }
         let app: AppContext
         do {
             app = try AppContext(root["app"]?.value, limits: limits)
         } catch {
-            throw ServiceError.badRequest("invalid_app_context", error.reason)
+            throw ServiceError.badRequest(.invalidAppContext, error.reason)
         }
         guard let list = root["messages"], list.kind == .array else {
-            throw ServiceError.badRequest("invalid_messages", "messages must be an array of the strings the app received from the page")
+            throw ServiceError.badRequest(.invalidMessages, "messages must be an array of the strings the app received from the page")
         }
         let count = Int(list.entry.count)
         guard count <= limits.maxBridgeMessages else {
-            throw ServiceError(.contentTooLarge, "too_many_messages", "\(count) messages in one relay; the limit is \(limits.maxBridgeMessages)")
+            throw ServiceError(.contentTooLarge, .tooManyMessages, "\(count) messages in one relay; the limit is \(limits.maxBridgeMessages)")
         }
         var messages: [String] = []
         messages.reserveCapacity(count)
         for (index, item) in list.elements.enumerated() {
             guard let text = item.stringValue else {
-                throw ServiceError.badRequest("invalid_messages", "messages[\(index)] is not a string: relay each message exactly as the page sent it")
+                throw ServiceError.badRequest(.invalidMessages, "messages[\(index)] is not a string: relay each message exactly as the page sent it")
             }
             messages.append(text)
         }

@@ -14,7 +14,7 @@ import Foundation
 enum EncryptedPayload {
     static func decode(_ parameters: FormParameters, limits: UploadLimits, project: String, keys: ProjectKeys) throws -> DecodedPayload {
         guard let text = parameters["data_list"] ?? parameters["data"], !text.isEmpty else {
-            throw ServiceError.badRequest("missing_data", "the request has no data_list parameter")
+            throw ServiceError.badRequest(.missingData, "the request has no data_list parameter")
         }
         try UploadPayload.checkCRC(parameters, text: text, spaceAs: 0x20)
         let bytes = Array(text.utf8)

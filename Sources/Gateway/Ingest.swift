@@ -23,7 +23,7 @@ struct Ingest: Sendable {
                 as: ResolveResponse.self, requestID: context.requestID, logger: context.logger
             )
             guard resolved.users.count == withIdentity.count else {
-                throw ServiceError.unavailable("identity_bad_answer", "identity-service answered for \(resolved.users.count) of \(withIdentity.count) records")
+                throw ServiceError.unavailable(.identityBadAnswer, "identity-service answered for \(resolved.users.count) of \(withIdentity.count) records")
             }
             for (index, user) in zip(withIdentity, resolved.users) { records[index].userId = user.userId }
         }
@@ -52,12 +52,12 @@ func readRequestBody(_ request: Request, limits: UploadLimits) async throws -> [
     case "gzip", "x-gzip":
         return try inflateGzip(
             body, limit: limits.maxDecompressedBytes,
-            tooLarge: ServiceError(.contentTooLarge, "body_too_large", "the request body inflates to more than \(limits.maxDecompressedBytes) bytes"),
-            invalid: ServiceError.badRequest("invalid_gzip", "Content-Encoding is gzip but the body is not valid gzip")
+            tooLarge: ServiceError(.contentTooLarge, .bodyTooLarge, "the request body inflates to more than \(limits.maxDecompressedBytes) bytes"),
+            invalid: ServiceError.badRequest(.invalidGzip, "Content-Encoding is gzip but the body is not valid gzip")
         )
     default:
         throw ServiceError(
-            .unsupportedMediaType, "unsupported_content_encoding",
+            .unsupportedMediaType, .unsupportedContentEncoding,
             "Content-Encoding '\(UntrustedText.quoted(encoding, limit: 32))' is not supported; send gzip or nothing")
     }
 }

@@ -42,14 +42,14 @@ final class ProjectDirectory: Sendable {
     func problem(project: String, token: String?, logger: Logger) async throws -> ServiceError? {
         let digest = try await tokenDigest(project: project, logger: logger)
         guard let required = digest else {
-            return ServiceError(.notFound, "unknown_project", "there is no project '\(project)'; create it in config-service (PUT /v1/projects/\(project))")
+            return ServiceError(.notFound, .unknownProject, "there is no project '\(project)'; create it in config-service (PUT /v1/projects/\(project))")
         }
         guard let expected = required else { return nil }
         guard let token, !token.isEmpty else {
-            return ServiceError(.forbidden, "missing_token", "project '\(project)' needs its ingestion token: send token=… with the upload")
+            return ServiceError(.forbidden, .missingToken, "project '\(project)' needs its ingestion token: send token=… with the upload")
         }
         guard SHA256Digest.equalInConstantTime(SHA256Digest.hex(Array(token.utf8)).utf8, expected.utf8) else {
-            return ServiceError(.forbidden, "invalid_token", "the token is not project '\(project)'s ingestion token")
+            return ServiceError(.forbidden, .invalidToken, "the token is not project '\(project)'s ingestion token")
         }
         return nil
     }
@@ -65,7 +65,7 @@ final class ProjectDirectory: Sendable {
                 fetched = nil
             case .document(_, let body):
                 guard let ingestion = try? JSONDecoder().decode(ProjectIngestion.self, from: Data(body)) else {
-                    throw ServiceError.unavailable("config_bad_answer", "config-service gave an answer the gateway cannot read")
+                    throw ServiceError.unavailable(.configBadAnswer, "config-service gave an answer the gateway cannot read")
                 }
                 fetched = .some(ingestion.tokenSHA256)
             case .notModified:

@@ -29,7 +29,7 @@ struct SDKConfigHandler: Sendable {
     func remote(_ request: Request, context: DatongRequestContext) async throws -> Response {
         let file = context.parameters.get("file") ?? ""
         guard let platform = Self.remotePlatforms[file] else {
-            throw ServiceError(.notFound, "unknown_config", "there is no config file '\(UntrustedText.quoted(file, limit: 64))'; use iOS.conf or Android.conf")
+            throw ServiceError(.notFound, .unknownConfig, "there is no config file '\(UntrustedText.quoted(file, limit: 64))'; use iOS.conf or Android.conf")
         }
         let query = request.uri.queryParameters
         let project = try requestProject(query["project"].map(String.init))
@@ -89,7 +89,7 @@ struct SDKConfigHandler: Sendable {
         let file = context.parameters.get("file") ?? ""
         guard let platform = Self.visualPlatforms[file] else {
             throw ServiceError(
-                .notFound, "unknown_config", "there is no visual config file '\(UntrustedText.quoted(file, limit: 64))'; use iOS.conf, Android.conf or Web.conf"
+                .notFound, .unknownConfig, "there is no visual config file '\(UntrustedText.quoted(file, limit: 64))'; use iOS.conf, Android.conf or Web.conf"
             )
         }
         let query = request.uri.queryParameters
@@ -97,7 +97,7 @@ struct SDKConfigHandler: Sendable {
         if let name = query["callbackName"].map(String.init) {
             guard platform == "web", Self.isCallbackName(name) else {
                 throw ServiceError.badRequest(
-                    "invalid_callback",
+                    .invalidCallback,
                     "callbackName must be a JavaScript identifier path (letters, digits, _, $ and dots, at most 64 characters), for Web.conf only")
             }
             callback = name
@@ -140,7 +140,7 @@ struct SDKConfigHandler: Sendable {
         _ kind: DocumentKind, project: String, platform: String, appID: String?, context: DatongRequestContext
     ) async throws -> (etag: String, body: [UInt8])? {
         if let appID, appID.utf8.count > Self.maxAppIDBytes {
-            throw ServiceError.badRequest("invalid_app_id", "app_id is \(appID.utf8.count) bytes long; the limit is \(Self.maxAppIDBytes)")
+            throw ServiceError.badRequest(.invalidAppId, "app_id is \(appID.utf8.count) bytes long; the limit is \(Self.maxAppIDBytes)")
         }
         var scopes: [[(String, String)]] = [[("platform", platform)], []]
         if let appID, !appID.isEmpty { scopes.insert([("platform", platform), ("app_id", appID)], at: 0) }

@@ -36,14 +36,16 @@ struct ServiceClient: Sendable {
                 return try Answer(jsonBytes: Array(payload.readableBytesView))
             } catch {
                 logger.error("upstream.bad_answer", metadata: ["upstream": "\(name)", "error": "\(error)"])
-                throw ServiceError.unavailable("\(name)_bad_answer", "\(name) gave an answer the gateway cannot read")
+                throw ServiceError.unavailable(.badAnswer(from: name), "\(name) gave an answer the gateway cannot read")
             }
         case 400..<500:
             let problem = try? JSONDecoder().decode(ProblemBody.self, from: Data(buffer: payload))
             logger.warning("upstream.refused", metadata: ["upstream": "\(name)", "status": "\(response.status.code)"])
-            throw ServiceError.badRequest(problem?.error ?? "refused", "\(name) refused the request: \(problem?.message ?? "status \(response.status.code)")")
+            throw ServiceError.badRequest(
+                problem.map { ErrorCode(passedOn: $0.error) } ?? .refused,
+                "\(name) refused the request: \(problem?.message ?? "status \(response.status.code)")")
         default:
-            throw ServiceError.unavailable("\(name)_unavailable", "\(name) answered \(response.status.code); try again later")
+            throw ServiceError.unavailable(.unavailable(name), "\(name) answered \(response.status.code); try again later")
         }
     }
 
@@ -72,10 +74,12 @@ struct ServiceClient: Sendable {
             // The caller's request was at fault (a parameter config-service refuses): a 4xx with
             // its reason, never a 503 that SDKs would retry forever.
             let problem = try? JSONDecoder().decode(ProblemBody.self, from: Data(buffer: payload))
-            throw ServiceError.badRequest(problem?.error ?? "refused", "\(name) refused the request: \(problem?.message ?? "status \(response.status.code)")")
+            throw ServiceError.badRequest(
+                problem.map { ErrorCode(passedOn: $0.error) } ?? .refused,
+                "\(name) refused the request: \(problem?.message ?? "status \(response.status.code)")")
         default:
             logger.warning("upstream.refused", metadata: ["upstream": "\(name)", "status": "\(response.status.code)"])
-            throw ServiceError.unavailable("\(name)_unavailable", "\(name) answered \(response.status.code); try again later")
+            throw ServiceError.unavailable(.unavailable(name), "\(name) answered \(response.status.code); try again later")
         }
     }
 
@@ -88,7 +92,7 @@ struct ServiceClient: Sendable {
             return (response, try await response.body.collect(upTo: maxBytes))
         } catch {
             logger.warning("upstream.unreachable", metadata: ["upstream": "\(name)", "error": "\(error)"])
-            throw ServiceError.unavailable("\(name)_unavailable", "\(name) cannot be reached now; try again later")
+            throw ServiceError.unavailable(.unavailable(name), "\(name) cannot be reached now; try again later")
         }
     }
 

@@ -87,22 +87,22 @@ package enum UploadPayload {
         case "1": compressed = true
         case "9", "13":
             guard let keys else {
-                throw ServiceError.unavailable("encryption_unavailable", "this gateway cannot open encrypted payloads now; the SDK keeps the batch and retries")
+                throw ServiceError.unavailable(.encryptionUnavailable, "this gateway cannot open encrypted payloads now; the SDK keeps the batch and retries")
             }
             return try EncryptedPayload.decode(parameters, limits: limits, project: project, keys: keys)
         case let other:
-            throw ServiceError.badRequest("invalid_gzip_flag", "gzip must be 0, 1, 9 or 13, got '\(UntrustedText.quoted(other, limit: 16))'")
+            throw ServiceError.badRequest(.invalidGzipFlag, "gzip must be 0, 1, 9 or 13, got '\(UntrustedText.quoted(other, limit: 16))'")
         }
         let isList = parameters["data_list"] != nil
         guard let encoded = parameters["data_list"] ?? parameters["data"], !encoded.isEmpty else {
-            throw ServiceError.badRequest("missing_data", "the request has no data or data_list parameter")
+            throw ServiceError.badRequest(.missingData, "the request has no data or data_list parameter")
         }
         // Form decoding turned a '+' sent unescaped into a space; base64 has no spaces, so both the
         // crc and the decoder read a space as '+'.
         let base64 = encoded
         try checkCRC(parameters, text: base64, spaceAs: 0x2B)
         guard var bytes = decodeBase64(base64) else {
-            throw ServiceError.badRequest("invalid_base64", "the \(isList ? "data_list" : "data") parameter is not valid base64")
+            throw ServiceError.badRequest(.invalidBase64, "the \(isList ? "data_list" : "data") parameter is not valid base64")
         }
         if compressed {
             bytes = try inflate(bytes, limit: limits.maxDecompressedBytes)
@@ -113,14 +113,14 @@ package enum UploadPayload {
         let records = value.kind == .array ? Array(value.elements) : [value]
         try checkCount(records.count, limits: limits)
         guard !records.isEmpty else {
-            throw ServiceError.badRequest("no_records", "data_list is an empty array")
+            throw ServiceError.badRequest(.noRecords, "data_list is an empty array")
         }
         return DecodedPayload(records: records)
     }
 
     static func checkCount(_ count: Int, limits: UploadLimits) throws {
         guard count <= limits.maxRecordsPerRequest else {
-            throw ServiceError(.contentTooLarge, "too_many_records", "\(count) records in one request; the limit is \(limits.maxRecordsPerRequest)")
+            throw ServiceError(.contentTooLarge, .tooManyRecords, "\(count) records in one request; the limit is \(limits.maxRecordsPerRequest)")
         }
     }
 
@@ -129,7 +129,7 @@ package enum UploadPayload {
         if let expected = try crcParameter(parameters) {
             let actual = javaHashCode(text, spaceAs: space)
             guard actual == expected else {
-                throw ServiceError.badRequest("crc_mismatch", "the crc \(expected) does not match the data (\(actual)): the request was corrupted")
+                throw ServiceError.badRequest(.crcMismatch, "the crc \(expected) does not match the data (\(actual)): the request was corrupted")
             }
         }
     }
@@ -141,11 +141,11 @@ package enum UploadPayload {
         } catch let failure {
             switch failure.kind {
             case .tooDeep:
-                throw ServiceError.badRequest("json_too_deep", "\(what) is nested deeper than \(limits.maxJSONDepth) levels")
+                throw ServiceError.badRequest(.jsonTooDeep, "\(what) is nested deeper than \(limits.maxJSONDepth) levels")
             case .invalidUTF8:
-                throw ServiceError.badRequest("invalid_utf8", "\(what) is \(failure.message)")
+                throw ServiceError.badRequest(.invalidUtf8, "\(what) is \(failure.message)")
             case .syntax:
-                throw ServiceError.badRequest("invalid_json", "\(what) is \(failure.message)")
+                throw ServiceError.badRequest(.invalidJson, "\(what) is \(failure.message)")
             }
         }
     }
@@ -161,7 +161,7 @@ package enum UploadPayload {
         }
         guard let text, !text.isEmpty else { return nil }
         guard let value = Int32(text) else {
-            throw ServiceError.badRequest("invalid_crc", "the crc '\(UntrustedText.quoted(text, limit: 32))' is not a 32-bit number: the request was corrupted")
+            throw ServiceError.badRequest(.invalidCrc, "the crc '\(UntrustedText.quoted(text, limit: 32))' is not a 32-bit number: the request was corrupted")
         }
         return value
     }
@@ -234,11 +234,11 @@ package enum UploadPayload {
     static func inflate(_ bytes: [UInt8], limit: Int) throws -> [UInt8] {
         try inflateGzip(
             ByteBuffer(bytes: bytes), limit: limit, tooLarge: tooLarge(limit),
-            invalid: ServiceError.badRequest("invalid_gzip", "gzip=1 but the data is not valid gzip"))
+            invalid: ServiceError.badRequest(.invalidGzip, "gzip=1 but the data is not valid gzip"))
     }
 
     static func tooLarge(_ limit: Int) -> ServiceError {
-        ServiceError(.contentTooLarge, "payload_too_large", "the decoded payload is larger than \(limit) bytes")
+        ServiceError(.contentTooLarge, .payloadTooLarge, "the decoded payload is larger than \(limit) bytes")
     }
 }
 

@@ -38,13 +38,13 @@ struct UploadHandler: Sendable {
         if UploadPayload.isEncrypted(parameters) {
             // A request that can never succeed is refused first, whatever the keys.
             guard let data = parameters["data_list"] ?? parameters["data"], !data.isEmpty else {
-                throw ServiceError.badRequest("missing_data", "the request has no data or data_list parameter")
+                throw ServiceError.badRequest(.missingData, "the request has no data or data_list parameter")
             }
             // Never a status the SDK deletes the batch for: without keys the answer is a 503.
             guard keyring.canDecrypt else {
                 context.logger.error("encryption.no_master_key")
                 throw ServiceError.unavailable(
-                    "encryption_unavailable",
+                    .encryptionUnavailable,
                     "this gateway has no ENCRYPTION_MASTER_KEY, so it cannot open encrypted payloads; the SDK keeps the batch and retries")
             }
             keys = try await keyring.keys(for: try requestProject(parameters["project"]), logger: context.logger)

@@ -61,17 +61,17 @@ struct IdentityAPI: Sendable {
                     cause: .api("unbind", actor: body.actor, requestID: context.requestID)
                 )
             }
-            guard let owner else { throw ServiceError(.notFound, "unknown_identity", "\(body.key)=\(body.value.prefix(64)) belongs to no user") }
+            guard let owner else { throw ServiceError(.notFound, .unknownIdentity, "\(body.key)=\(body.value.prefix(64)) belongs to no user") }
             return try jsonResponse(.ok, encoding: UserAnswer(userId: owner, created: false))
         }
         projects.get("identities") { request, context in
             let project = try authorize(request, context)
             let query = request.uri.queryParameters
             guard let key = query["key"].map(String.init), let value = query["value"].map(String.init) else {
-                throw ServiceError.badRequest("missing_identity", "give the identity as ?key=…&value=…")
+                throw ServiceError.badRequest(.missingIdentity, "give the identity as ?key=…&value=…")
             }
             guard let user = try await store.owner(project: project, identity: IdentityKey(key: key, value: value)) else {
-                throw ServiceError(.notFound, "unknown_identity", "\(key)=\(value.prefix(64)) belongs to no user")
+                throw ServiceError(.notFound, .unknownIdentity, "\(key)=\(value.prefix(64)) belongs to no user")
             }
             return try jsonResponse(.ok, encoding: UserAnswer(userId: user, created: false))
         }
@@ -79,7 +79,7 @@ struct IdentityAPI: Sendable {
             let project = try authorize(request, context)
             let id = try Self.number(context, "user")
             guard let user = try await store.user(project: project, id: id) else {
-                throw ServiceError(.notFound, "unknown_user", "project \(project) has no user \(id)")
+                throw ServiceError(.notFound, .unknownUser, "project \(project) has no user \(id)")
             }
             return try jsonResponse(.ok, encoding: user)
         }
@@ -87,7 +87,7 @@ struct IdentityAPI: Sendable {
             let project = try authorize(request, context)
             let id = try Self.number(context, "user")
             guard let history = try await store.history(project: project, user: id) else {
-                throw ServiceError(.notFound, "unknown_user", "project \(project) has no user \(id)")
+                throw ServiceError(.notFound, .unknownUser, "project \(project) has no user \(id)")
             }
             return try jsonResponse(.ok, encoding: history)
         }
@@ -106,7 +106,7 @@ struct IdentityAPI: Sendable {
             let project = try authorize(request, context)
             let id = try Self.number(context, "merge")
             guard let merge = try await store.mergeRecord(project: project, id: id) else {
-                throw ServiceError(.notFound, "unknown_merge", "project \(project) has no merge \(id)")
+                throw ServiceError(.notFound, .unknownMerge, "project \(project) has no merge \(id)")
             }
             return try jsonResponse(.ok, encoding: merge)
         }
@@ -128,7 +128,7 @@ struct IdentityAPI: Sendable {
         do {
             resolve = try ResolveRequest(jsonBytes: Array(body.readableBytesView))
         } catch {
-            throw ServiceError.badRequest("invalid_body", "the resolve request does not match the contract: \(error.message)")
+            throw ServiceError.badRequest(.invalidBody, "the resolve request does not match the contract: \(error.message)")
         }
         for record in resolve.records where !ProjectName.isValid(record.project) { throw ServiceError.invalidProject }
         let users = try await store.resolve(resolve.records, requestID: context.requestID)
@@ -152,8 +152,8 @@ struct IdentityAPI: Sendable {
         } catch let refusal as GraphRefusal {
             let status: HTTPResponse.Status
             switch refusal.code {
-            case "unknown_user", "unknown_merge": status = .notFound
-            case "login_conflict", "already_merged", "already_undone", "merged_since": status = .conflict
+            case .unknownUser, .unknownMerge: status = .notFound
+            case .loginConflict, .alreadyMerged, .alreadyUndone, .mergedSince: status = .conflict
             default: status = .unprocessableContent
             }
             throw ServiceError(status, refusal.code, refusal.message)
@@ -162,7 +162,7 @@ struct IdentityAPI: Sendable {
 
     private static func number(_ context: DatongRequestContext, _ name: String) throws -> Int64 {
         guard let text = context.parameters.get(name), let number = Int64(text), number > 0 else {
-            throw ServiceError.badRequest("invalid_\(name)", "\(name) must be a positive whole number")
+            throw ServiceError.badRequest(name == "user" ? .invalidUser : .invalidMerge, "\(name) must be a positive whole number")
         }
         return number
     }

@@ -1,6 +1,7 @@
 import DatongContracts
 import DatongJSON
 import DatongPostgres
+import DatongRuntime
 
 /// An identity in its project.
 struct ScopedIdentity: Hashable, Sendable {
@@ -46,7 +47,7 @@ struct Cause: Sendable {
 /// Why an explicit link through the API was refused (a record in the same situation is stored,
 /// and the conflict only recorded).
 struct GraphRefusal: Error, Sendable {
-    let code: String
+    let code: ErrorCode
     let message: String
 }
 
@@ -370,7 +371,7 @@ final class GraphTransaction {
                 let key = identity.identity.key
                 if IdentityRules.isLoginClass(key), let held = try loginsOf(userRef)[key], held != identity.identity.value {
                     let reason = "user \(user) already has \(key)=\(held); \(identity.identity.description) is not linked to it"
-                    if strict { throw GraphRefusal(code: "login_conflict", message: reason) }
+                    if strict { throw GraphRefusal(code: .loginConflict, message: reason) }
                     try note("conflict", project: project, user: user, identity: identity.identity, reason: reason, cause: cause)
                     continue
                 }
@@ -388,7 +389,7 @@ final class GraphTransaction {
             let ownerRef = UserRef(project: project, id: owner)
             if let clash = try clash(userRef, ownerRef) {
                 let reason = "user \(user) has \(clash.key)=\(clash.kept) and user \(owner) has \(clash.key)=\(clash.other): two people, not merged"
-                if strict { throw GraphRefusal(code: "login_conflict", message: reason) }
+                if strict { throw GraphRefusal(code: .loginConflict, message: reason) }
                 try note("conflict", project: project, user: user, other: owner, identity: identity.identity, reason: reason, cause: cause)
                 continue
             }

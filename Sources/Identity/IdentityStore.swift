@@ -75,13 +75,13 @@ package struct PostgresIdentityStore: Sendable {
     func link(project: String, identities: [String: String], cause: Cause) async throws -> ResolvedUser {
         var plan = IdentityPlan(identities: [])
         for (key, value) in identities {
-            guard !key.isEmpty, key.utf8.count <= 255 else { throw GraphRefusal(code: "invalid_identity", message: "identity keys are 1 to 255 bytes") }
+            guard !key.isEmpty, key.utf8.count <= 255 else { throw GraphRefusal(code: .invalidIdentity, message: "identity keys are 1 to 255 bytes") }
             guard IdentityRules.isLegal(value) else {
-                throw GraphRefusal(code: "illegal_identity", message: "\(key)=\(value.prefix(64)) is not a legal identity value")
+                throw GraphRefusal(code: .illegalIdentity, message: "\(key)=\(value.prefix(64)) is not a legal identity value")
             }
             plan.identities.append(IdentityKey(key: key, value: value))
         }
-        guard !plan.identities.isEmpty else { throw GraphRefusal(code: "no_identities", message: "name at least one identity") }
+        guard !plan.identities.isEmpty else { throw GraphRefusal(code: .noIdentities, message: "name at least one identity") }
         plan.identities.sort()
         let linking = plan
         let epoch = cache?.epoch ?? 0
@@ -95,7 +95,7 @@ package struct PostgresIdentityStore: Sendable {
     /// Detaches one identity through the API; nil when nobody owns it.
     func unbind(project: String, identity: IdentityKey, cause: Cause) async throws -> Int64? {
         guard !IdentityRules.notUnbindable.contains(identity.key) else {
-            throw GraphRefusal(code: "cannot_unbind", message: "\(identity.key) cannot be unbound")
+            throw GraphRefusal(code: .cannotUnbind, message: "\(identity.key) cannot be unbound")
         }
         let scoped = ScopedIdentity(project: project, identity: identity)
         let epoch = cache?.epoch ?? 0
@@ -113,7 +113,7 @@ package struct PostgresIdentityStore: Sendable {
 
     /// Merges `from` into `into` on an operator's word: allowed even when both have login ids.
     func merge(project: String, from: Int64, into: Int64, cause: Cause) async throws -> MergeRecord {
-        guard from != into else { throw GraphRefusal(code: "same_user", message: "a user cannot be merged into itself") }
+        guard from != into else { throw GraphRefusal(code: .sameUser, message: "a user cannot be merged into itself") }
         let epoch = cache?.epoch ?? 0
         let (record, invalidated) = try await write { transaction -> (MergeRecord, [ScopedIdentity]) in
             try transaction.lock(
@@ -123,9 +123,9 @@ package struct PostgresIdentityStore: Sendable {
                 let state = try transaction.connection.query(
                     "SELECT merged_into FROM identity.users WHERE project = $1 AND user_id = $2", [project, String(user)]
                 ).rows
-                guard let row = state.first else { throw GraphRefusal(code: "unknown_user", message: "project \(project) has no user \(user)") }
+                guard let row = state.first else { throw GraphRefusal(code: .unknownUser, message: "project \(project) has no user \(user)") }
                 if let merged = row[0] {
-                    throw GraphRefusal(code: "already_merged", message: "user \(user) was merged into user \(merged); merge that one")
+                    throw GraphRefusal(code: .alreadyMerged, message: "user \(user) was merged into user \(merged); merge that one")
                 }
             }
             let id = try transaction.merge(from, into: into, project: project, reason: "merged through the API", cause: cause)
@@ -145,7 +145,7 @@ package struct PostgresIdentityStore: Sendable {
         let epoch = cache?.epoch ?? 0
         let (record, invalidated) = try await write { transaction -> (MergeRecord, [ScopedIdentity]) in
             guard let merge = try Self.mergeRecord(project: project, id: mergeID, on: transaction.connection) else {
-                throw GraphRefusal(code: "unknown_merge", message: "project \(project) has no merge \(mergeID)")
+                throw GraphRefusal(code: .unknownMerge, message: "project \(project) has no merge \(mergeID)")
             }
             try transaction.lock(
                 identities: [ScopedIdentity](), users: [UserRef(project: project, id: merge.fromUser), UserRef(project: project, id: merge.intoUser)],
@@ -153,7 +153,7 @@ package struct PostgresIdentityStore: Sendable {
             )
             // Read again under the locks: another undo may have finished while this one waited.
             guard let locked = try Self.mergeRecord(project: project, id: mergeID, on: transaction.connection), locked.undoneAt == nil else {
-                throw GraphRefusal(code: "already_undone", message: "merge \(mergeID) is already undone")
+                throw GraphRefusal(code: .alreadyUndone, message: "merge \(mergeID) is already undone")
             }
             if let later = try transaction.connection.query(
                 """
@@ -163,7 +163,7 @@ package struct PostgresIdentityStore: Sendable {
                 [project, String(merge.intoUser)]
             ).scalar {
                 throw GraphRefusal(
-                    code: "merged_since",
+                    code: .mergedSince,
                     message: "user \(merge.intoUser) was merged into another user since (merge \(later)); undo merge \(later) first"
                 )
             }

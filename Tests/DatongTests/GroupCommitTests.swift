@@ -17,7 +17,7 @@ struct GroupCommitTests {
             try await Task.sleep(for: .milliseconds(20))
             let names = batches.map { Int($0.records.first?.time ?? 0) }
             groups.withLock { $0.append(names) }
-            if names.contains(where: { $0 < 0 }) { throw ServiceError.badRequest("refused", "refused") }
+            if names.contains(where: { $0 < 0 }) { throw ServiceError.badRequest(ErrorCode("test_refusal"), "refused") }
             return batches.map { CollectResult(stored: Int($0.records.first?.time ?? 0), duplicates: 0, rejected: 0) }
         }
     }
@@ -73,7 +73,7 @@ struct GroupCommitTests {
             return await tasks.reduce(into: [ServiceError]()) { if let error = $1 { $0.append(error) } }
         }
         #expect(!refusals.isEmpty)
-        #expect(refusals.allSatisfy { $0.status == .serviceUnavailable && $0.retryAfterSeconds != nil && $0.code == "collector_busy" })
+        #expect(refusals.allSatisfy { $0.status == .serviceUnavailable && $0.retryAfterSeconds != nil && $0.code == .collectorBusy })
         let written = database.groups.withLock { $0.flatMap { $0 } }
         #expect(written.count + refusals.count == 10)
     }

@@ -240,6 +240,9 @@ struct HardeningTests {
                 body: ByteBuffer(bytes: try gzip(#"{"app":{},"messages":[]}"#).dropLast(4))
             )
             try HostileInputTests.expectRefusal(encoded, .badRequest, "invalid_gzip")
+            // Each refusal is counted by its code.
+            let metrics = try await services.gateway.execute(uri: "/metrics", method: .get)
+            #expect(metrics.text.contains(#"datong_refusals_total{code="invalid_gzip"} 2"#), "\(metrics.text.prefix(2000))")
         }
     }
 

@@ -174,7 +174,7 @@ struct IdentityGraphTests {
                 _ = try await store.undo(project: "default", mergeID: first.mergeId, cause: .api("undo", actor: nil, requestID: "r"))
                 Issue.record("an undo under a later merge went through")
             } catch let refusal as GraphRefusal {
-                #expect(refusal.code == "merged_since")
+                #expect(refusal.code == .mergedSince)
             }
             _ = try await store.undo(project: "default", mergeID: second.mergeId, cause: .api("undo", actor: nil, requestID: "r"))
             #expect(try await TestDatabase.rows(url, "SELECT user_id, canonical_user_id FROM identity.user_map") == [[String(k), String(a)]])

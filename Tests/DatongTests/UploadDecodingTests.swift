@@ -16,7 +16,7 @@ struct UploadDecodingTests {
         FormParameters(query: request.query, body: Array((request.body ?? "").utf8))
     }
 
-    private func code(of error: any Error) -> String? { (error as? ServiceError)?.code }
+    private func code(of error: any Error) -> String? { (error as? ServiceError)?.code.rawValue }
 
     @Test("Java String.hashCode matches known values")
     func javaHashCode() {

@@ -1,0 +1,7 @@
+import DatongRuntime
+
+/// The codes Collector answers with (`ErrorCode`), besides the shared ones.
+extension ErrorCode {
+    package static let collectorBusy = ErrorCode("collector_busy")
+    package static let invalidBatch = ErrorCode("invalid_batch")
+}

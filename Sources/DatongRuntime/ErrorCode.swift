@@ -1,0 +1,35 @@
+/// The short, stable code of a refusal: the `error` of a `ProblemBody` that clients match on, and
+/// the `code` label of the `datong_refusals_total` metric. Each module declares the codes it answers
+/// with once, as static members (`ErrorCodes.swift`); a code shared by several services lives here.
+package struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
+    package let rawValue: String
+
+    /// For the declarations only; a call site names a static member.
+    package init(_ rawValue: String) { self.rawValue = rawValue }
+
+    /// A code another service answered with, passed on as it is (never a label: it comes from outside).
+    package init(passedOn rawValue: String) { self.rawValue = rawValue }
+
+    package var description: String { rawValue }
+}
+
+/// Codes several services answer with.
+extension ErrorCode {
+    package static let invalidProject = ErrorCode("invalid_project")
+    package static let bodyTooLarge = ErrorCode("body_too_large")
+    package static let bodyTimeout = ErrorCode("body_timeout")
+    package static let databaseUnavailable = ErrorCode("database_unavailable")
+    package static let internalError = ErrorCode("internal_error")
+    package static let invalidAppId = ErrorCode("invalid_app_id")
+    package static let invalidBody = ErrorCode("invalid_body")
+    package static let invalidPlatform = ErrorCode("invalid_platform")
+    package static let invalidServiceToken = ErrorCode("invalid_service_token")
+    package static let invalidToken = ErrorCode("invalid_token")
+    package static let invalidValue = ErrorCode("invalid_value")
+    package static let malformedBody = ErrorCode("malformed_body")
+    package static let missingServiceToken = ErrorCode("missing_service_token")
+    package static let missingToken = ErrorCode("missing_token")
+    package static let noDocument = ErrorCode("no_document")
+    package static let serviceTokenNotConfigured = ErrorCode("service_token_not_configured")
+    package static let unknownProject = ErrorCode("unknown_project")
+}
