@@ -34,7 +34,7 @@ func violated(_ what: String, _ input: [UInt8]) -> Never {
 }
 
 /// What PostgreSQL would refuse in a record the gateway accepted.
-func checkStorable(_ outcome: GatewayHotPath.Outcome, _ input: [UInt8]) {
+func checkStorable(_ outcome: GatewayHarness.Outcome, _ input: [UInt8]) {
     for record in outcome.accepted {
         if let problem = UntrustedText.storageProblem(ofJSONObject: record.properties) {
             violated("accepted properties PostgreSQL refuses: \(problem)", input)
@@ -52,7 +52,7 @@ func checkStorable(_ outcome: GatewayHotPath.Outcome, _ input: [UInt8]) {
 }
 
 /// The published test keys (Tests/Fixtures/sensors/encryption-test-keys.json), for the envelopes target.
-let testKeys: GatewayHotPath.ProjectKeysHandle? = {
+let testKeys: GatewayHarness.ProjectKeysHandle? = {
     guard let data = FileManager.default.contents(atPath: "Tests/Fixtures/sensors/encryption-test-keys.json"),
         let file = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let keys = file["keys"] as? [[String: Any]]
     else { return nil }
@@ -62,22 +62,22 @@ let testKeys: GatewayHotPath.ProjectKeysHandle? = {
         else { return nil }
         return (pkv, type, Array(der))
     }
-    return try? GatewayHotPath.ProjectKeysHandle(parsed)
+    return try? GatewayHarness.ProjectKeysHandle(parsed)
 }()
 
 let targets: [String: ([UInt8]) -> Void] = [
     "form": { input in
-        guard let outcome = try? GatewayHotPath.prepareUpload(query: "project=fuzz", body: input, limits: limits, now: now) else { return }
+        guard let outcome = try? GatewayHarness.prepareUpload(query: "project=fuzz", body: input, limits: limits, now: now) else { return }
         checkStorable(outcome, input)
     },
     "records": { input in
         let body = Array("data_list=".utf8) + Array(Data(input).base64EncodedString().addingPercentEncoding(withAllowedCharacters: .alphanumerics)!.utf8)
-        guard let outcome = try? GatewayHotPath.prepareUpload(query: "project=fuzz", body: body, limits: limits, now: now) else { return }
+        guard let outcome = try? GatewayHarness.prepareUpload(query: "project=fuzz", body: body, limits: limits, now: now) else { return }
         checkStorable(outcome, input)
     },
     "relay": { input in
         guard
-            let outcome = try? GatewayHotPath.prepareRelay(
+            let outcome = try? GatewayHarness.prepareRelay(
                 body: input, project: "production", whitelistedPages: ["*.example.com"], limits: limits, now: now
             )
         else { return }
@@ -85,7 +85,7 @@ let targets: [String: ([UInt8]) -> Void] = [
     },
     "gzip": { input in
         let limit = 1 << 16
-        if let output = try? input.withUnsafeBytes({ try GatewayHotPath.inflate($0, limit: limit) }), output.count > limit {
+        if let output = try? input.withUnsafeBytes({ try GatewayHarness.inflate($0, limit: limit) }), output.count > limit {
             violated("inflated past the limit", input)
         }
     },
@@ -109,7 +109,7 @@ let targets: [String: ([UInt8]) -> Void] = [
         _ = document.root.value
     },
     "url": { input in
-        guard let host = GatewayHotPath.host(ofURL: String(decoding: input, as: UTF8.self)) else { return }
+        guard let host = GatewayHarness.host(ofURL: String(decoding: input, as: UTF8.self)) else { return }
         if host.isEmpty || host.utf8.contains(where: { $0 <= 0x20 || $0 >= 0x7F || "/\\?#@%".utf8.contains($0) && !host.hasPrefix("[") }) {
             violated("a host with a forbidden byte: \(host.debugDescription)", input)
         }
@@ -118,7 +118,7 @@ let targets: [String: ([UInt8]) -> Void] = [
         guard let keys = testKeys else { violated("run from the repository root: the test keys are missing", input) }
         let text = String(decoding: input, as: UTF8.self).addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
         let body = Array("gzip=9&data_list=\(text)".utf8)
-        guard let outcome = try? GatewayHotPath.prepareUpload(query: "project=production", body: body, limits: limits, now: now, keys: keys.keys)
+        guard let outcome = try? GatewayHarness.prepareUpload(query: "project=production", body: body, limits: limits, now: now, keys: keys.keys)
         else { return }
         checkStorable(outcome, input)
     },
@@ -150,10 +150,10 @@ func writeSeeds(fixtures: URL, output: URL) throws {
             let gzipped = Data(base64Encoded: data.replacingOccurrences(of: " ", with: "+"))
         {
             try write("gzip", "python-\(index)", Array(gzipped))
-            if let json = try? gzipped.withUnsafeBytes({ try GatewayHotPath.inflate($0, limit: 1 << 20) }) {
+            if let json = try? gzipped.withUnsafeBytes({ try GatewayHarness.inflate($0, limit: 1 << 20) }) {
                 try write("records", "python-\(index)", json)
                 try write("json", "python-\(index)", json)
-                if let outcome = try? GatewayHotPath.prepareUpload(query: "project=default", body: Array(body.utf8), limits: limits, now: now) {
+                if let outcome = try? GatewayHarness.prepareUpload(query: "project=default", body: Array(body.utf8), limits: limits, now: now) {
                     try write("batch", "python-\(index)", CollectBatch(receivedAt: now, records: outcome.accepted).jsonBytes)
                 }
             }

@@ -11,14 +11,14 @@ import Logging
 package struct BridgeHandler: Sendable {
     let limits: UploadLimits
     let whitelists: WhitelistCache
-    let ingest: Ingest
+    let ingest: ResolveAndStore
     let projects: ProjectDirectory
 
     func handle(_ request: Request, context: DatongRequestContext) async throws -> Response {
         let project = try requestProject(request.uri.queryParameters["project"].map(String.init))
         let body = try await readRequestBody(request, limits: limits)
         let (app, messages) = try Self.parseRelay(body, limits: limits)
-        let receivedAt = Ingest.now()
+        let receivedAt = ResolveAndStore.now()
         let readings = messages.map { BridgeMessage.read($0, limits: limits) }
         // The project and its whitelists are checked once a message is a record: a 503 if
         // config-service was never reached, a 404 / 403 for an unknown project or a wrong token.
@@ -37,7 +37,7 @@ package struct BridgeHandler: Sendable {
         let refused = Set(stored.rejectedIndexes)
         for (position, index) in relay.acceptedMessages.enumerated() {
             if refused.contains(position) {
-                results[index] = MessageResult(index: index, status: .rejected, reason: Ingest.collectorRefusal)
+                results[index] = MessageResult(index: index, status: .rejected, reason: ResolveAndStore.collectorRefusal)
             } else {
                 results[index] = MessageResult(index: index, status: duplicates.contains(position) ? .duplicate : .stored)
             }

@@ -15,7 +15,7 @@ package func buildGatewayApplication(
     let identity = ServiceClient(name: "identity-service", baseURL: settings.identityURL, http: http, timeout: timeout, serviceToken: token)
     let collector = ServiceClient(name: "collector", baseURL: settings.collectorURL, http: http, timeout: timeout, serviceToken: token)
     let config = ServiceClient(name: "config-service", baseURL: settings.configURL, http: http, timeout: timeout, serviceToken: token)
-    let ingest = Ingest(identity: identity, collector: collector)
+    let ingest = ResolveAndStore(identity: identity, collector: collector)
     let whitelists = WhitelistCache(
         config: config, refreshInterval: .seconds(settings.whitelistRefreshSeconds), logger: runtime.logger
     )

@@ -10,7 +10,7 @@ import Logging
 /// only after the collector says it is committed.
 struct UploadHandler: Sendable {
     let limits: UploadLimits
-    let ingest: Ingest
+    let ingest: ResolveAndStore
     let projects: ProjectDirectory
     /// The H5 domain whitelists, which an app's upload of relayed records meets as a relay does.
     let whitelists: WhitelistCache
@@ -32,7 +32,7 @@ struct UploadHandler: Sendable {
 
     func handle(_ request: Request, context: DatongRequestContext, mode: Mode) async throws -> Response {
         let body = try await readRequestBody(request, limits: limits)
-        let receivedAt = Ingest.now()
+        let receivedAt = ResolveAndStore.now()
         let parameters = FormParameters(query: request.uri.query, body: body)
         var keys: ProjectKeys?
         if UploadPayload.isEncrypted(parameters) {
@@ -69,7 +69,7 @@ struct UploadHandler: Sendable {
         let result = try await ingest.store(upload.accepted, rejected: upload.rejected, receivedAt: receivedAt, context: context)
         if !result.rejectedIndexes.isEmpty {
             problems += result.rejectedIndexes.filter { upload.acceptedIndexes.indices.contains($0) }.map {
-                RecordProblem(index: upload.acceptedIndexes[$0], reason: Ingest.collectorRefusal)
+                RecordProblem(index: upload.acceptedIndexes[$0], reason: ResolveAndStore.collectorRefusal)
             }
             problems.sort { $0.index < $1.index }
         }

@@ -37,7 +37,7 @@ for index in 0..<uploadCount {
 // The same uploads encrypted as an SDK with enableEncrypt sends them (gzip=9), for an RSA and an EC key.
 let rsaKey = try GeneratedKeyPair.generate(.rsa)
 let ecKey = try GeneratedKeyPair.generate(.ec)
-let keys = try GatewayHotPath.projectKeys([(1, .rsa, rsaKey.privateKeyDER), (2, .ec, ecKey.privateKeyDER)])
+let keys = try GatewayHarness.projectKeys([(1, .rsa, rsaKey.privateKeyDER), (2, .ec, ecKey.privateKeyDER)])
 /// Encrypted uploads: `newProcess` gives every upload a new AES key and ekey (an app process per
 /// upload, the worst case); otherwise one app process sends them all with one ekey, as a device does.
 func encryptedUploads(_ pair: GeneratedKeyPair, pkv: Int, newProcess: Bool) throws -> [[UInt8]] {
@@ -107,7 +107,7 @@ func encryptedPath(_ name: String, _ bodies: [[UInt8]]) -> Path {
     Path(name: "Datong: encrypted upload gzip=9, \(name)") {
         var count = 0
         for body in bodies {
-            count += try GatewayHotPath.prepareUpload(query: "project=production", body: body, limits: limits, now: now, keys: keys).accepted.count
+            count += try GatewayHarness.prepareUpload(query: "project=production", body: body, limits: limits, now: now, keys: keys).accepted.count
         }
         return count
     }
@@ -131,14 +131,14 @@ let allPaths: [Path] = [
     Path(name: "Datong: parse + validate + normalize") {
         var count = 0
         for upload in uploads {
-            count += try GatewayHotPath.validate(json: upload.payload, project: "production", limits: limits, now: now)
+            count += try GatewayHarness.validate(json: upload.payload, project: "production", limits: limits, now: now)
         }
         return count
     },
     Path(name: "Datong: full upload (form, crc, base64, gunzip, parse, validate)") {
         var count = 0
         for upload in uploads {
-            count += try GatewayHotPath.upload(query: "project=production", body: upload.body, limits: limits, now: now)
+            count += try GatewayHarness.upload(query: "project=production", body: upload.body, limits: limits, now: now)
         }
         return count
     },
@@ -149,7 +149,7 @@ let allPaths: [Path] = [
     Path(name: "Datong: bridge relay (read 3 forms, verify, rewrite, validate)") {
         var count = 0
         for relay in relays {
-            count += try GatewayHotPath.relay(body: relay, project: "production", limits: limits, now: now)
+            count += try GatewayHarness.relay(body: relay, project: "production", limits: limits, now: now)
         }
         return count
     },

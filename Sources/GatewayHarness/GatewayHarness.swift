@@ -7,7 +7,7 @@ import Gateway
 
 /// The gateway's decode + validate + rewrite path without HTTP or storage, for `gateway-bench` and
 /// the fuzz targets (`datong-fuzz`): the same code the handlers run, entered from outside the module.
-package enum GatewayHotPath {
+package enum GatewayHarness {
     /// What an upload or relay would send the collector.
     package struct Outcome {
         package var accepted: [CollectRecord]
@@ -26,7 +26,7 @@ package enum GatewayHotPath {
         package let keys: ProjectKeys
 
         package init(_ keys: [(pkv: Int, type: KeyType, pkcs8DER: [UInt8])]) throws {
-            self.keys = try GatewayHotPath.projectKeys(keys)
+            self.keys = try GatewayHarness.projectKeys(keys)
         }
     }
 

@@ -7,7 +7,7 @@ import NIOCore
 /// The path every accepted record takes, whether it came in an upload or a bridge relay: one
 /// identity-service call resolves the users of the whole batch, one collector call stores it, and
 /// the answer comes only after the collector committed.
-struct Ingest: Sendable {
+struct ResolveAndStore: Sendable {
     let identity: ServiceClient
     let collector: ServiceClient
 
