@@ -15,16 +15,34 @@ package func buildCollectorApplication(
         maxRecordsPerTransaction: settings.maxRecordsPerTransaction, maxWaitingRecords: settings.maxWaitingRecords
     )
     let router = makeServiceRouter(runtime: runtime, readiness: [database.readiness])
-    let limit = settings.maxBatchBytes
-    let serviceToken = ServiceToken(settings.server.serviceToken)
-    router.post("/v1/batches") { request, context in
+    CollectorAPI(store: store, serviceToken: ServiceToken(settings.server.serviceToken), maxBatchBytes: settings.maxBatchBytes)
+        .register(on: router)
+    let maintenance = PartitionMaintenance(partitions: partitions, retentionDays: settings.retentionDays, logger: runtime.logger)
+    var app = makeServiceApplication(
+        name: "collector", router: router, server: settings.server, runtime: runtime, services: [maintenance]
+    )
+    database.attach(to: &app, schema: CollectorSchema.name, migrations: CollectorSchema.migrations, logger: runtime.logger)
+    return app
+}
+
+/// The collector's HTTP API: `POST /v1/batches` writes a batch and answers after the commit.
+struct CollectorAPI: ServiceAPI {
+    let store: PostgresEventStore
+    let serviceToken: ServiceToken
+    let maxBatchBytes: Int
+
+    func register(on router: Router<DatongRequestContext>) {
+        router.post("/v1/batches") { request, context in try await write(request, context: context) }
+    }
+
+    func write(_ request: Request, context: DatongRequestContext) async throws -> Response {
         try serviceToken.check(request)
-        let body = try await collectBody(request, limit: limit)
+        let body = try await collectBody(request, limit: maxBatchBytes)
         let batch: CollectBatch
         do {
             batch = try CollectBatch(jsonBytes: Array(body.readableBytesView))
-        } catch let problem as ContractDecodingError {
-            throw ServiceError.badRequest(.invalidBody, "the batch does not match the contract: \(problem.message)")
+        } catch {
+            throw ServiceError.badRequest(.invalidBody, "the batch does not match the contract: \(error.message)")
         }
         if let problem = batch.problem {
             throw ServiceError.badRequest(.invalidBatch, problem)
@@ -41,12 +59,6 @@ package func buildCollectorApplication(
             status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: result.jsonBytes))
         )
     }
-    let maintenance = PartitionMaintenance(partitions: partitions, retentionDays: settings.retentionDays, logger: runtime.logger)
-    var app = makeServiceApplication(
-        name: "collector", router: router, server: settings.server, runtime: runtime, services: [maintenance]
-    )
-    database.attach(to: &app, schema: CollectorSchema.name, migrations: CollectorSchema.migrations, logger: runtime.logger)
-    return app
 }
 
 extension CollectBatch {

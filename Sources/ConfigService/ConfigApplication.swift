@@ -1,4 +1,5 @@
 import DatongContracts
+import DatongCrypto
 import DatongRuntime
 import DatongStorage
 import Foundation
@@ -14,213 +15,232 @@ package func buildConfigApplication(
     let store = ConfigStore(pool: database.pool)
     let auth = AdminAuth(bootstrapToken: settings.adminToken, pool: database.pool)
     let router = makeServiceRouter(runtime: runtime, readiness: [database.readiness])
-    let documentLimit = settings.maxDocumentBytes
 
-    router.get("/v1/projects") { request, _ in
-        _ = try await auth.authorize(request)
-        return try jsonResponse(.ok, encoding: try await store.listProjects())
-    }
-
-    router.put("/v1/projects/:project") { request, context in
-        let actor = try await auth.authorize(request)
-        let project = try projectParameter(context)
-        // An optional body sets the ingestion token ({"token": "…"}) or clears it ({"token": null}).
-        let body = try await collectBody(request, limit: 4096)
-        var token: String??
-        if body.readableBytes > 0 {
-            guard let object = try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any], object.keys.contains("token") else {
-                throw ServiceError.badRequest(.invalidBody, #"the body is optional; when sent it is {"token": "…"} or {"token": null}"#)
-            }
-            switch object["token"] {
-            case let text as String where (16...256).contains(text.utf8.count): token = .some(text)
-            case is NSNull: token = .some(nil)
-            default: throw ServiceError.badRequest(.invalidToken, "an ingestion token is 16 to 256 characters (or null to remove it)")
-            }
-        }
-        let created = try await store.createProject(project, actor: actor)
-        if let token {
-            _ = try await store.setIngestionToken(project: project, digestHex: token.map(AdminAuth.digestHex(of:)), actor: actor)
-        }
-        context.logger.info("audit.project.put", metadata: ["project": "\(project)", "created": "\(created)", "actor": "\(actor)"])
-        return jsonResponse(created ? .created : .ok, #"{"name":"\#(project)"}"#)
-    }
-
-    // Internal: what the gateway checks uploads against (no admin token; the digest only).
-    let serviceToken = ServiceToken(settings.server.serviceToken)
-    EncryptionKeysAPI(store: store, auth: auth, serviceToken: serviceToken, sealer: settings.sealer).register(on: router)
-    router.get("/v1/projects/:project/ingestion") { request, context in
-        try serviceToken.check(request)
-        let project = try projectParameter(context)
-        guard let token = try await store.ingestion(project: project) else {
-            throw ServiceError(.notFound, .unknownProject, "there is no project '\(project)'")
-        }
-        return try jsonResponse(.ok, encoding: ProjectIngestion(project: project, tokenSHA256: token))
-    }
-
-    router.put("/v1/projects/:project/:kind") { request, context in
-        let actor = try await auth.authorize(request)
-        let project = try projectParameter(context)
-        let kind = try kindParameter(context)
-        let scope = try DocumentScope(
-            platform: request.uri.queryParameters["platform"].map(String.init),
-            appID: request.uri.queryParameters["app_id"].map(String.init))
-        let minimum = try AppVersion.parameter(request.uri.queryParameters["min_app_version"].map(String.init), name: "min_app_version")
-        let maximum = try AppVersion.parameter(request.uri.queryParameters["max_app_version"].map(String.init), name: "max_app_version")
-        if let minimum, let maximum, maximum.padded.lexicographicallyPrecedes(minimum.padded) {
-            throw ServiceError.badRequest(.invalidAppVersion, "min_app_version is above max_app_version")
-        }
-        if minimum != nil || maximum != nil, kind == .serverURLWhitelist || kind == .h5DomainWhitelist {
-            throw ServiceError.badRequest(
-                .invalidAppVersion, "whitelists apply to every app version; publish them without min_app_version or max_app_version")
-        }
-        guard try await store.projectExists(project) else {
-            throw ServiceError(.notFound, .unknownProject, "project '\(project)' does not exist; create it with PUT /v1/projects/\(project)")
-        }
-        let body = try await collectBody(request, limit: documentLimit, code: .documentTooLarge)
-        switch DocumentValidator.canonicalize(Data(buffer: body), kind: kind) {
-        case .failure(let problems):
-            let payload = try JSONEncoder().encode(
-                InvalidDocument(
-                    error: "invalid_document", message: "the document has \(problems.list.count) problem(s)", problems: problems.list
-                ))
-            return jsonResponse(.unprocessableContent, String(decoding: payload, as: UTF8.self))
-        case .success(let canonical):
-            let etag = DocumentValidator.etag(ofCanonical: canonical)
-            let note = request.uri.queryParameters["note"].map(String.init)
-            let version = try await store.publish(
-                project: project, kind: kind, scope: scope, canonical: canonical, etag: etag, note: note,
-                minAppVersion: minimum, maxAppVersion: maximum, actor: actor
-            )
-            context.logger.info(
-                "audit.document.published",
-                metadata: [
-                    "project": "\(project)", "kind": "\(kind.rawValue)", "version": "\(version)",
-                    "platform": "\(scope.platform)", "app_id": "\(scope.appID)", "actor": "\(actor)",
-                ])
-            return try jsonResponse(.created, encoding: PublishResult(project: project, kind: kind, version: version, etag: etag))
-        }
-    }
-
-    router.get("/v1/projects/:project/:kind") { request, context in
-        let project = try projectParameter(context)
-        let kind = try kindParameter(context)
-        let scope = try DocumentScope(
-            platform: request.uri.queryParameters["platform"].map(String.init),
-            appID: request.uri.queryParameters["app_id"].map(String.init))
-        let appVersion = try AppVersion.parameter(request.uri.queryParameters["app_version"].map(String.init), name: "app_version")
-        guard let document = try await store.cachedLatest(project: project, kind: kind, scope: scope, appVersion: appVersion) else {
-            throw noDocument(project, kind)
-        }
-        var headers: HTTPFields = [.eTag: document.etag, .cacheControl: "no-cache"]
-        headers[.documentVersion] = String(document.version)
-        let candidates = (request.headers[.ifNoneMatch] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-        if candidates.contains(where: { $0 == document.etag || $0 == "*" }) {
-            return Response(status: .notModified, headers: headers)
-        }
-        return jsonResponse(.ok, document.body, headers: headers)
-    }
-
-    router.get("/v1/projects/:project/:kind/versions") { request, context in
-        _ = try await auth.authorize(request)
-        let (project, kind, scope) = try documentAddress(request, context)
-        let versions = try await store.versions(project: project, kind: kind, scope: scope)
-        guard !versions.isEmpty else { throw noDocument(project, kind) }
-        return try jsonResponse(.ok, encoding: versions)
-    }
-
-    router.get("/v1/projects/:project/:kind/versions/:version") { request, context in
-        _ = try await auth.authorize(request)
-        let (project, kind, scope) = try documentAddress(request, context)
-        let number = try versionNumber(context.parameters.get("version"), name: "version")
-        guard let document = try await store.version(number, project: project, kind: kind, scope: scope) else {
-            throw noVersion(number, project, kind)
-        }
-        var headers: HTTPFields = [.eTag: document.etag]
-        headers[.documentVersion] = String(document.version)
-        return jsonResponse(.ok, document.body, headers: headers)
-    }
-
-    router.get("/v1/projects/:project/:kind/diff") { request, context in
-        _ = try await auth.authorize(request)
-        let (project, kind, scope) = try documentAddress(request, context)
-        let from = try versionNumber(request.uri.queryParameters["from"].map(String.init), name: "from")
-        let to = try versionNumber(request.uri.queryParameters["to"].map(String.init), name: "to")
-        guard let old = try await store.version(from, project: project, kind: kind, scope: scope) else { throw noVersion(from, project, kind) }
-        guard let new = try await store.version(to, project: project, kind: kind, scope: scope) else { throw noVersion(to, project, kind) }
-        let options: JSONSerialization.ReadingOptions = [.fragmentsAllowed]
-        let changes = DocumentDiff.changes(
-            from: try JSONSerialization.jsonObject(with: Data(old.body.utf8), options: options),
-            to: try JSONSerialization.jsonObject(with: Data(new.body.utf8), options: options)
-        )
-        let body = try JSONSerialization.data(withJSONObject: ["from": from, "to": to, "changes": changes], options: [.sortedKeys])
-        return jsonResponse(.ok, String(decoding: body, as: UTF8.self))
-    }
-
-    router.post("/v1/projects/:project/:kind/rollback") { request, context in
-        let actor = try await auth.authorize(request)
-        let (project, kind, scope) = try documentAddress(request, context)
-        let target = try versionNumber(request.uri.queryParameters["to"].map(String.init), name: "to")
-        let note = request.uri.queryParameters["note"].map(String.init)
-        guard let version = try await store.rollback(to: target, project: project, kind: kind, scope: scope, note: note, actor: actor),
-            let published = try await store.version(version, project: project, kind: kind, scope: scope)
-        else {
-            throw noVersion(target, project, kind)
-        }
-        context.logger.info(
-            "audit.document.rolled_back",
-            metadata: [
-                "project": "\(project)", "kind": "\(kind.rawValue)", "version": "\(version)", "to": "\(target)",
-                "platform": "\(scope.platform)", "app_id": "\(scope.appID)", "actor": "\(actor)",
-            ])
-        return try jsonResponse(.created, encoding: PublishResult(project: project, kind: kind, version: version, etag: published.etag))
-    }
-
-    router.post("/v1/admin-tokens") { request, context in
-        let actor = try await auth.authorize(request)
-        let body = try await collectBody(request, limit: 4096)
-        guard let name = (try? JSONDecoder().decode(TokenRequest.self, from: Data(buffer: body)))?.name, isTokenName(name) else {
-            throw ServiceError.badRequest(.invalidTokenName, #"send {"name": "…"}: 1 to 64 letters, digits, '.', '-' or '_'"#)
-        }
-        guard name != AdminAuth.bootstrapName else {
-            throw ServiceError(.conflict, .tokenExists, "'\(AdminAuth.bootstrapName)' is the ADMIN_TOKEN setting's name")
-        }
-        let token = AdminAuth.newToken()
-        guard try await store.createToken(name: name, digestHex: AdminAuth.digestHex(of: token), actor: actor) else {
-            throw ServiceError(.conflict, .tokenExists, "a token named '\(name)' exists; revoke it first or choose another name")
-        }
-        context.logger.info("audit.token.created", metadata: ["name": "\(name)", "actor": "\(actor)"])
-        return try jsonResponse(.created, encoding: NewAdminToken(name: name, token: token))
-    }
-
-    router.get("/v1/admin-tokens") { request, _ in
-        _ = try await auth.authorize(request)
-        return try jsonResponse(.ok, encoding: try await store.listTokens())
-    }
-
-    router.delete("/v1/admin-tokens/:name") { request, context in
-        let actor = try await auth.authorize(request)
-        let name = context.parameters.get("name") ?? ""
-        guard try await store.revokeToken(name: name, actor: actor) else {
-            throw ServiceError(.notFound, .unknownToken, "no token is named '\(name.prefix(64))'")
-        }
-        context.logger.info("audit.token.revoked", metadata: ["name": "\(name)", "actor": "\(actor)"])
-        return Response(status: .noContent)
-    }
-
-    router.get("/v1/audit") { request, _ in
-        _ = try await auth.authorize(request)
-        let project = request.uri.queryParameters["project"].map(String.init)
-        if let project, !ProjectName.isValid(project) { throw ServiceError.invalidProject }
-        let limitText = request.uri.queryParameters["limit"].map(String.init) ?? "100"
-        guard let limit = Int(limitText), (1...1000).contains(limit) else {
-            throw ServiceError.badRequest(.invalidLimit, "limit must be 1 to 1000")
-        }
-        return try jsonResponse(.ok, encoding: try await store.auditTrail(project: project, limit: limit))
-    }
+    ConfigAPI(
+        store: store, auth: auth, serviceToken: ServiceToken(settings.server.serviceToken), sealer: settings.sealer,
+        documentLimit: settings.maxDocumentBytes
+    ).register(on: router)
 
     var app = makeServiceApplication(name: "config-service", router: router, server: settings.server, runtime: runtime)
     database.attach(to: &app, schema: ConfigSchema.name, migrations: ConfigSchema.migrations, logger: runtime.logger)
     return app
+}
+
+/// config-service's HTTP API: projects, versioned documents, admin tokens, the audit trail, and
+/// (through `EncryptionKeysAPI`) the projects' encryption keys.
+struct ConfigAPI: ServiceAPI {
+    let store: ConfigStore
+    let auth: AdminAuth
+    let serviceToken: ServiceToken
+    let sealer: KeySealer?
+    let documentLimit: Int
+
+    func register(on router: Router<DatongRequestContext>) {
+        let store = store
+        let auth = auth
+        let serviceToken = serviceToken
+        let documentLimit = documentLimit
+        router.get("/v1/projects") { request, _ in
+            _ = try await auth.authorize(request)
+            return try jsonResponse(.ok, encoding: try await store.listProjects())
+        }
+
+        router.put("/v1/projects/:project") { request, context in
+            let actor = try await auth.authorize(request)
+            let project = try projectParameter(context)
+            // An optional body sets the ingestion token ({"token": "…"}) or clears it ({"token": null}).
+            let body = try await collectBody(request, limit: 4096)
+            var token: String??
+            if body.readableBytes > 0 {
+                guard let object = try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any], object.keys.contains("token") else {
+                    throw ServiceError.badRequest(.invalidBody, #"the body is optional; when sent it is {"token": "…"} or {"token": null}"#)
+                }
+                switch object["token"] {
+                case let text as String where (16...256).contains(text.utf8.count): token = .some(text)
+                case is NSNull: token = .some(nil)
+                default: throw ServiceError.badRequest(.invalidToken, "an ingestion token is 16 to 256 characters (or null to remove it)")
+                }
+            }
+            let created = try await store.createProject(project, actor: actor)
+            if let token {
+                _ = try await store.setIngestionToken(project: project, digestHex: token.map(AdminAuth.digestHex(of:)), actor: actor)
+            }
+            context.logger.info("audit.project.put", metadata: ["project": "\(project)", "created": "\(created)", "actor": "\(actor)"])
+            return jsonResponse(created ? .created : .ok, #"{"name":"\#(project)"}"#)
+        }
+
+        EncryptionKeysAPI(store: store, auth: auth, serviceToken: serviceToken, sealer: sealer).register(on: router)
+        // Internal: what the gateway checks uploads against (no admin token; the digest only).
+        router.get("/v1/projects/:project/ingestion") { request, context in
+            try serviceToken.check(request)
+            let project = try projectParameter(context)
+            guard let token = try await store.ingestion(project: project) else {
+                throw ServiceError(.notFound, .unknownProject, "there is no project '\(project)'")
+            }
+            return try jsonResponse(.ok, encoding: ProjectIngestion(project: project, tokenSHA256: token))
+        }
+
+        router.put("/v1/projects/:project/:kind") { request, context in
+            let actor = try await auth.authorize(request)
+            let project = try projectParameter(context)
+            let kind = try kindParameter(context)
+            let scope = try DocumentScope(
+                platform: request.uri.queryParameters["platform"].map(String.init),
+                appID: request.uri.queryParameters["app_id"].map(String.init))
+            let minimum = try AppVersion.parameter(request.uri.queryParameters["min_app_version"].map(String.init), name: "min_app_version")
+            let maximum = try AppVersion.parameter(request.uri.queryParameters["max_app_version"].map(String.init), name: "max_app_version")
+            if let minimum, let maximum, maximum.padded.lexicographicallyPrecedes(minimum.padded) {
+                throw ServiceError.badRequest(.invalidAppVersion, "min_app_version is above max_app_version")
+            }
+            if minimum != nil || maximum != nil, kind == .serverURLWhitelist || kind == .h5DomainWhitelist {
+                throw ServiceError.badRequest(
+                    .invalidAppVersion, "whitelists apply to every app version; publish them without min_app_version or max_app_version")
+            }
+            guard try await store.projectExists(project) else {
+                throw ServiceError(.notFound, .unknownProject, "project '\(project)' does not exist; create it with PUT /v1/projects/\(project)")
+            }
+            let body = try await collectBody(request, limit: documentLimit, code: .documentTooLarge)
+            switch DocumentValidator.canonicalize(Data(buffer: body), kind: kind) {
+            case .failure(let problems):
+                let payload = try JSONEncoder().encode(
+                    InvalidDocument(
+                        error: "invalid_document", message: "the document has \(problems.list.count) problem(s)", problems: problems.list
+                    ))
+                return jsonResponse(.unprocessableContent, String(decoding: payload, as: UTF8.self))
+            case .success(let canonical):
+                let etag = DocumentValidator.etag(ofCanonical: canonical)
+                let note = request.uri.queryParameters["note"].map(String.init)
+                let version = try await store.publish(
+                    project: project, kind: kind, scope: scope, canonical: canonical, etag: etag, note: note,
+                    minAppVersion: minimum, maxAppVersion: maximum, actor: actor
+                )
+                context.logger.info(
+                    "audit.document.published",
+                    metadata: [
+                        "project": "\(project)", "kind": "\(kind.rawValue)", "version": "\(version)",
+                        "platform": "\(scope.platform)", "app_id": "\(scope.appID)", "actor": "\(actor)",
+                    ])
+                return try jsonResponse(.created, encoding: PublishResult(project: project, kind: kind, version: version, etag: etag))
+            }
+        }
+
+        router.get("/v1/projects/:project/:kind") { request, context in
+            let project = try projectParameter(context)
+            let kind = try kindParameter(context)
+            let scope = try DocumentScope(
+                platform: request.uri.queryParameters["platform"].map(String.init),
+                appID: request.uri.queryParameters["app_id"].map(String.init))
+            let appVersion = try AppVersion.parameter(request.uri.queryParameters["app_version"].map(String.init), name: "app_version")
+            guard let document = try await store.cachedLatest(project: project, kind: kind, scope: scope, appVersion: appVersion) else {
+                throw noDocument(project, kind)
+            }
+            var headers: HTTPFields = [.eTag: document.etag, .cacheControl: "no-cache"]
+            headers[.documentVersion] = String(document.version)
+            let candidates = (request.headers[.ifNoneMatch] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            if candidates.contains(where: { $0 == document.etag || $0 == "*" }) {
+                return Response(status: .notModified, headers: headers)
+            }
+            return jsonResponse(.ok, document.body, headers: headers)
+        }
+
+        router.get("/v1/projects/:project/:kind/versions") { request, context in
+            _ = try await auth.authorize(request)
+            let (project, kind, scope) = try documentAddress(request, context)
+            let versions = try await store.versions(project: project, kind: kind, scope: scope)
+            guard !versions.isEmpty else { throw noDocument(project, kind) }
+            return try jsonResponse(.ok, encoding: versions)
+        }
+
+        router.get("/v1/projects/:project/:kind/versions/:version") { request, context in
+            _ = try await auth.authorize(request)
+            let (project, kind, scope) = try documentAddress(request, context)
+            let number = try versionNumber(context.parameters.get("version"), name: "version")
+            guard let document = try await store.version(number, project: project, kind: kind, scope: scope) else {
+                throw noVersion(number, project, kind)
+            }
+            var headers: HTTPFields = [.eTag: document.etag]
+            headers[.documentVersion] = String(document.version)
+            return jsonResponse(.ok, document.body, headers: headers)
+        }
+
+        router.get("/v1/projects/:project/:kind/diff") { request, context in
+            _ = try await auth.authorize(request)
+            let (project, kind, scope) = try documentAddress(request, context)
+            let from = try versionNumber(request.uri.queryParameters["from"].map(String.init), name: "from")
+            let to = try versionNumber(request.uri.queryParameters["to"].map(String.init), name: "to")
+            guard let old = try await store.version(from, project: project, kind: kind, scope: scope) else { throw noVersion(from, project, kind) }
+            guard let new = try await store.version(to, project: project, kind: kind, scope: scope) else { throw noVersion(to, project, kind) }
+            let options: JSONSerialization.ReadingOptions = [.fragmentsAllowed]
+            let changes = DocumentDiff.changes(
+                from: try JSONSerialization.jsonObject(with: Data(old.body.utf8), options: options),
+                to: try JSONSerialization.jsonObject(with: Data(new.body.utf8), options: options)
+            )
+            let body = try JSONSerialization.data(withJSONObject: ["from": from, "to": to, "changes": changes], options: [.sortedKeys])
+            return jsonResponse(.ok, String(decoding: body, as: UTF8.self))
+        }
+
+        router.post("/v1/projects/:project/:kind/rollback") { request, context in
+            let actor = try await auth.authorize(request)
+            let (project, kind, scope) = try documentAddress(request, context)
+            let target = try versionNumber(request.uri.queryParameters["to"].map(String.init), name: "to")
+            let note = request.uri.queryParameters["note"].map(String.init)
+            guard let version = try await store.rollback(to: target, project: project, kind: kind, scope: scope, note: note, actor: actor),
+                let published = try await store.version(version, project: project, kind: kind, scope: scope)
+            else {
+                throw noVersion(target, project, kind)
+            }
+            context.logger.info(
+                "audit.document.rolled_back",
+                metadata: [
+                    "project": "\(project)", "kind": "\(kind.rawValue)", "version": "\(version)", "to": "\(target)",
+                    "platform": "\(scope.platform)", "app_id": "\(scope.appID)", "actor": "\(actor)",
+                ])
+            return try jsonResponse(.created, encoding: PublishResult(project: project, kind: kind, version: version, etag: published.etag))
+        }
+
+        router.post("/v1/admin-tokens") { request, context in
+            let actor = try await auth.authorize(request)
+            let body = try await collectBody(request, limit: 4096)
+            guard let name = (try? JSONDecoder().decode(TokenRequest.self, from: Data(buffer: body)))?.name, isTokenName(name) else {
+                throw ServiceError.badRequest(.invalidTokenName, #"send {"name": "…"}: 1 to 64 letters, digits, '.', '-' or '_'"#)
+            }
+            guard name != AdminAuth.bootstrapName else {
+                throw ServiceError(.conflict, .tokenExists, "'\(AdminAuth.bootstrapName)' is the ADMIN_TOKEN setting's name")
+            }
+            let token = AdminAuth.newToken()
+            guard try await store.createToken(name: name, digestHex: AdminAuth.digestHex(of: token), actor: actor) else {
+                throw ServiceError(.conflict, .tokenExists, "a token named '\(name)' exists; revoke it first or choose another name")
+            }
+            context.logger.info("audit.token.created", metadata: ["name": "\(name)", "actor": "\(actor)"])
+            return try jsonResponse(.created, encoding: NewAdminToken(name: name, token: token))
+        }
+
+        router.get("/v1/admin-tokens") { request, _ in
+            _ = try await auth.authorize(request)
+            return try jsonResponse(.ok, encoding: try await store.listTokens())
+        }
+
+        router.delete("/v1/admin-tokens/:name") { request, context in
+            let actor = try await auth.authorize(request)
+            let name = context.parameters.get("name") ?? ""
+            guard try await store.revokeToken(name: name, actor: actor) else {
+                throw ServiceError(.notFound, .unknownToken, "no token is named '\(name.prefix(64))'")
+            }
+            context.logger.info("audit.token.revoked", metadata: ["name": "\(name)", "actor": "\(actor)"])
+            return Response(status: .noContent)
+        }
+
+        router.get("/v1/audit") { request, _ in
+            _ = try await auth.authorize(request)
+            let project = request.uri.queryParameters["project"].map(String.init)
+            if let project, !ProjectName.isValid(project) { throw ServiceError.invalidProject }
+            let limitText = request.uri.queryParameters["limit"].map(String.init) ?? "100"
+            guard let limit = Int(limitText), (1...1000).contains(limit) else {
+                throw ServiceError.badRequest(.invalidLimit, "limit must be 1 to 1000")
+            }
+            return try jsonResponse(.ok, encoding: try await store.auditTrail(project: project, limit: limit))
+        }
+    }
 }
 
 private struct TokenRequest: Decodable {

@@ -10,7 +10,7 @@ import NIOPosix
 /// The admin API of a project's encryption keys (docs/PROTOCOL-ENCRYPTION.md): create (RSA-2048 or
 /// EC P-256, each under a new pkv), list (public keys only), retire; transport encryption on or off;
 /// and the internal read the gateway decrypts with (sealed private keys, service token only).
-struct EncryptionKeysAPI: Sendable {
+struct EncryptionKeysAPI: ServiceAPI {
     let store: ConfigStore
     let auth: AdminAuth
     let serviceToken: ServiceToken

@@ -77,3 +77,9 @@ package func makeServiceApplication<Builder: HTTPResponderBuilder>(
         logger: runtime.logger
     )
 }
+
+/// A service's HTTP API: one small type per service that registers its routes on the router every
+/// service shares (`makeServiceRouter`), so the four are built alike: settings → store → API → app.
+package protocol ServiceAPI: Sendable {
+    func register(on router: Router<DatongRequestContext>)
+}

@@ -43,29 +43,47 @@ package func buildGatewayApplication(
             maxAge: .seconds(86_400)
         )
     }
-    router.post("/sa") { request, context in try await uploads.handle(request, context: context, mode: .upload) }
-    // Pages whose POST bodies are lost (seed 001/004) fall back to GET with the payload in the query.
-    router.get("/sa") { request, context in try await uploads.handle(request, context: context, mode: .beacon) }
-    router.post("/sa.gif") { request, context in try await uploads.handle(request, context: context, mode: .upload) }
-    router.get("/sa.gif") { request, context in try await uploads.handle(request, context: context, mode: .beacon) }
-    router.post("/debug") { request, context in try await uploads.handle(request, context: context, mode: .debug) }
-    router.get("/debug") { request, context in try await uploads.handle(request, context: context, mode: .debug) }
-    router.post("/v1/bridge") { request, context in try await bridge.handle(request, context: context) }
-    let sdkConfig = SDKConfigHandler(config: config, keyring: keyring)
-    let downloads = AppDownloadsHandler(config: config, linksProject: settings.appLinksProject)
-    router.get("/config/:file") { request, context in
-        // `…/config/iOS.conf` is the Sensors remote config; `…/config/NAME.json` Datong's app downloads.
-        if context.parameters.get("file")?.hasSuffix(".json") == true { return try await downloads.document(request, context: context) }
-        return try await sdkConfig.remote(request, context: context)
-    }
-    router.get("/.well-known/apple-app-site-association") { request, context in
-        try await downloads.appleAppSiteAssociation(request, context: context)
-    }
-    router.get("/.well-known/assetlinks.json") { request, context in try await downloads.assetLinks(request, context: context) }
-    router.get("/config/visualized/:file") { request, context in try await sdkConfig.visual(request, context: context) }
+    GatewayAPI(
+        uploads: uploads, bridge: bridge, sdkConfig: SDKConfigHandler(config: config, keyring: keyring),
+        downloads: AppDownloadsHandler(config: config, linksProject: settings.appLinksProject)
+    ).register(on: router)
 
     return makeServiceApplication(
         name: "bridge-gateway", router: SDKPathRouter(inner: router), server: settings.server, runtime: runtime,
         services: [whitelists, HTTPClientService(client: http)]
     )
+}
+
+/// bridge-gateway's HTTP API: SDK uploads (and their GET and debug forms), bridge relays, the SDKs'
+/// remote and visual config, and the app downloads (under any path prefix: `SDKPathRouter`).
+struct GatewayAPI: ServiceAPI {
+    let uploads: UploadHandler
+    let bridge: BridgeHandler
+    let sdkConfig: SDKConfigHandler
+    let downloads: AppDownloadsHandler
+
+    func register(on router: Router<DatongRequestContext>) {
+        let uploads = uploads
+        let bridge = bridge
+        let sdkConfig = sdkConfig
+        let downloads = downloads
+        router.post("/sa") { request, context in try await uploads.handle(request, context: context, mode: .upload) }
+        // Pages whose POST bodies are lost (seed 001/004) fall back to GET with the payload in the query.
+        router.get("/sa") { request, context in try await uploads.handle(request, context: context, mode: .beacon) }
+        router.post("/sa.gif") { request, context in try await uploads.handle(request, context: context, mode: .upload) }
+        router.get("/sa.gif") { request, context in try await uploads.handle(request, context: context, mode: .beacon) }
+        router.post("/debug") { request, context in try await uploads.handle(request, context: context, mode: .debug) }
+        router.get("/debug") { request, context in try await uploads.handle(request, context: context, mode: .debug) }
+        router.post("/v1/bridge") { request, context in try await bridge.handle(request, context: context) }
+        router.get("/config/:file") { request, context in
+            // `…/config/iOS.conf` is the Sensors remote config; `…/config/NAME.json` Datong's app downloads.
+            if context.parameters.get("file")?.hasSuffix(".json") == true { return try await downloads.document(request, context: context) }
+            return try await sdkConfig.remote(request, context: context)
+        }
+        router.get("/.well-known/apple-app-site-association") { request, context in
+            try await downloads.appleAppSiteAssociation(request, context: context)
+        }
+        router.get("/.well-known/assetlinks.json") { request, context in try await downloads.assetLinks(request, context: context) }
+        router.get("/config/visualized/:file") { request, context in try await sdkConfig.visual(request, context: context) }
+    }
 }

@@ -33,7 +33,7 @@ package func buildIdentityApplication(
 }
 
 /// The HTTP face of the identity graph.
-struct IdentityAPI: Sendable {
+struct IdentityAPI: ServiceAPI {
     let store: PostgresIdentityStore
     let serviceToken: ServiceToken
     let maxRequestBytes: Int
