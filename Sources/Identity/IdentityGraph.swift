@@ -44,13 +44,6 @@ struct Cause: Sendable {
     }
 }
 
-/// Why an explicit link through the API was refused (a record in the same situation is stored,
-/// and the conflict only recorded).
-struct GraphRefusal: Error, Sendable {
-    let code: ErrorCode
-    let message: String
-}
-
 /// The identity graph as one transaction sees and changes it.
 ///
 /// Concurrency: every change takes transaction-scoped advisory locks first, on the identities it
@@ -99,21 +92,25 @@ final class GraphTransaction {
         }
     }
 
-    /// The login-class identities of `user` (read once per transaction, then kept up to date).
-    func loginsOf(_ user: UserRef) throws -> [String: String] {
-        if let known = logins[user] { return known }
-        let rows = try connection.queryPrepared(
-            "identity.user_identities",
-            "SELECT key, value FROM identity.identities WHERE project = $1 AND user_id = $2",
-            [user.project, String(user.id)]
-        ).rows
-        var found: [String: String] = [:]
-        for row in rows {
-            guard let key = row[0], let value = row[1], IdentityRules.isLoginClass(key) else { continue }
-            found[key] = value
+    /// Reads the login-class identities of those of `users` this transaction does not know yet
+    /// (one query per project) into `logins`, where they are then kept up to date.
+    func loadLogins(_ users: some Collection<UserRef>) throws {
+        var byProject: [String: [Int64]] = [:]
+        for user in users where logins[user] == nil {
+            byProject[user.project, default: []].append(user.id)
+            logins[user] = [:]
         }
-        logins[user] = found
-        return found
+        for (project, ids) in byProject {
+            let rows = try connection.queryPrepared(
+                "identity.logins",
+                "SELECT user_id, key, value FROM identity.identities WHERE project = $1 AND user_id = ANY($2::bigint[])",
+                [project, "{" + ids.map(String.init).joined(separator: ",") + "}"]
+            ).rows
+            for row in rows {
+                guard let user = row[0].flatMap(Int64.init), let key = row[1], let value = row[2], IdentityRules.isLoginClass(key) else { continue }
+                logins[UserRef(project: project, id: user), default: [:]][key] = value
+            }
+        }
     }
 
     // MARK: Locking
@@ -169,9 +166,8 @@ final class GraphTransaction {
             throw PostgresError.unexpectedResult("identity \(identity.identity.description) was linked by a transaction that did not hold its lock")
         }
         owners[identity] = user
-        if IdentityRules.isLoginClass(identity.identity.key) {
-            logins[UserRef(project: identity.project, id: user), default: [:]][identity.identity.key] = identity.identity.value
-        }
+        let ref = UserRef(project: identity.project, id: user)
+        if IdentityRules.isLoginClass(identity.identity.key), logins[ref] != nil { logins[ref]?[identity.identity.key] = identity.identity.value }
     }
 
     /// Moves every identity of `from` to `into`, marks `from` merged, points everything that
@@ -219,7 +215,12 @@ final class GraphTransaction {
         for (identity, owner) in owners where owner == from && identity.project == project { owners[identity] = into }
         let fromRef = UserRef(project: project, id: from)
         let intoRef = UserRef(project: project, id: into)
-        logins[intoRef] = (logins[intoRef] ?? [:]).merging(logins[fromRef] ?? [:]) { kept, _ in kept }
+        // What is known of `into`'s logins stays exact, or is forgotten (read again when needed).
+        if let kept = logins[intoRef], let moved = logins[fromRef] {
+            logins[intoRef] = kept.merging(moved) { kept, _ in kept }
+        } else {
+            logins[intoRef] = nil
+        }
         logins[fromRef] = [:]
         guard let mergeID else { throw PostgresError.unexpectedResult("the merge was not recorded") }
         return mergeID
@@ -261,17 +262,6 @@ final class GraphTransaction {
 
     // MARK: Deciding
 
-    /// A login-class key both users hold with different values, if any: such users are two
-    /// people and are not merged implicitly.
-    func clash(_ a: UserRef, _ b: UserRef) throws -> (key: String, kept: String, other: String)? {
-        let first = try loginsOf(a)
-        let second = try loginsOf(b)
-        for key in first.keys.sorted() {
-            if let kept = first[key], let other = second[key], kept != other { return (key, kept, other) }
-        }
-        return nil
-    }
-
     /// Reads the owners of every identity of a batch and takes, all at once and in one global
     /// order, the locks its records will need: the new identities they link and the users they
     /// change. Records locking one by one in their own order would deadlock with a batch holding
@@ -288,113 +278,63 @@ final class GraphTransaction {
             users.formUnion(needs.users)
         }
         try lock(identities: identities, users: users, lookAgain: all)
+        try loadLogins(users)
     }
 
-    /// The locks a record needs for the changes it will make now, or nil when it changes nothing
-    /// (all its identities already belong to one user).
     private func needs(_ plan: IdentityPlan, project: String) -> (identities: [ScopedIdentity], users: [UserRef])? {
-        var ownersSeen: [Int64] = []
-        var toLink: [ScopedIdentity] = []
-        for identity in plan.identities {
-            let scoped = ScopedIdentity(project: project, identity: identity)
-            if let owner = owners[scoped] {
-                if !ownersSeen.contains(owner) { ownersSeen.append(owner) }
-            } else if !plan.linksNothing {
-                toLink.append(scoped)
-            }
-        }
-        let changes = plan.unbind != nil || !plan.refused.isEmpty || ownersSeen.count > 1 || !toLink.isEmpty
-        guard changes else { return nil }
-        return (toLink, ownersSeen.map { UserRef(project: project, id: $0) })
+        guard let needs = MergeRule.needs(plan, owner: { self.owners[ScopedIdentity(project: project, identity: $0)] }) else { return nil }
+        return (needs.link.map { ScopedIdentity(project: project, identity: $0) }, needs.users.map { UserRef(project: project, id: $0) })
     }
 
-    /// Applies one record's plan: finds its user, links its new identities, merges the users its
-    /// identities belong to (unless they clash), or detaches the pair of an unbind. With `strict`
-    /// (links through the API) a clash is refused instead of recorded.
+    /// Applies one record's plan: takes any lock it still needs, lets `MergeRule` decide on the
+    /// graph as it now is, and carries out the changes. With `strict` (links through the API) a
+    /// clash is refused (`GraphRefusal`, and the caller's transaction rolls back) instead of
+    /// recorded.
     func apply(_ plan: IdentityPlan, project: String, cause: Cause, strict: Bool = false) throws -> ResolvedUser {
         guard !plan.identities.isEmpty else { return ResolvedUser(userId: nil, created: false) }
         let scoped = plan.identities.map { ScopedIdentity(project: project, identity: $0) }
         // Normally `prepare` took every lock already; a lock is taken here only when the graph
         // changed between the batch's lookup and its locks.
+        var users: [UserRef]
         while true {
             guard let needs = needs(plan, project: project) else {
                 return ResolvedUser(userId: scoped.lazy.compactMap { self.owners[$0] }.first, created: false)
             }
+            users = needs.users
             if holds(identities: needs.identities, users: needs.users) { break }
             try lock(identities: needs.identities, users: needs.users, lookAgain: scoped)
         }
-        for reason in plan.refused {
-            try note("refused", project: project, user: scoped.lazy.compactMap { self.owners[$0] }.first, identity: plan.unbind, reason: reason, cause: cause)
-        }
-        if let pair = plan.unbind {
-            let identity = ScopedIdentity(project: project, identity: pair)
-            guard let owner = owners[identity] else {
-                try note("refused", project: project, user: nil, identity: pair, reason: "\(pair.description) is not bound to anyone", cause: cause)
-                return ResolvedUser(userId: scoped.lazy.compactMap { self.owners[$0] }.first, created: false)
-            }
-            try unbind(identity, from: owner, cause: cause)
-            return ResolvedUser(userId: owner, created: false)
-        }
+        try loadLogins(users)
+        var view = GraphView()
+        for identity in scoped { view.owners[identity.identity] = owners[identity] }
+        for user in users { view.logins[user.id] = logins[user] }
 
-        // The record's user: the owner of its strongest identity. A new login id goes to the user
-        // its other identities belong to, unless that user already has a different one.
-        let primary = scoped[0]
-        var target = owners[primary]
-        if target == nil {
-            let loginClass = IdentityRules.isLoginClass(primary.identity.key)
-            for identity in scoped.dropFirst() {
-                guard let owner = owners[identity] else { continue }
-                if !loginClass {
-                    target = owner
-                    break
-                }
-                if try loginsOf(UserRef(project: project, id: owner))[primary.identity.key] == nil {
-                    target = owner
-                    break
-                }
-            }
+        switch MergeRule.start(plan, in: view) {
+        case .finished(let user, let changes):
+            try carryOut(changes, user: user, project: project, cause: cause)
+            return ResolvedUser(userId: user, created: false)
+        case .attach(let existing):
+            let user = try existing ?? newUser(project: project)
+            try carryOut(try MergeRule.attach(plan, to: user, in: view, strict: strict), user: user, project: project, cause: cause)
+            return ResolvedUser(userId: user, created: existing == nil)
         }
-        var created = false
-        let user: Int64
-        if let target {
-            user = target
-        } else {
-            user = try newUser(project: project)
-            created = true
-        }
-        let userRef = UserRef(project: project, id: user)
+    }
 
-        for identity in scoped {
-            let owner = owners[identity]
-            if owner == user { continue }
-            guard let owner else {
-                let key = identity.identity.key
-                if IdentityRules.isLoginClass(key), let held = try loginsOf(userRef)[key], held != identity.identity.value {
-                    let reason = "user \(user) already has \(key)=\(held); \(identity.identity.description) is not linked to it"
-                    if strict { throw GraphRefusal(code: .loginConflict, message: reason) }
-                    try note("conflict", project: project, user: user, identity: identity.identity, reason: reason, cause: cause)
-                    continue
-                }
-                try link(identity, to: user)
-                if strict { try note("link", project: project, user: user, identity: identity.identity, reason: "linked through the API", cause: cause) }
-                continue
+    /// Makes `MergeRule`'s changes; `user` is the record's user.
+    private func carryOut(_ changes: [GraphChange], user: Int64?, project: String, cause: Cause) throws {
+        for change in changes {
+            switch change {
+            case .link(let identity):
+                guard let user else { throw PostgresError.unexpectedResult("a link without a user") }
+                try link(ScopedIdentity(project: project, identity: identity), to: user)
+            case .merge(let from, let reason):
+                guard let user else { throw PostgresError.unexpectedResult("a merge without a user") }
+                try merge(from, into: user, project: project, reason: reason, cause: cause)
+            case .unbind(let identity, let owner):
+                try unbind(ScopedIdentity(project: project, identity: identity), from: owner, cause: cause)
+            case .note(let note):
+                try self.note(note.kind, project: project, user: note.user, other: note.other, identity: note.identity, reason: note.reason, cause: cause)
             }
-            guard plan.mayMerge(identity.identity) else {
-                try note(
-                    "refused", project: project, user: user, other: owner, identity: identity.identity,
-                    reason: "a $BindID cannot take \(identity.identity.key) from user \(owner)", cause: cause
-                )
-                continue
-            }
-            let ownerRef = UserRef(project: project, id: owner)
-            if let clash = try clash(userRef, ownerRef) {
-                let reason = "user \(user) has \(clash.key)=\(clash.kept) and user \(owner) has \(clash.key)=\(clash.other): two people, not merged"
-                if strict { throw GraphRefusal(code: .loginConflict, message: reason) }
-                try note("conflict", project: project, user: user, other: owner, identity: identity.identity, reason: reason, cause: cause)
-                continue
-            }
-            try merge(owner, into: user, project: project, reason: "\(identity.identity.description) belonged to user \(owner)", cause: cause)
         }
-        return ResolvedUser(userId: user, created: created)
     }
 }

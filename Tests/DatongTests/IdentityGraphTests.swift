@@ -149,6 +149,10 @@ struct IdentityGraphTests {
             // Login and anonymous ids cannot be unbound.
             #expect(try await Self.user(store, [Self.login: "dan"], type: "track_id_unbind") == user)
             #expect(try await Self.owner(store, Self.login, "dan") == user)
+            // An unbind that detaches nothing links nothing either, not even an id nobody owns.
+            #expect(try await Self.user(store, [Self.login: "erin", "$identity_mobile": "1", "$identity_email": "e"], type: "track_id_unbind") == nil)
+            #expect(try await Self.owner(store, Self.login, "erin") == nil)
+            #expect(try await Self.owner(store, "$identity_mobile", "1") == nil)
             await #expect(throws: GraphRefusal.self) {
                 try await store.unbind(
                     project: "default", identity: IdentityKey(key: Self.anonymous, value: "A1"), cause: .api("unbind", actor: nil, requestID: "r"))
