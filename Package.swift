@@ -105,7 +105,7 @@ let package = Package(
         .target(
             name: "ConfigService",
             dependencies: [
-                "DatongContracts", "DatongRuntime", "DatongPostgres", "DatongStorage", "DatongCrypto",
+                "DatongJSON", "DatongContracts", "DatongRuntime", "DatongPostgres", "DatongStorage", "DatongCrypto",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
@@ -129,7 +129,7 @@ let package = Package(
         .target(
             name: "DatongCtl",
             dependencies: [
-                "DatongContracts",
+                "DatongJSON", "DatongContracts",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

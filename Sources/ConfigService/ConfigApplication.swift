@@ -1,5 +1,6 @@
 import DatongContracts
 import DatongCrypto
+import DatongJSON
 import DatongRuntime
 import DatongStorage
 import Foundation
@@ -52,12 +53,12 @@ struct ConfigAPI: ServiceAPI {
             let body = try await collectBody(request, limit: 4096)
             var token: String??
             if body.readableBytes > 0 {
-                guard let object = try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any], object.keys.contains("token") else {
+                guard let sent = bodyObject(body)?["token"] else {
                     throw ServiceError.badRequest(.invalidBody, #"the body is optional; when sent it is {"token": "…"} or {"token": null}"#)
                 }
-                switch object["token"] {
-                case let text as String where (16...256).contains(text.utf8.count): token = .some(text)
-                case is NSNull: token = .some(nil)
+                switch sent {
+                case .string(let text) where (16...256).contains(text.utf8.count): token = .some(text)
+                case .null: token = .some(nil)
                 default: throw ServiceError.badRequest(.invalidToken, "an ingestion token is 16 to 256 characters (or null to remove it)")
                 }
             }
@@ -100,7 +101,7 @@ struct ConfigAPI: ServiceAPI {
                 throw ServiceError(.notFound, .unknownProject, "project '\(project)' does not exist; create it with PUT /v1/projects/\(project)")
             }
             let body = try await collectBody(request, limit: documentLimit, code: .documentTooLarge)
-            switch DocumentValidator.canonicalize(Data(buffer: body), kind: kind) {
+            switch DocumentValidator.canonicalize(Array(buffer: body), kind: kind) {
             case .failure(let problems):
                 let payload = try JSONEncoder().encode(
                     InvalidDocument(
@@ -170,13 +171,12 @@ struct ConfigAPI: ServiceAPI {
             let to = try versionNumber(request.uri.queryParameters["to"].map(String.init), name: "to")
             guard let old = try await store.version(from, project: project, kind: kind, scope: scope) else { throw noVersion(from, project, kind) }
             guard let new = try await store.version(to, project: project, kind: kind, scope: scope) else { throw noVersion(to, project, kind) }
-            let options: JSONSerialization.ReadingOptions = [.fragmentsAllowed]
+            // Stored documents were published canonical, so they parse within the same depth.
             let changes = DocumentDiff.changes(
-                from: try JSONSerialization.jsonObject(with: Data(old.body.utf8), options: options),
-                to: try JSONSerialization.jsonObject(with: Data(new.body.utf8), options: options)
+                from: try JSONValue(parsing: Array(old.body.utf8), maxDepth: DocumentValidator.maxDepth),
+                to: try JSONValue(parsing: Array(new.body.utf8), maxDepth: DocumentValidator.maxDepth)
             )
-            let body = try JSONSerialization.data(withJSONObject: ["from": from, "to": to, "changes": changes], options: [.sortedKeys])
-            return jsonResponse(.ok, String(decoding: body, as: UTF8.self))
+            return try jsonResponse(.ok, encoding: DocumentDiff.Answer(from: from, to: to, changes: changes))
         }
 
         router.post("/v1/projects/:project/:kind/rollback") { request, context in
@@ -298,4 +298,9 @@ private func kindParameter(_ context: DatongRequestContext) throws -> DocumentKi
         throw ServiceError(.notFound, .unknownKind, "unknown document kind '\(raw)'; kinds: \(DocumentKind.allCases.map(\.rawValue).joined(separator: ", "))")
     }
     return kind
+}
+
+/// The members of a small JSON object body; nil when the body is not one.
+func bodyObject(_ body: ByteBuffer) -> [String: JSONValue]? {
+    (try? JSONValue(parsing: Array(buffer: body), maxDepth: 8))?.objectValue
 }

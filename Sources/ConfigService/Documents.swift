@@ -1,4 +1,5 @@
 import DatongContracts
+import DatongJSON
 import DatongRuntime
 import Foundation
 
@@ -76,19 +77,22 @@ struct DocumentProblems: Error, Sendable {
 /// Parses and checks a document before it is published, and gives its canonical form.
 enum DocumentValidator {
     /// The canonical JSON text (sorted keys) of a valid document, or every problem found.
-    static func canonicalize(_ data: Data, kind: DocumentKind) -> Result<String, DocumentProblems> {
-        let value: Any
+    static func canonicalize(_ bytes: [UInt8], kind: DocumentKind) -> Result<String, DocumentProblems> {
+        let value: JSONValue
         do {
-            value = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
+            value = try JSONValue(parsing: bytes, maxDepth: maxDepth)
         } catch {
-            return .failure(DocumentProblems(list: [DocumentProblem(path: "", message: "the document is not valid JSON")]))
+            return .failure(DocumentProblems(list: [DocumentProblem(path: "", message: "the document is \(error.message)")]))
+        }
+        guard value.isFinite else {
+            return .failure(DocumentProblems(list: [DocumentProblem(path: "", message: "the document has a number too large for a 64-bit float")]))
         }
         var problems: [DocumentProblem] = []
         switch kind {
         case .serverURLWhitelist, .h5DomainWhitelist:
-            if let list = value as? [Any] {
+            if let list = value.arrayValue {
                 for (index, item) in list.enumerated() {
-                    guard let text = item as? String, !text.isEmpty, text.utf8.count <= 2048 else {
+                    guard let text = item.stringValue, !text.isEmpty, text.utf8.count <= 2048 else {
                         problems.append(DocumentProblem(path: "[\(index)]", message: "must be a non-empty string of at most 2048 bytes"))
                         continue
                     }
@@ -110,11 +114,11 @@ enum DocumentValidator {
             problems += AppLinks.problems(value)
         }
         guard problems.isEmpty else { return .failure(DocumentProblems(list: problems)) }
-        guard let canonical = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .fragmentsAllowed]) else {
-            return .failure(DocumentProblems(list: [DocumentProblem(path: "", message: "the document cannot be serialised")]))
-        }
-        return .success(String(decoding: canonical, as: UTF8.self))
+        return .success(value.canonicalText)
     }
+
+    /// How deeply a document may nest (a tracking table nests four levels).
+    static let maxDepth = 64
 
     /// A strong ETag: the SHA-256 of the canonical text.
     static func etag(ofCanonical text: String) -> String {

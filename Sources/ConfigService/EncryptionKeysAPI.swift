@@ -1,5 +1,6 @@
 import DatongContracts
 import DatongCrypto
+import DatongJSON
 import DatongRuntime
 import Foundation
 import Hummingbird
@@ -30,7 +31,7 @@ struct EncryptionKeysAPI: ServiceAPI {
             let actor = try await auth.authorize(request)
             let project = try Self.project(context)
             let body = try await collectBody(request, limit: 1024)
-            guard let enabled = (try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any])?["enabled"] as? Bool else {
+            guard let enabled = bodyObject(body)?["enabled"]?.boolValue else {
                 throw ServiceError.badRequest(.invalidBody, #"send {"enabled": true} or {"enabled": false}"#)
             }
             guard try await store.setTransportEncryption(project: project, enabled: enabled, actor: actor) else { throw Self.unknownProject(project) }
@@ -49,7 +50,7 @@ struct EncryptionKeysAPI: ServiceAPI {
         let actor = try await auth.authorize(request)
         let project = try Self.project(context)
         let body = try await collectBody(request, limit: 1024)
-        guard let name = (try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any])?["type"] as? String,
+        guard let name = bodyObject(body)?["type"]?.stringValue,
             let type = KeyType(rawValue: name.lowercased())
         else {
             throw ServiceError.badRequest(.invalidKeyType, #"send {"type": "rsa"} (RSA-2048) or {"type": "ec"} (EC P-256)"#)

@@ -1,3 +1,4 @@
+import DatongJSON
 import Foundation
 
 /// The checks a codeless-tracking table passes before it is published (docs/ARCHITECTURE.md, tracking
@@ -39,8 +40,8 @@ enum TrackingTable {
     }
 
     /// Every problem of `value` as a tracking table; empty when it can be published.
-    static func problems(_ value: Any) -> [DocumentProblem] {
-        guard let table = value as? [String: Any] else {
+    static func problems(_ value: JSONValue) -> [DocumentProblem] {
+        guard let table = value.objectValue else {
             return [DocumentProblem(path: "", message: "a tracking table is a JSON object of sections: \(sectionNames)")]
         }
         var problems: [DocumentProblem] = []
@@ -50,7 +51,7 @@ enum TrackingTable {
                 problems.append(.init(path: sectionPath, message: "unknown section '\(name.prefix(64))'; sections are \(sectionNames)"))
                 continue
             }
-            guard let entries = content as? [String: Any] else {
+            guard let entries = content.objectValue else {
                 problems.append(.init(path: sectionPath, message: "a section is an object of identifier → entry"))
                 continue
             }
@@ -66,16 +67,16 @@ enum TrackingTable {
         return problems
     }
 
-    private static func entryProblems(_ entry: Any, at path: String) -> [DocumentProblem] {
-        guard let fields = entry as? [String: Any] else {
+    private static func entryProblems(_ entry: JSONValue, at path: String) -> [DocumentProblem] {
+        guard let fields = entry.objectValue else {
             return [.init(path: path, message: "an entry is an object with userDefined and pagePara")]
         }
         var problems: [DocumentProblem] = []
         switch fields["userDefined"] {
         case nil:
             problems.append(.init(path: path + "/userDefined", message: "missing: the fixed values reported with the event (may be {})"))
-        case let values as [String: Any]:
-            for (key, value) in values.sorted(by: { $0.key < $1.key }) where !(value is String) {
+        case .object(let values):
+            for (key, value) in values.sorted(by: { $0.key < $1.key }) where value.stringValue == nil {
                 problems.append(.init(path: path + "/userDefined/" + pointerToken(key), message: "must be a string"))
             }
         default:
@@ -84,7 +85,7 @@ enum TrackingTable {
         switch fields["pagePara"] {
         case nil:
             problems.append(.init(path: path + "/pagePara", message: "missing: the values read at run time (may be {})"))
-        case let parameters as [String: Any]:
+        case .object(let parameters):
             for (key, parameter) in parameters.sorted(by: { $0.key < $1.key }) {
                 problems += parameterProblems(parameter, at: path + "/pagePara/" + pointerToken(key))
             }
@@ -97,8 +98,8 @@ enum TrackingTable {
         return problems
     }
 
-    private static func parameterProblems(_ parameter: Any, at path: String) -> [DocumentProblem] {
-        guard let fields = parameter as? [String: Any] else {
+    private static func parameterProblems(_ parameter: JSONValue, at path: String) -> [DocumentProblem] {
+        guard let fields = parameter.objectValue else {
             return [.init(path: path, message: "must be an object with propertyName, propertyPath and containIn")]
         }
         var problems: [DocumentProblem] = []
@@ -107,11 +108,11 @@ enum TrackingTable {
         for field in ["propertyName", "propertyPath"] {
             switch fields[field] {
             case nil: problems.append(.init(path: path + "/" + field, message: "missing (use \"\" when unused)"))
-            case let text as String: if field == "propertyName" { name = text } else { propertyPath = text }
+            case .string(let text): if field == "propertyName" { name = text } else { propertyPath = text }
             default: problems.append(.init(path: path + "/" + field, message: "must be a string"))
             }
         }
-        if name.isEmpty, propertyPath.isEmpty, fields["propertyName"] is String, fields["propertyPath"] is String {
+        if name.isEmpty, propertyPath.isEmpty, fields["propertyName"]?.stringValue != nil, fields["propertyPath"]?.stringValue != nil {
             problems.append(.init(path: path, message: "one of propertyName or propertyPath must say where the value is read"))
         }
         if !propertyPath.isEmpty, propertyPath.split(separator: "/", omittingEmptySubsequences: false).contains(where: \.isEmpty) {
@@ -120,9 +121,9 @@ enum TrackingTable {
         switch fields["containIn"] {
         case nil:
             problems.append(.init(path: path + "/containIn", message: "missing: 0 reads from the target, 1 from the tapped cell"))
-        case let text as String where text == "0" || text == "1":
+        case .string(let text) where text == "0" || text == "1":
             break
-        case let number as NSNumber where !SDKDocuments.isBoolean(number) && (number.doubleValue == 0 || number.doubleValue == 1):
+        case let number? where number.integerValue == 0 || number.integerValue == 1:
             break
         default:
             problems.append(.init(path: path + "/containIn", message: "must be 0 (the target) or 1 (the tapped cell)"))

@@ -1,6 +1,7 @@
 import ArgumentParser
 import AsyncHTTPClient
 import DatongContracts
+import DatongJSON
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -185,20 +186,14 @@ struct Diff: CtlCommand {
 
     func execute(_ admin: Admin) async throws -> String {
         let answer = try await admin.send(.GET, try document.path("/diff"), query: document.scope + [("from", String(from)), ("to", String(to))])
-        guard let object = try? JSONSerialization.jsonObject(with: Data(answer)) as? [String: Any],
-            let changes = object["changes"] as? [[String: Any]]
-        else {
+        guard let changes = (try? JSONValue(parsing: answer))?["changes"]?.arrayValue else {
             throw CtlFailure.unreachable("datongctl: config-service answered something that is not a diff")
         }
         guard !changes.isEmpty else { return "versions \(from) and \(to) are the same" }
-        func text(_ value: Any?) -> String {
-            guard let value else { return "" }
-            let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .fragmentsAllowed])
-            return data.map { String(decoding: $0, as: UTF8.self) } ?? "\(value)"
-        }
+        func text(_ value: JSONValue?) -> String { value?.canonicalText ?? "" }
         return changes.map { change in
-            let path = change["path"] as? String ?? ""
-            switch change["op"] as? String {
+            let path = change["path"]?.stringValue ?? ""
+            switch change["op"]?.stringValue {
             case "add": return "+ \(path) \(text(change["to"]))"
             case "remove": return "- \(path) \(text(change["from"]))"
             default: return "~ \(path) \(text(change["from"])) -> \(text(change["to"]))"
@@ -284,13 +279,13 @@ struct Admin {
     }
 
     static func describeRefusal(status: UInt, body: [UInt8]) -> String {
-        guard let problem = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
+        guard let problem = (try? JSONValue(parsing: body))?.objectValue else {
             return "datongctl: refused (HTTP \(status))"
         }
-        var lines = ["datongctl: refused (HTTP \(status) \(problem["error"] as? String ?? "")): \(problem["message"] as? String ?? "")"]
-        for item in problem["problems"] as? [[String: Any]] ?? [] {
-            let path = item["path"] as? String ?? ""
-            lines.append("  \(path.isEmpty ? "(document)" : path): \(item["message"] as? String ?? "")")
+        var lines = ["datongctl: refused (HTTP \(status) \(problem["error"]?.stringValue ?? "")): \(problem["message"]?.stringValue ?? "")"]
+        for item in problem["problems"]?.arrayValue ?? [] {
+            let path = item["path"]?.stringValue ?? ""
+            lines.append("  \(path.isEmpty ? "(document)" : path): \(item["message"]?.stringValue ?? "")")
         }
         return lines.joined(separator: "\n")
     }

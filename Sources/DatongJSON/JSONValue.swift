@@ -80,3 +80,73 @@ package enum JSONValue: Sendable, Equatable {
         out.append(UInt8(ascii: "\""))
     }
 }
+
+// MARK: Reading a tree
+
+extension JSONValue {
+    /// Parses one JSON document (any value at the top) into a tree.
+    package init(parsing bytes: [UInt8], maxDepth: Int = 64) throws(JSONParser.Failure) {
+        self = try JSONParser.parseValue(bytes, maxDepth: maxDepth)
+    }
+
+    package var objectValue: [String: JSONValue]? {
+        if case .object(let members) = self { return members }
+        return nil
+    }
+
+    package var arrayValue: [JSONValue]? {
+        if case .array(let elements) = self { return elements }
+        return nil
+    }
+
+    package var boolValue: Bool? {
+        if case .bool(let value) = self { return value }
+        return nil
+    }
+
+    /// A number without a fraction (`2` and `2.0`; never `true`).
+    package var integerValue: Int64? {
+        switch self {
+        case .int(let value): return value
+        case .double(let value): return value.rounded() == value && abs(value) < 9.0e18 ? Int64(value) : nil
+        default: return nil
+        }
+    }
+
+    /// A member of an object (nil for a missing member and for anything but an object).
+    package subscript(member: String) -> JSONValue? { objectValue?[member] }
+
+    /// True when every number in the tree is finite (a tree that is written as valid JSON).
+    package var isFinite: Bool {
+        switch self {
+        case .double(let value): return value.isFinite
+        case .array(let elements): return elements.allSatisfy(\.isFinite)
+        case .object(let members): return members.values.allSatisfy(\.isFinite)
+        default: return true
+        }
+    }
+
+    /// JSON text with object keys sorted: equal values give equal text.
+    package var canonicalText: String {
+        var out: [UInt8] = []
+        write(to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// A tree inside a Codable answer (a document, a diff's old and new values) is written as the
+/// JSON it is.
+extension JSONValue: Encodable {
+    package func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .null: try container.encodeNil()
+        case .bool(let value): try container.encode(value)
+        case .int(let value): try container.encode(value)
+        case .double(let value): try container.encode(value)
+        case .string(let value): try container.encode(value)
+        case .array(let elements): try container.encode(elements)
+        case .object(let members): try container.encode(members)
+        }
+    }
+}

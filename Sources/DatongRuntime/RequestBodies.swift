@@ -13,11 +13,18 @@ package func jsonResponse(_ status: HTTPResponse.Status, _ json: String, headers
     return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: json)))
 }
 
+/// Answers have their keys sorted (the same value is the same text) and slashes unescaped.
+private let answerEncoder: JSONEncoder = {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    return encoder
+}()
+
 /// A JSON response from an `Encodable` value.
 package func jsonResponse(_ status: HTTPResponse.Status, encoding value: some Encodable, headers: HTTPFields = [:]) throws -> Response {
     var headers = headers
     headers[.contentType] = "application/json; charset=utf-8"
-    let data = try JSONEncoder().encode(value)
+    let data = try answerEncoder.encode(value)
     return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
 }
 

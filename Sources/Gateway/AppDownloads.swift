@@ -1,4 +1,5 @@
 import DatongContracts
+import DatongJSON
 import DatongRuntime
 import Foundation
 import Hummingbird
@@ -72,17 +73,17 @@ struct AppDownloadsHandler: Sendable {
     /// (`appID` + `paths`), as Apple documents them. Served as JSON at that exact path, never redirected.
     func appleAppSiteAssociation(_ request: Request, context: DatongRequestContext) async throws -> Response {
         try await wellKnown(request, context: context, name: "apple-app-site-association") { document in
-            guard let apps = document["apple"] as? [[String: Any]], !apps.isEmpty else { return nil }
-            let details: [[String: Any]] = apps.compactMap { app in
-                guard let team = app["teamID"] as? String, let bundle = app["bundleID"] as? String, let paths = app["paths"] as? [String]
+            guard let apps = document["apple"]?.arrayValue, !apps.isEmpty else { return nil }
+            let details: [JSONValue] = apps.compactMap { app in
+                guard let team = app["teamID"]?.stringValue, let bundle = app["bundleID"]?.stringValue, let paths = Self.strings(app["paths"])
                 else { return nil }
-                let appID = "\(team).\(bundle)"
-                let components: [[String: Any]] = paths.map { path in
-                    path.hasPrefix("NOT ") ? ["/": String(path.dropFirst(4)), "exclude": true] : ["/": path]
+                let appID = JSONValue.string("\(team).\(bundle)")
+                let components: [JSONValue] = paths.map { path in
+                    path.hasPrefix("NOT ") ? .object(["/": .string(String(path.dropFirst(4))), "exclude": .bool(true)]) : .object(["/": .string(path)])
                 }
-                return ["appID": appID, "paths": paths, "appIDs": [appID], "components": components]
+                return .object(["appID": appID, "paths": .array(paths.map(JSONValue.string)), "appIDs": .array([appID]), "components": .array(components)])
             }
-            return ["applinks": ["apps": [String](), "details": details]]
+            return .object(["applinks": .object(["apps": .array([]), "details": .array(details)])])
         }
     }
 
@@ -90,25 +91,30 @@ struct AppDownloadsHandler: Sendable {
     /// `android` section, letting it handle all URLs of this host.
     func assetLinks(_ request: Request, context: DatongRequestContext) async throws -> Response {
         try await wellKnown(request, context: context, name: "assetlinks.json") { document in
-            guard let apps = document["android"] as? [[String: Any]], !apps.isEmpty else { return nil }
-            return apps.compactMap { app -> [String: Any]? in
-                guard let package = app["packageName"] as? String, let prints = app["sha256CertFingerprints"] as? [String] else { return nil }
-                return [
-                    "relation": ["delegate_permission/common.handle_all_urls"],
-                    "target": ["namespace": "android_app", "package_name": package, "sha256_cert_fingerprints": prints],
-                ]
-            }
+            guard let apps = document["android"]?.arrayValue, !apps.isEmpty else { return nil }
+            return .array(
+                apps.compactMap { app -> JSONValue? in
+                    guard let package = app["packageName"], package.stringValue != nil, let prints = Self.strings(app["sha256CertFingerprints"]) else {
+                        return nil
+                    }
+                    return .object([
+                        "relation": .array([.string("delegate_permission/common.handle_all_urls")]),
+                        "target": .object([
+                            "namespace": .string("android_app"), "package_name": package, "sha256_cert_fingerprints": .array(prints.map(JSONValue.string)),
+                        ]),
+                    ])
+                })
         }
     }
 
     /// A file built from the links project's app-links document: 404 when nothing is published for
     /// it, 304 when the caller holds the current one (its ETag follows the document's).
     private func wellKnown(
-        _ request: Request, context: DatongRequestContext, name: String, build: ([String: Any]) -> Any?
+        _ request: Request, context: DatongRequestContext, name: String, build: ([String: JSONValue]) -> JSONValue?
     ) async throws -> Response {
         let path = "/v1/projects/\(linksProject)/\(DocumentKind.appLinks.rawValue)"
         guard case .document(let documentTag, let body) = try await config.fetchDocument(path, etag: nil, maxBytes: 1 << 20, logger: context.logger),
-            let document = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+            let document = (try? JSONValue(parsing: body))?.objectValue,
             let file = build(document)
         else {
             throw ServiceError(.notFound, .noAppLinks, "project '\(linksProject)' publishes no app-links with what \(name) needs")
@@ -117,7 +123,15 @@ struct AppDownloadsHandler: Sendable {
         let headers: HTTPFields = [.eTag: etag, .cacheControl: "public, max-age=300, must-revalidate", .contentType: "application/json"]
         let held = (request.headers[.ifNoneMatch] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
         if held.contains(etag) { return Response(status: .notModified, headers: headers) }
-        let data = try JSONSerialization.data(withJSONObject: file, options: [.sortedKeys, .withoutEscapingSlashes])
+        var data: [UInt8] = []
+        file.write(to: &data)
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    /// A JSON array of strings, or nil.
+    private static func strings(_ value: JSONValue?) -> [String]? {
+        guard let elements = value?.arrayValue else { return nil }
+        let strings = elements.compactMap(\.stringValue)
+        return strings.count == elements.count ? strings : nil
     }
 }

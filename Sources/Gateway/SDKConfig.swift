@@ -1,5 +1,6 @@
 import DatongContracts
 import DatongCrypto
+import DatongJSON
 import DatongRuntime
 import Foundation
 import Hummingbird
@@ -15,9 +16,9 @@ struct SDKConfigHandler: Sendable {
     let keyring: EncryptionKeyring
 
     /// The switches an SDK gets when nothing is published: everything on, the app's own settings.
-    static var defaultSwitches: [String: Any] {
-        ["disableSDK": false, "disableDebugMode": false, "autoTrackMode": -1, "event_blacklist": [String](), "effect_mode": 0]
-    }
+    static let defaultSwitches: [String: JSONValue] = [
+        "disableSDK": .bool(false), "disableDebugMode": .bool(false), "autoTrackMode": .int(-1), "event_blacklist": .array([]), "effect_mode": .int(0),
+    ]
 
     /// The remote-config platforms by the file the SDK asks for.
     static let remotePlatforms = ["iOS.conf": "ios", "Android.conf": "android"]
@@ -47,40 +48,44 @@ struct SDKConfigHandler: Sendable {
         }
         var configs = Self.defaultSwitches
         for (name, value) in Self.keyConfigs(keys) { configs[name] = value }
-        var answer: [String: Any] = ["v": version]
-        if let document, let published = try? JSONSerialization.jsonObject(with: Data(document.body)) as? [String: Any] {
+        var answer: [String: JSONValue] = ["v": .string(version)]
+        if let document, let published = Self.parse(document.body)?.objectValue {
             // A published remote config is the SDK's answer without `v`: `{"configs": {…}, "nv": …}`.
             for (key, value) in published where key != "v" && key != "configs" { answer[key] = value }
-            for (key, value) in published["configs"] as? [String: Any] ?? [:] { configs[key] = value }
+            for (key, value) in published["configs"]?.objectValue ?? [:] { configs[key] = value }
         }
-        answer["configs"] = configs
-        let body = try JSONSerialization.data(withJSONObject: answer, options: [.sortedKeys])
-        return jsonResponse(.ok, String(decoding: body, as: UTF8.self), headers: [.cacheControl: "no-cache"])
+        answer["configs"] = .object(configs)
+        return jsonResponse(.ok, JSONValue.object(answer).canonicalText, headers: [.cacheControl: "no-cache"])
     }
 
     /// The public keys in the form the SDKs parse (docs/PROTOCOL-ENCRYPTION.md section 6.1): `key` the
     /// newest RSA key (no `type`: Android's RSA path breaks on one) with the newest EC key as the
     /// JSON text `key_ec`; `key_v2` the preferred key (EC when there is one); and
     /// `supportTransportEncrypt` when the project allows `gzip=13`.
-    static func keyConfigs(_ keys: ProjectKeys) -> [String: Any] {
-        var configs: [String: Any] = [:]
+    static func keyConfigs(_ keys: ProjectKeys) -> [String: JSONValue] {
+        var configs: [String: JSONValue] = [:]
         let rsa = keys.newest(.rsa)
         let ec = keys.newest(.ec)
-        var key: [String: Any] = [:]
-        if let rsa { key = ["pkv": rsa.pkv, "public_key": rsa.publicKey] }
-        if let ec, let text = try? JSONSerialization.data(withJSONObject: ["pkv": ec.pkv, "type": "EC", "public_key": ec.publicKey], options: [.sortedKeys]) {
-            key["key_ec"] = String(decoding: text, as: UTF8.self)
+        var key: [String: JSONValue] = [:]
+        if let rsa { key = ["pkv": .int(Int64(rsa.pkv)), "public_key": .string(rsa.publicKey)] }
+        if let ec {
+            let text = JSONValue.object(["pkv": .int(Int64(ec.pkv)), "type": .string("EC"), "public_key": .string(ec.publicKey)]).canonicalText
+            key["key_ec"] = .string(text)
         }
-        if !key.isEmpty { configs["key"] = key }
+        if !key.isEmpty { configs["key"] = .object(key) }
         if let preferred = ec ?? rsa {
-            configs["key_v2"] = [
-                "pkv": preferred.pkv, "type": preferred.type == KeyType.ec.rawValue ? KeyType.ec.sdkType : KeyType.rsa.sdkType,
-                "public_key": preferred.publicKey,
-            ]
+            configs["key_v2"] = .object([
+                "pkv": .int(Int64(preferred.pkv)),
+                "type": .string(preferred.type == KeyType.ec.rawValue ? KeyType.ec.sdkType : KeyType.rsa.sdkType),
+                "public_key": .string(preferred.publicKey),
+            ])
         }
-        if keys.transportEncryption { configs["supportTransportEncrypt"] = true }
+        if keys.transportEncryption { configs["supportTransportEncrypt"] = .bool(true) }
         return configs
     }
+
+    /// A document config-service published (valid, canonical JSON); nil if it is not one.
+    static func parse(_ body: [UInt8]) -> JSONValue? { try? JSONValue(parsing: body) }
 
     /// `GET …/config/visualized/{iOS,Android,Web}.conf?app_id=&project=&v=`: 200 with the events,
     /// 304 when `v` is current, 205 when nothing is published (the SDK clears its cache). Web may ask
@@ -108,14 +113,13 @@ struct SDKConfigHandler: Sendable {
         guard let document else { return Self.answer(.resetContent, nil, callback: callback) }
         let version = Self.version(ofETag: document.etag)
         if query["v"].map(String.init) == version { return Self.answer(.notModified, nil, callback: callback) }
-        var answer = (try? JSONSerialization.jsonObject(with: Data(document.body)) as? [String: Any]) ?? [:]
-        answer["version"] = version
-        answer["os"] = file.replacingOccurrences(of: ".conf", with: "")
-        answer["project"] = project
-        if let appID { answer["app_id"] = appID }
-        if answer["events"] == nil { answer["events"] = [Any]() }
-        let body = String(decoding: try JSONSerialization.data(withJSONObject: answer, options: [.sortedKeys]), as: UTF8.self)
-        return Self.answer(.ok, body, callback: callback)
+        var answer = Self.parse(document.body)?.objectValue ?? [:]
+        answer["version"] = .string(version)
+        answer["os"] = .string(file.replacingOccurrences(of: ".conf", with: ""))
+        answer["project"] = .string(project)
+        if let appID { answer["app_id"] = .string(appID) }
+        if answer["events"] == nil { answer["events"] = .array([]) }
+        return Self.answer(.ok, JSONValue.object(answer).canonicalText, callback: callback)
     }
 
     /// A visual-config answer, plain or as JSONP (always HTTP 200 then: a script tag sees no status).

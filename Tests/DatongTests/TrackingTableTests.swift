@@ -21,7 +21,7 @@ struct TrackingTableTests {
         """#
 
     private func problems(_ json: String) throws -> [DocumentProblem] {
-        switch DocumentValidator.canonicalize(Data(json.utf8), kind: .trackingTable) {
+        switch DocumentValidator.canonicalize(Array(json.utf8), kind: .trackingTable) {
         case .success: return []
         case .failure(let problems): return problems.list
         }
@@ -64,10 +64,27 @@ struct TrackingTableTests {
                 "/PAGEPV/A/pagePara/k/propertyName", "must be a string"
             ),
             (#"[]"#, "", "JSON object of sections"),
+            (#"{"PAGEPV": {"A": {"userDefined": {}, "pagePara": {}, "x": 1e400}}}"#, "", "too large"),
+            (String(repeating: "[", count: 65) + String(repeating: "]", count: 65), "", "nested too deeply"),
+            (#"{"PAGEPV": {}} {}"#, "", "not valid JSON (at byte 15)"),
         ])
     func mistakes(json: String, path: String, message: String) throws {
         let found = try problems(json)
         #expect(found.contains { $0.path == path && $0.message.contains(message) }, "\(found)")
+    }
+
+    @Test("a published table is stored canonical: keys sorted, slashes and Unicode as they are, numbers exact")
+    func canonicalForm() throws {
+        let json =
+            #"{"PAGEPV": {"Shop.Home": {"userDefined": {"名": "首页", "url": "https://a.example/x"}, "pagePara": {"k": {"propertyPath": "a/b", "propertyName": "", "containIn": 1}}}}, "ACTION": {}}"#
+        guard case .success(let canonical) = DocumentValidator.canonicalize(Array(json.utf8), kind: .trackingTable) else {
+            Issue.record("refused: \(try problems(json))")
+            return
+        }
+        #expect(
+            canonical
+                == #"{"ACTION":{},"PAGEPV":{"Shop.Home":{"pagePara":{"k":{"containIn":1,"propertyName":"","propertyPath":"a/b"}},"userDefined":{"url":"https://a.example/x","名":"首页"}}}}"#
+        )
     }
 
     @Test("every problem of a table is reported at once")
