@@ -27,7 +27,7 @@ package func buildCollectorApplication(
 
 /// The collector's HTTP API: `POST /v1/batches` writes a batch and answers after the commit.
 struct CollectorAPI: ServiceAPI {
-    let store: PostgresEventStore
+    let store: any EventStore
     let serviceToken: ServiceToken
     let maxBatchBytes: Int
 

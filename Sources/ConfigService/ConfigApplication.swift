@@ -13,7 +13,7 @@ package func buildConfigApplication(
     settings: ConfigSettings, runtime: ServiceRuntime
 ) -> some ApplicationProtocol {
     let database = ServiceDatabase(settings: settings.database, logger: runtime.logger)
-    let store = ConfigStore(pool: database.pool)
+    let store = PostgresConfigStore(pool: database.pool)
     let auth = AdminAuth(bootstrapToken: settings.adminToken, pool: database.pool)
     let router = makeServiceRouter(runtime: runtime, readiness: [database.readiness])
 
@@ -30,7 +30,7 @@ package func buildConfigApplication(
 /// config-service's HTTP API: projects, versioned documents, admin tokens, the audit trail, and
 /// (through `EncryptionKeysAPI`) the projects' encryption keys.
 struct ConfigAPI: ServiceAPI {
-    let store: ConfigStore
+    let store: any ConfigStore
     let auth: AdminAuth
     let serviceToken: ServiceToken
     let sealer: KeySealer?

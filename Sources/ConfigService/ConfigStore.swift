@@ -10,12 +10,61 @@ struct StoredDocument: Sendable, Equatable {
     let body: String
 }
 
+/// Where config-service keeps projects, documents, keys and tokens.
+protocol ConfigStore: Sendable {
+    /// `latest`, answered from the cache when this process read it within the last second.
+    func cachedLatest(project: String, kind: DocumentKind, scope: DocumentScope, appVersion: AppVersion?) async throws -> StoredDocument?
+    func listProjects() async throws -> [ProjectInfo]
+    /// Creates the project if it does not exist; true when it was created now.
+    func createProject(_ name: String, actor: String) async throws -> Bool
+    /// Sets (a digest) or clears (nil) the ingestion token of an existing project; false when there
+    /// is no such project.
+    func setIngestionToken(project: String, digestHex: String?, actor: String) async throws -> Bool
+    /// What the gateway needs to accept uploads for `project`: nil when there is no such project,
+    /// otherwise the hex SHA-256 of its ingestion token (nil inside when uploads need none).
+    func ingestion(project: String) async throws -> String??
+    func projectExists(_ name: String) async throws -> Bool
+    /// Publishes `canonical` as the next version of the document; versions are numbered per
+    /// (project, kind, scope) and never reused.
+    func publish(
+        project: String, kind: DocumentKind, scope: DocumentScope, canonical: String, etag: String, note: String?, minAppVersion: AppVersion?,
+        maxAppVersion: AppVersion?, actor: String
+    ) async throws -> Int
+    /// The newest version for exactly this scope that targets `appVersion`; without an app version,
+    /// the newest version that targets no particular app versions.
+    func latest(project: String, kind: DocumentKind, scope: DocumentScope, appVersion: AppVersion?) async throws -> StoredDocument?
+    /// Every version of the document for exactly this scope, newest first.
+    func versions(project: String, kind: DocumentKind, scope: DocumentScope) async throws -> [DocumentVersion]
+    /// Version `number` of the document, or nil.
+    func version(_ number: Int, project: String, kind: DocumentKind, scope: DocumentScope) async throws -> StoredDocument?
+    /// Publishes version `number` again as the newest version (same body, same ETag); nil when
+    /// there is no such version.
+    func rollback(to number: Int, project: String, kind: DocumentKind, scope: DocumentScope, note: String?, actor: String) async throws -> Int?
+    /// Stores a new key pair for `project` under the next pkv (one past every pkv it ever had);
+    /// nil when there is no such project.
+    func createKey(project: String, pair: GeneratedKeyPair, sealer: KeySealer, actor: String) async throws -> EncryptionKeyInfo?
+    func listKeys(project: String) async throws -> [EncryptionKeyInfo]
+    /// Retires key `pkv` of `project`: it is no longer served and no longer decrypts. nil when there
+    /// is no such key, false when it was retired already.
+    func retireKey(project: String, pkv: Int, actor: String) async throws -> Bool?
+    /// Turns transport encryption (`gzip=13`) on or off for SDKs; false when there is no such project.
+    func setTransportEncryption(project: String, enabled: Bool, actor: String) async throws -> Bool
+    /// The gateway's view of a project's encryption; nil when there is no such project.
+    func encryption(project: String) async throws -> ProjectEncryption?
+    /// Stores a new token's digest under `name`; false when the name is taken.
+    func createToken(name: String, digestHex: String, actor: String) async throws -> Bool
+    func listTokens() async throws -> [AdminTokenInfo]
+    /// Revokes the token named `name`; false when there is none.
+    func revokeToken(name: String, actor: String) async throws -> Bool
+    /// The newest `limit` entries of the audit trail, for one project or all.
+    func auditTrail(project: String?, limit: Int) async throws -> [AuditRecord]
+}
+
 /// Projects and document versions in PostgreSQL.
-struct ConfigStore: Sendable {
+struct PostgresConfigStore: ConfigStore {
     let pool: PostgresPool
     let cache = DocumentCache()
 
-    /// `latest`, answered from the cache when this process read it within the last second.
     func cachedLatest(project: String, kind: DocumentKind, scope: DocumentScope, appVersion: AppVersion?) async throws -> StoredDocument? {
         let key = DocumentCache.Key(project: project, kind: kind.rawValue, platform: scope.platform, appID: scope.appID, appVersion: appVersion?.padded)
         if let cached = cache.lookup(key) { return cached }
@@ -32,7 +81,6 @@ struct ConfigStore: Sendable {
         }
     }
 
-    /// Creates the project if it does not exist; true when it was created now.
     func createProject(_ name: String, actor: String) async throws -> Bool {
         try await pool.transaction { connection in
             let created =
@@ -44,8 +92,6 @@ struct ConfigStore: Sendable {
         }
     }
 
-    /// Sets (a digest) or clears (nil) the ingestion token of an existing project; false when there
-    /// is no such project.
     func setIngestionToken(project: String, digestHex: String?, actor: String) async throws -> Bool {
         try await pool.transaction { connection in
             let updated =
@@ -57,8 +103,6 @@ struct ConfigStore: Sendable {
         }
     }
 
-    /// What the gateway needs to accept uploads for `project`: nil when there is no such project,
-    /// otherwise the hex SHA-256 of its ingestion token (nil inside when uploads need none).
     func ingestion(project: String) async throws -> String?? {
         try await pool.withConnection { connection in
             let rows = try connection.query("SELECT token_sha256 FROM config.projects WHERE name = $1", [project]).rows
@@ -73,8 +117,6 @@ struct ConfigStore: Sendable {
         }
     }
 
-    /// Publishes `canonical` as the next version of the document; versions are numbered per
-    /// (project, kind, scope) and never reused.
     func publish(
         project: String, kind: DocumentKind, scope: DocumentScope, canonical: String, etag: String, note: String?,
         minAppVersion: AppVersion? = nil, maxAppVersion: AppVersion? = nil, actor: String
@@ -99,8 +141,6 @@ struct ConfigStore: Sendable {
         return version
     }
 
-    /// The newest version for exactly this scope that targets `appVersion`; without an app version,
-    /// the newest version that targets no particular app versions.
     func latest(project: String, kind: DocumentKind, scope: DocumentScope, appVersion: AppVersion? = nil) async throws -> StoredDocument? {
         try await pool.withConnection { connection in
             try connection.query(
@@ -120,7 +160,6 @@ struct ConfigStore: Sendable {
         }
     }
 
-    /// Every version of the document for exactly this scope, newest first.
     func versions(project: String, kind: DocumentKind, scope: DocumentScope) async throws -> [DocumentVersion] {
         try await pool.withConnection { connection in
             try connection.query(
@@ -141,7 +180,6 @@ struct ConfigStore: Sendable {
         }
     }
 
-    /// Version `number` of the document, or nil.
     func version(_ number: Int, project: String, kind: DocumentKind, scope: DocumentScope) async throws -> StoredDocument? {
         try await pool.withConnection { connection in
             try connection.query(
@@ -157,8 +195,6 @@ struct ConfigStore: Sendable {
         }
     }
 
-    /// Publishes version `number` again as the newest version (same body, same ETag); nil when
-    /// there is no such version.
     func rollback(to number: Int, project: String, kind: DocumentKind, scope: DocumentScope, note: String?, actor: String) async throws -> Int? {
         defer { cache.invalidate(project: project, kind: kind.rawValue) }
         return try await pool.transaction { connection in
@@ -186,8 +222,6 @@ struct ConfigStore: Sendable {
 
     // MARK: Encryption keys
 
-    /// Stores a new key pair for `project` under the next pkv (one past every pkv it ever had);
-    /// nil when there is no such project.
     func createKey(project: String, pair: GeneratedKeyPair, sealer: KeySealer, actor: String) async throws -> EncryptionKeyInfo? {
         try await pool.transaction { connection in
             try connection.lockInOrder(["config.encryption_keys/\(project)"])
@@ -228,8 +262,6 @@ struct ConfigStore: Sendable {
         }
     }
 
-    /// Retires key `pkv` of `project`: it is no longer served and no longer decrypts. nil when there
-    /// is no such key, false when it was retired already.
     func retireKey(project: String, pkv: Int, actor: String) async throws -> Bool? {
         try await pool.transaction { connection in
             let rows = try connection.query(
@@ -247,7 +279,6 @@ struct ConfigStore: Sendable {
         }
     }
 
-    /// Turns transport encryption (`gzip=13`) on or off for SDKs; false when there is no such project.
     func setTransportEncryption(project: String, enabled: Bool, actor: String) async throws -> Bool {
         try await pool.transaction { connection in
             let updated =
@@ -261,7 +292,6 @@ struct ConfigStore: Sendable {
         }
     }
 
-    /// The gateway's view of a project's encryption; nil when there is no such project.
     func encryption(project: String) async throws -> ProjectEncryption? {
         try await pool.withConnection { connection in
             guard let flag = try connection.query("SELECT transport_encryption FROM config.projects WHERE name = $1", [project]).rows.first else {
@@ -283,7 +313,6 @@ struct ConfigStore: Sendable {
 
     // MARK: Admin tokens and the audit trail
 
-    /// Stores a new token's digest under `name`; false when the name is taken.
     func createToken(name: String, digestHex: String, actor: String) async throws -> Bool {
         try await pool.transaction { connection in
             let created =
@@ -304,7 +333,6 @@ struct ConfigStore: Sendable {
         }
     }
 
-    /// Revokes the token named `name`; false when there is none.
     func revokeToken(name: String, actor: String) async throws -> Bool {
         try await pool.transaction { connection in
             let revoked = try connection.query("DELETE FROM config.admin_tokens WHERE name = $1", [name]).affectedRows == 1
@@ -313,7 +341,6 @@ struct ConfigStore: Sendable {
         }
     }
 
-    /// The newest `limit` entries of the audit trail, for one project or all.
     func auditTrail(project: String?, limit: Int) async throws -> [AuditRecord] {
         try await pool.withConnection { connection in
             try connection.query(

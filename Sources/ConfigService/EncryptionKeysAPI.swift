@@ -12,7 +12,7 @@ import NIOPosix
 /// EC P-256, each under a new pkv), list (public keys only), retire; transport encryption on or off;
 /// and the internal read the gateway decrypts with (sealed private keys, service token only).
 struct EncryptionKeysAPI: ServiceAPI {
-    let store: ConfigStore
+    let store: any ConfigStore
     let auth: AdminAuth
     let serviceToken: ServiceToken
     /// nil without `ENCRYPTION_MASTER_KEY`: no key can be made then.

@@ -34,7 +34,7 @@ package func buildIdentityApplication(
 
 /// The HTTP face of the identity graph.
 struct IdentityAPI: ServiceAPI {
-    let store: PostgresIdentityStore
+    let store: any IdentityStore
     let serviceToken: ServiceToken
     let maxRequestBytes: Int
 

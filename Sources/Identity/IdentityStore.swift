@@ -3,13 +3,42 @@ import DatongJSON
 import DatongPostgres
 import Foundation
 
+/// Where identity-service keeps the graph: resolving records, the API's changes and reads.
+protocol IdentityStore: Sendable {
+    /// One user per record, in order. Records whose identities the cache knows, all owned by one
+    /// user, need no query; the others are resolved in one transaction.
+    func resolve(_ records: [IdentityRecord], requestID: String) async throws -> [ResolvedUser]
+    /// Links `identities` to one user through the API: like a record carrying them, but a clash of
+    /// login ids is refused (`GraphRefusal`) instead of recorded.
+    func link(project: String, identities: [String: String], cause: Cause) async throws -> ResolvedUser
+    /// Detaches one identity through the API; nil when nobody owns it.
+    func unbind(project: String, identity: IdentityKey, cause: Cause) async throws -> Int64?
+    /// Merges `from` into `into` on an operator's word: allowed even when both have login ids.
+    func merge(project: String, from: Int64, into: Int64, cause: Cause) async throws -> MergeRecord
+    /// Undoes a merge: the identities it moved go back to the user they came from (those the
+    /// survivor still holds), the merged user is live again, and every user that followed it
+    /// follows it again. Refused when the survivor was itself merged since (undo that first).
+    func undo(project: String, mergeID: Int64, cause: Cause) async throws -> MergeRecord
+    func user(project: String, id: Int64) async throws -> UserRecord?
+    func owner(project: String, identity: IdentityKey) async throws -> Int64?
+    /// The merges a user took part in and its history entries, newest first (at most `limit` each);
+    /// nil when there is no such user.
+    func history(project: String, user: Int64, limit: Int) async throws -> UserHistory?
+    func mergeRecord(project: String, id: Int64) async throws -> MergeRecord?
+}
+
+extension IdentityStore {
+    /// A user's history, at most 1000 merges and entries of each.
+    func history(project: String, user: Int64) async throws -> UserHistory? { try await history(project: project, user: user, limit: 1000) }
+}
+
 /// The identity graph in PostgreSQL, with the identities already known answered from `cache`.
 ///
 /// The primary key on (project, key, value) keeps one user per identity; the graph's advisory locks
 /// (see `GraphTransaction`) keep replicas that change overlapping parts of the graph from deciding
 /// on stale owners. Every change that moves or detaches an identity writes it to
 /// `identity.invalidations`, which every replica's `CacheRefresher` reads.
-package struct PostgresIdentityStore: Sendable {
+package struct PostgresIdentityStore: IdentityStore {
     let pool: PostgresPool
     var cache: IdentityCache? = nil
 
@@ -18,8 +47,6 @@ package struct PostgresIdentityStore: Sendable {
         self.cache = cache
     }
 
-    /// One user per record, in order. Records whose identities the cache knows, all owned by one
-    /// user, need no query; the others are resolved in one transaction.
     package func resolve(_ records: [IdentityRecord], requestID: String = "") async throws -> [ResolvedUser] {
         let plans = records.map(IdentityRules.plan(for:))
         var results = [ResolvedUser?](repeating: nil, count: records.count)
@@ -70,8 +97,6 @@ package struct PostgresIdentityStore: Sendable {
         return results.map { $0! }
     }
 
-    /// Links `identities` to one user through the API: like a record carrying them, but a clash of
-    /// login ids is refused (`GraphRefusal`) instead of recorded.
     func link(project: String, identities: [String: String], cause: Cause) async throws -> ResolvedUser {
         var plan = IdentityPlan(identities: [])
         for (key, value) in identities {
@@ -92,7 +117,6 @@ package struct PostgresIdentityStore: Sendable {
         return user
     }
 
-    /// Detaches one identity through the API; nil when nobody owns it.
     func unbind(project: String, identity: IdentityKey, cause: Cause) async throws -> Int64? {
         guard !IdentityRules.notUnbindable.contains(identity.key) else {
             throw GraphRefusal(code: .cannotUnbind, message: "\(identity.key) cannot be unbound")
@@ -111,7 +135,6 @@ package struct PostgresIdentityStore: Sendable {
         return owner
     }
 
-    /// Merges `from` into `into` on an operator's word: allowed even when both have login ids.
     func merge(project: String, from: Int64, into: Int64, cause: Cause) async throws -> MergeRecord {
         guard from != into else { throw GraphRefusal(code: .sameUser, message: "a user cannot be merged into itself") }
         let epoch = cache?.epoch ?? 0
@@ -138,9 +161,6 @@ package struct PostgresIdentityStore: Sendable {
         return record
     }
 
-    /// Undoes a merge: the identities it moved go back to the user they came from (those the
-    /// survivor still holds), the merged user is live again, and every user that followed it
-    /// follows it again. Refused when the survivor was itself merged since (undo that first).
     func undo(project: String, mergeID: Int64, cause: Cause) async throws -> MergeRecord {
         let epoch = cache?.epoch ?? 0
         let (record, invalidated) = try await write { transaction -> (MergeRecord, [ScopedIdentity]) in
@@ -247,9 +267,7 @@ package struct PostgresIdentityStore: Sendable {
         }
     }
 
-    /// The merges a user took part in and its history entries, newest first (at most `limit` each);
-    /// nil when there is no such user.
-    func history(project: String, user: Int64, limit: Int = 1000) async throws -> UserHistory? {
+    func history(project: String, user: Int64, limit: Int) async throws -> UserHistory? {
         try await pool.withConnection { connection in
             guard
                 try connection.query(

@@ -146,14 +146,14 @@ struct ConfigVersionsTests {
         let url = try await TestDatabase.create()
         try await TestDatabase.withPool(url) { pool in
             try await Migrator.migrate(schema: ConfigSchema.name, migrations: ConfigSchema.migrations, pool: pool, logger: TestDatabase.logger)
-            let replicaA = ConfigStore(pool: pool)
-            let replicaB = ConfigStore(pool: pool)
+            let replicaA = PostgresConfigStore(pool: pool)
+            let replicaB = PostgresConfigStore(pool: pool)
             let scope = try DocumentScope(platform: "ios", appID: nil)
-            func publish(_ store: ConfigStore, _ body: String) async throws -> Int {
+            func publish(_ store: PostgresConfigStore, _ body: String) async throws -> Int {
                 try await store.publish(
                     project: "default", kind: .remoteConfig, scope: scope, canonical: body, etag: "\"\(body.count)\"", note: nil, actor: "test")
             }
-            func served(_ store: ConfigStore) async throws -> Int? {
+            func served(_ store: PostgresConfigStore) async throws -> Int? {
                 let document = try await store.cachedLatest(project: "default", kind: .remoteConfig, scope: scope, appVersion: nil)
                 return document?.version
             }

@@ -1,0 +1,104 @@
+import DatongContracts
+import DatongRuntime
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Synchronization
+import Testing
+
+@testable import Collector
+
+/// An `EventStore` in memory: it keeps what it was given and deduplicates by the collector's own
+/// key, so a test sees exactly what the API passed on and can make the store fail.
+final class InMemoryEventStore: EventStore {
+    private let state = Mutex<(batches: [CollectBatch], keys: Set<RecordKey>)>(([], []))
+    /// Thrown by every write while set.
+    let failure = Mutex<(any Error)?>(nil)
+
+    var batches: [CollectBatch] { state.withLock { $0.batches } }
+
+    func write(_ batch: CollectBatch) async throws -> CollectResult {
+        if let error = failure.withLock({ $0 }) { throw error }
+        return state.withLock { state in
+            state.batches.append(batch)
+            var duplicates: [Int] = []
+            for (index, record) in batch.records.enumerated() where !state.keys.insert(RecordKey(of: record)).inserted {
+                duplicates.append(index)
+            }
+            return CollectResult(
+                stored: batch.records.count - duplicates.count, duplicates: duplicates.count, rejected: batch.rejected.count, duplicateIndexes: duplicates)
+        }
+    }
+}
+
+/// The collector's HTTP contract over a store in memory: what reaches the store, what the answer
+/// says, and what a failing store makes of it. (CollectorTests runs the PostgreSQL store itself.)
+@Suite("collector API over an in-memory store")
+struct CollectorAPITests {
+    static let token = "collector-api-test-service-token"
+
+    static func withAPI(_ body: @escaping @Sendable (InMemoryEventStore, any TestClientProtocol) async throws -> Void) async throws {
+        let store = InMemoryEventStore()
+        let router = Router(context: DatongRequestContext.self)
+        router.addMiddleware { ErrorMiddleware() }
+        CollectorAPI(store: store, serviceToken: ServiceToken(Self.token), maxBatchBytes: 64 << 10).register(on: router)
+        try await Application(router: router).test(.router) { client in try await body(store, client) }
+    }
+
+    static func post(_ client: some TestClientProtocol, _ batch: CollectBatch) async throws -> TestResponse {
+        try await client.execute(
+            uri: "/v1/batches", method: .post, headers: [.authorization: "Bearer \(Self.token)"], body: ByteBuffer(bytes: batch.jsonBytes))
+    }
+
+    static func record(_ event: String, time: Int64 = 1_795_273_000_000, project: String = "default") -> CollectRecord {
+        CollectRecord(project: project, type: "track", event: event, time: time, distinctId: "d1", userId: 1, properties: "{}")
+    }
+
+    @Test("a record the collector cannot store goes to the store as rejected, alone, and the answer names it at its position")
+    func unstorableRecordAlone() async throws {
+        try await Self.withAPI { store, client in
+            let batch = CollectBatch(
+                receivedAt: 1_795_273_000_000, records: [Self.record("a"), Self.record("b\u{0}"), Self.record("c"), Self.record("c")])
+            let answer = try await Self.post(client, batch)
+            #expect(answer.status == .ok)
+            let result = try CollectResult(jsonBytes: Array(buffer: answer.body))
+            #expect(result.stored == 2 && result.duplicates == 1 && result.rejected == 1)
+            #expect(result.duplicateIndexes == [3] && result.rejectedIndexes == [1])
+            let written = try #require(store.batches.first)
+            #expect(store.batches.count == 1)
+            #expect(written.records.map(\.event) == ["a", "c", "c"])
+            #expect(written.rejected.count == 1 && written.rejected[0].reason.contains("event contains a NUL"))
+        }
+    }
+
+    @Test("nothing reaches the store without the service token, or from a body that is not a batch")
+    func refusedBeforeTheStore() async throws {
+        try await Self.withAPI { store, client in
+            let batch = CollectBatch(receivedAt: 1_795_273_000_000, records: [Self.record("a")])
+            let anonymous = try await client.execute(uri: "/v1/batches", method: .post, body: ByteBuffer(bytes: batch.jsonBytes))
+            #expect(anonymous.status == .unauthorized)
+            let headers: HTTPFields = [.authorization: "Bearer \(Self.token)"]
+            let garbage = try await client.execute(uri: "/v1/batches", method: .post, headers: headers, body: ByteBuffer(string: #"{"records": 5}"#))
+            #expect(garbage.status == .badRequest)
+            let late = CollectBatch(receivedAt: -1, records: [Self.record("a")])
+            #expect(try await Self.post(client, late).status == .badRequest)
+            #expect(store.batches.isEmpty)
+        }
+    }
+
+    @Test("when the store fails, the batch is not acknowledged: the caller gets the store's refusal and retries")
+    func failingStore() async throws {
+        try await Self.withAPI { store, client in
+            store.failure.withLock { $0 = ServiceError(.serviceUnavailable, .collectorBusy, "too many batches waiting") }
+            let batch = CollectBatch(receivedAt: 1_795_273_000_000, records: [Self.record("a")])
+            let refused = try await Self.post(client, batch)
+            #expect(refused.status == .serviceUnavailable)
+            #expect(String(buffer: refused.body).contains("collector_busy"))
+            store.failure.withLock { $0 = nil }
+            let retried = try CollectResult(jsonBytes: Array(buffer: try await Self.post(client, batch).body))
+            #expect(retried.stored == 1 && retried.duplicates == 0)
+        }
+    }
+}
