@@ -14,15 +14,12 @@ package func buildCollectorApplication(
         pool: database.pool, partitions: partitions, writers: settings.database.poolSize,
         maxRecordsPerTransaction: settings.maxRecordsPerTransaction, maxWaitingRecords: settings.maxWaitingRecords
     )
-    let router = makeServiceRouter(runtime: runtime, readiness: [database.readiness])
-    CollectorAPI(store: store, serviceToken: ServiceToken(settings.server.serviceToken), maxBatchBytes: settings.maxBatchBytes)
-        .register(on: router)
     let maintenance = PartitionMaintenance(partitions: partitions, retentionDays: settings.retentionDays, logger: runtime.logger)
-    var app = makeServiceApplication(
-        name: "collector", router: router, server: settings.server, runtime: runtime, services: [maintenance]
+    return database.application(
+        name: "collector",
+        api: CollectorAPI(store: store, serviceToken: ServiceToken(settings.server.serviceToken), maxBatchBytes: settings.maxBatchBytes),
+        schema: CollectorSchema.name, migrations: CollectorSchema.migrations, server: settings.server, runtime: runtime, services: [maintenance]
     )
-    database.attach(to: &app, schema: CollectorSchema.name, migrations: CollectorSchema.migrations, logger: runtime.logger)
-    return app
 }
 
 /// The collector's HTTP API: `POST /v1/batches` writes a batch and answers after the commit.

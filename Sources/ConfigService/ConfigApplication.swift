@@ -15,16 +15,13 @@ package func buildConfigApplication(
     let database = ServiceDatabase(settings: settings.database, logger: runtime.logger)
     let store = PostgresConfigStore(pool: database.pool)
     let auth = AdminAuth(bootstrapToken: settings.adminToken, pool: database.pool)
-    let router = makeServiceRouter(runtime: runtime, readiness: [database.readiness])
-
-    ConfigAPI(
+    let api = ConfigAPI(
         store: store, auth: auth, serviceToken: ServiceToken(settings.server.serviceToken), sealer: settings.sealer,
         documentLimit: settings.maxDocumentBytes
-    ).register(on: router)
-
-    var app = makeServiceApplication(name: "config-service", router: router, server: settings.server, runtime: runtime)
-    database.attach(to: &app, schema: ConfigSchema.name, migrations: ConfigSchema.migrations, logger: runtime.logger)
-    return app
+    )
+    return database.application(
+        name: "config-service", api: api, schema: ConfigSchema.name, migrations: ConfigSchema.migrations, server: settings.server, runtime: runtime
+    )
 }
 
 /// config-service's HTTP API: projects, versioned documents, admin tokens, the audit trail, and
@@ -83,11 +80,7 @@ struct ConfigAPI: ServiceAPI {
 
         router.put("/v1/projects/:project/:kind") { request, context in
             let actor = try await auth.authorize(request)
-            let project = try projectParameter(context)
-            let kind = try kindParameter(context)
-            let scope = try DocumentScope(
-                platform: request.uri.queryParameters["platform"].map(String.init),
-                appID: request.uri.queryParameters["app_id"].map(String.init))
+            let (project, kind, scope) = try documentAddress(request, context)
             let minimum = try AppVersion.parameter(request.uri.queryParameters["min_app_version"].map(String.init), name: "min_app_version")
             let maximum = try AppVersion.parameter(request.uri.queryParameters["max_app_version"].map(String.init), name: "max_app_version")
             if let minimum, let maximum, maximum.padded.lexicographicallyPrecedes(minimum.padded) {
@@ -126,11 +119,7 @@ struct ConfigAPI: ServiceAPI {
         }
 
         router.get("/v1/projects/:project/:kind") { request, context in
-            let project = try projectParameter(context)
-            let kind = try kindParameter(context)
-            let scope = try DocumentScope(
-                platform: request.uri.queryParameters["platform"].map(String.init),
-                appID: request.uri.queryParameters["app_id"].map(String.init))
+            let (project, kind, scope) = try documentAddress(request, context)
             let appVersion = try AppVersion.parameter(request.uri.queryParameters["app_version"].map(String.init), name: "app_version")
             guard let document = try await store.cachedLatest(project: project, kind: kind, scope: scope, appVersion: appVersion) else {
                 throw noDocument(project, kind)
@@ -271,10 +260,12 @@ private func projectParameter(_ context: DatongRequestContext) throws -> String 
 
 /// The project, kind and scope (`platform`, `app_id`) a document request names.
 private func documentAddress(_ request: Request, _ context: DatongRequestContext) throws -> (String, DocumentKind, DocumentScope) {
+    let project = try projectParameter(context)
+    let kind = try kindParameter(context)
     let scope = try DocumentScope(
         platform: request.uri.queryParameters["platform"].map(String.init),
         appID: request.uri.queryParameters["app_id"].map(String.init))
-    return (try projectParameter(context), try kindParameter(context), scope)
+    return (project, kind, scope)
 }
 
 private func versionNumber(_ raw: String?, name: String) throws -> Int {

@@ -2,6 +2,7 @@ import DatongPostgres
 import DatongRuntime
 import Hummingbird
 import Logging
+import ServiceLifecycle
 
 /// A service's PostgreSQL pool, whose schema is migrated before the server accepts requests.
 package struct ServiceDatabase: Sendable {
@@ -32,6 +33,22 @@ package struct ServiceDatabase: Sendable {
                 schema: schema, migrations: migrations, pool: pool, timeout: timeout, logger: logger
             )
         }
+    }
+}
+
+extension ServiceDatabase {
+    /// The application of a service that keeps its data here: the shared router, ready when the
+    /// database answers, with `api`'s routes; the pool and `services` run beside the server, and
+    /// the schema is migrated before it starts.
+    package func application(
+        name: String, api: some ServiceAPI, schema: String, migrations: [Migration], server: ServerSettings, runtime: ServiceRuntime,
+        services: [any Service] = []
+    ) -> some ApplicationProtocol {
+        let router = makeServiceRouter(runtime: runtime, readiness: [readiness])
+        api.register(on: router)
+        var app = makeServiceApplication(name: name, router: router, server: server, runtime: runtime, services: services)
+        attach(to: &app, schema: schema, migrations: migrations, logger: runtime.logger)
+        return app
     }
 }
 

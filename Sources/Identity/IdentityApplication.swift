@@ -24,12 +24,11 @@ package func buildIdentityApplication(
                 cache: cache, pool: database.pool, interval: .milliseconds(settings.cacheRefreshMilliseconds), logger: runtime.logger
             ))
     }
-    let router = makeServiceRouter(runtime: runtime, readiness: [database.readiness])
-    let api = IdentityAPI(store: store, serviceToken: ServiceToken(settings.server.serviceToken), maxRequestBytes: settings.maxRequestBytes)
-    api.register(on: router)
-    var app = makeServiceApplication(name: "identity-service", router: router, server: settings.server, runtime: runtime, services: services)
-    database.attach(to: &app, schema: IdentitySchema.name, migrations: IdentitySchema.migrations, logger: runtime.logger)
-    return app
+    return database.application(
+        name: "identity-service",
+        api: IdentityAPI(store: store, serviceToken: ServiceToken(settings.server.serviceToken), maxRequestBytes: settings.maxRequestBytes),
+        schema: IdentitySchema.name, migrations: IdentitySchema.migrations, server: settings.server, runtime: runtime, services: services
+    )
 }
 
 /// The HTTP face of the identity graph.
@@ -76,20 +75,12 @@ struct IdentityAPI: ServiceAPI {
             return try jsonResponse(.ok, encoding: UserAnswer(userId: user, created: false))
         }
         projects.get("users/:user") { request, context in
-            let project = try authorize(request, context)
-            let id = try Self.number(context, "user")
-            guard let user = try await store.user(project: project, id: id) else {
-                throw ServiceError(.notFound, .unknownUser, "project \(project) has no user \(id)")
-            }
-            return try jsonResponse(.ok, encoding: user)
+            let (project, id) = (try authorize(request, context), try Self.number(context, "user"))
+            return try Self.found(try await store.user(project: project, id: id), .unknownUser, "project \(project) has no user \(id)")
         }
         projects.get("users/:user/history") { request, context in
-            let project = try authorize(request, context)
-            let id = try Self.number(context, "user")
-            guard let history = try await store.history(project: project, user: id) else {
-                throw ServiceError(.notFound, .unknownUser, "project \(project) has no user \(id)")
-            }
-            return try jsonResponse(.ok, encoding: history)
+            let (project, id) = (try authorize(request, context), try Self.number(context, "user"))
+            return try Self.found(try await store.history(project: project, user: id), .unknownUser, "project \(project) has no user \(id)")
         }
         projects.post("merges") { request, context in
             let project = try authorize(request, context)
@@ -103,12 +94,8 @@ struct IdentityAPI: ServiceAPI {
             return try jsonResponse(.created, encoding: merge)
         }
         projects.get("merges/:merge") { request, context in
-            let project = try authorize(request, context)
-            let id = try Self.number(context, "merge")
-            guard let merge = try await store.mergeRecord(project: project, id: id) else {
-                throw ServiceError(.notFound, .unknownMerge, "project \(project) has no merge \(id)")
-            }
-            return try jsonResponse(.ok, encoding: merge)
+            let (project, id) = (try authorize(request, context), try Self.number(context, "merge"))
+            return try Self.found(try await store.mergeRecord(project: project, id: id), .unknownMerge, "project \(project) has no merge \(id)")
         }
         projects.post("merges/:merge/undo") { request, context in
             let project = try authorize(request, context)
@@ -119,6 +106,12 @@ struct IdentityAPI: ServiceAPI {
             }
             return try jsonResponse(.ok, encoding: merge)
         }
+    }
+
+    /// 200 with what was found, or 404 with `code` and `message`.
+    private static func found(_ value: (some Encodable)?, _ code: ErrorCode, _ message: @autoclosure () -> String) throws -> Response {
+        guard let value else { throw ServiceError(.notFound, code, message()) }
+        return try jsonResponse(.ok, encoding: value)
     }
 
     private func resolve(_ request: Request, context: DatongRequestContext) async throws -> Response {
