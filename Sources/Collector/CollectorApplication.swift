@@ -34,13 +34,7 @@ struct CollectorAPI: ServiceAPI {
 
     func write(_ request: Request, context: DatongRequestContext) async throws -> Response {
         try serviceToken.check(request)
-        let body = try await collectBody(request, limit: maxBatchBytes)
-        let batch: CollectBatch
-        do {
-            batch = try CollectBatch(jsonBytes: Array(body.readableBytesView))
-        } catch {
-            throw ServiceError.badRequest(.invalidBody, "the batch does not match the contract: \(error.message)")
-        }
+        let batch = try await readContractBody(CollectBatch.self, from: request, limit: maxBatchBytes, what: "the batch")
         if let problem = batch.problem {
             throw ServiceError.badRequest(.invalidBatch, problem)
         }

@@ -34,10 +34,6 @@ struct ConfigAPI: ServiceAPI {
     let documentLimit: Int
 
     func register(on router: Router<DatongRequestContext>) {
-        let store = store
-        let auth = auth
-        let serviceToken = serviceToken
-        let documentLimit = documentLimit
         router.get("/v1/projects") { request, _ in
             _ = try await auth.authorize(request)
             return try jsonResponse(.ok, encoding: try await store.listProjects())

@@ -1,3 +1,4 @@
+import DatongContracts
 import Foundation
 import Hummingbird
 import Logging
@@ -84,4 +85,15 @@ package func collectBody(
 package func decodeJSONBody<T: Decodable>(_ type: T.Type, from request: Request, limit: Int) async throws -> T {
     let body = try await collectBody(request, limit: limit)
     return try JSONDecoder().decode(T.self, from: Data(buffer: body))
+}
+
+/// Reads an internal call's body, of at most `limit` bytes, as the contract type `T`; a body that
+/// does not match is a 400 `invalid_body` naming `what` and the field at fault.
+package func readContractBody<T: WireCodable>(_ type: T.Type, from request: Request, limit: Int, what: String) async throws -> T {
+    let body = try await collectBody(request, limit: limit)
+    do {
+        return try T(jsonBytes: Array(body.readableBytesView))
+    } catch {
+        throw ServiceError.badRequest(.invalidBody, "\(what) does not match the contract: \(error.message)")
+    }
 }

@@ -63,10 +63,6 @@ struct GatewayAPI: ServiceAPI {
     let downloads: AppDownloadsHandler
 
     func register(on router: Router<DatongRequestContext>) {
-        let uploads = uploads
-        let bridge = bridge
-        let sdkConfig = sdkConfig
-        let downloads = downloads
         router.post("/sa") { request, context in try await uploads.handle(request, context: context, mode: .upload) }
         // Pages whose POST bodies are lost (seed 001/004) fall back to GET with the payload in the query.
         router.get("/sa") { request, context in try await uploads.handle(request, context: context, mode: .beacon) }

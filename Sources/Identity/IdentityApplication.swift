@@ -116,13 +116,7 @@ struct IdentityAPI: ServiceAPI {
 
     private func resolve(_ request: Request, context: DatongRequestContext) async throws -> Response {
         try serviceToken.check(request)
-        let body = try await collectBody(request, limit: maxRequestBytes)
-        let resolve: ResolveRequest
-        do {
-            resolve = try ResolveRequest(jsonBytes: Array(body.readableBytesView))
-        } catch {
-            throw ServiceError.badRequest(.invalidBody, "the resolve request does not match the contract: \(error.message)")
-        }
+        let resolve = try await readContractBody(ResolveRequest.self, from: request, limit: maxRequestBytes, what: "the resolve request")
         for record in resolve.records where !ProjectName.isValid(record.project) { throw ServiceError.invalidProject }
         let users = try await store.resolve(resolve.records, requestID: context.requestID)
         return Response(
