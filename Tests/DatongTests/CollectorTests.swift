@@ -25,6 +25,11 @@ struct CollectorTests {
         }
     }
 
+    /// A `track` event of one device and user.
+    static func event(_ name: String = "E", time: Int64 = base) -> CollectRecord {
+        CollectRecord(project: "default", type: "track", event: name, time: time, distinctId: "d", userId: 1, properties: "{}")
+    }
+
     private func profile(_ type: String, user: Int64 = 7, at offset: Int64, _ properties: String) -> CollectRecord {
         CollectRecord(project: "default", type: type, event: nil, time: Self.base + offset, distinctId: "u\(user)", userId: user, properties: properties)
     }
@@ -213,7 +218,7 @@ struct CollectorTests {
     @Test("ingest counts add up: received = stored + duplicates + rejected, per project and minute")
     func counts() async throws {
         try await withStore { store, url in
-            let event = CollectRecord(project: "default", type: "track", event: "E", time: Self.base, distinctId: "d", userId: 1, properties: "{}")
+            let event = Self.event()
             var other = event
             other.project = "shop"
             let bad = RejectedRecord(project: "shop", reason: "test", raw: "{}")
@@ -234,9 +239,7 @@ struct CollectorTests {
     @Test("the same batch from concurrent writers is stored once; the others count as duplicates")
     func concurrentRetries() async throws {
         try await withStore { store, url in
-            let events = (0..<10).map {
-                CollectRecord(project: "default", type: "track", event: "E", time: Self.base + Int64($0), distinctId: "d", userId: 1, properties: "{}")
-            }
+            let events = (0..<10).map { Self.event(time: Self.base + Int64($0)) }
             let results = try await withThrowingTaskGroup(of: CollectResult.self) { group in
                 for _ in 0..<8 { group.addTask { try await write(store, events) } }
                 return try await group.reduce(into: [CollectResult]()) { $0.append($1) }
@@ -260,9 +263,7 @@ struct CollectorTests {
             let partitions = EventPartitions(pool: pool)
             let store = PostgresEventStore(pool: pool, partitions: partitions)
             let replica = PostgresEventStore(pool: pool)
-            func event(_ time: Int64) -> CollectRecord {
-                CollectRecord(project: "default", type: "track", event: "E", time: time, distinctId: "d", userId: 1, properties: "{}")
-            }
+            func event(_ time: Int64) -> CollectRecord { Self.event(time: time) }
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             let farPast: Int64 = 978_307_200_000  // 2001-01-01
             let future = now + 40 * 86_400_000
@@ -291,9 +292,7 @@ struct CollectorTests {
         try await TestDatabase.withPool(url) { pool in
             try await Migrator.migrate(schema: CollectorSchema.name, migrations: CollectorSchema.migrations, pool: pool, logger: TestDatabase.logger)
             let partitions = EventPartitions(pool: pool)
-            func event(_ name: String) -> CollectRecord {
-                CollectRecord(project: "default", type: "track", event: name, time: Self.base, distinctId: "d", userId: 1, properties: "{}")
-            }
+            func event(_ name: String) -> CollectRecord { Self.event(name) }
             let stored = event("Stored")
             _ = try await PostgresEventStore.commit([CollectBatch(receivedAt: Self.base, records: [stored])], pool: pool, partitions: partitions)
             // Optimistic: an event stored earlier fails the COPY, and the whole transaction with it.
@@ -326,7 +325,7 @@ struct CollectorTests {
     @Test("an event another transaction is storing when the collector writes the same event is counted as a duplicate")
     func raceWithAnotherWriter() async throws {
         try await withStore { store, url in
-            let event = CollectRecord(project: "default", type: "track", event: "E", time: Self.base, distinctId: "d", userId: 1, properties: "{}")
+            let event = Self.event()
             var sameMonth = event
             sameMonth.time += 1
             _ = try await write(store, [sameMonth])

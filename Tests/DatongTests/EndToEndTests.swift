@@ -201,10 +201,10 @@ struct EndToEndTests {
             #expect(read.headers[HTTPField.Name("X-Datong-Version")!] == "1")
             #expect(try read.json()["configs"] as? [String: Any] != nil)
 
-            let revalidated = try await services.config.execute(
-                uri: "/v1/projects/default/remote-config?platform=ios", method: .get,
-                headers: [.ifNoneMatch: result.etag])
-            #expect(revalidated.status == .notModified)
+            func revalidate(_ etag: String) async throws -> TestResponse {
+                try await services.config.execute(uri: "/v1/projects/default/remote-config?platform=ios", method: .get, headers: [.ifNoneMatch: etag])
+            }
+            #expect(try await revalidate(result.etag).status == .notModified)
 
             let changed = try await services.config.execute(
                 uri: "/v1/projects/default/remote-config?platform=ios", method: .put, headers: admin,
@@ -212,10 +212,7 @@ struct EndToEndTests {
             let second = try JSONDecoder().decode(PublishResult.self, from: Data(buffer: changed.body))
             #expect(second.version == 2)
             #expect(second.etag != result.etag)
-            let stale = try await services.config.execute(
-                uri: "/v1/projects/default/remote-config?platform=ios", method: .get,
-                headers: [.ifNoneMatch: result.etag])
-            #expect(stale.status == .ok)
+            #expect(try await revalidate(result.etag).status == .ok)
 
             let invalid = try await services.config.execute(
                 uri: "/v1/projects/default/h5-domain-whitelist", method: .put, headers: admin,

@@ -120,37 +120,27 @@ struct RecordNormalizerTests {
         #expect(reason.contains(expected), "\(reason)")
     }
 
-    @Test("records older than the time window are refused")
-    func pastWindow() throws {
-        let strict = RecordNormalizer(limits: UploadLimits(timeWindowPastDays: 1))
-        let old = try record(#"{"type":"track","event":"E","time":\#(now - 2 * 86_400_000),"distinct_id":"d"}"#)
-        guard case .failure(let rejection) = strict.normalize(old, defaultProject: "default", now: now) else {
-            Issue.record("an old record was accepted")
+    @Test(
+        "records over a limit are refused with the limit named: too old, a string too long, too many properties",
+        arguments: [
+            (UploadLimits(timeWindowPastDays: 1), #"{"type":"track","event":"E","time":1795100400000,"distinct_id":"d"}"#, "days in the past"),
+            (
+                UploadLimits(maxStringLength: 16, timeWindowPastDays: 36_500),
+                #"{"type":"track","event":"E","time":1795273200000,"distinct_id":"d","properties":{"s":"xxxxxxxxxxxxxxxxx"}}"#,
+                "17 bytes long; the limit is 16"
+            ),
+            (
+                UploadLimits(maxPropertiesPerRecord: 2, timeWindowPastDays: 36_500),
+                #"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"a":1,"b":2,"c":3}}"#,
+                "3 properties; the limit is 2"
+            ),
+        ])
+    func overLimits(limits: UploadLimits, json: String, reason: String) throws {
+        guard case .failure(let rejection) = RecordNormalizer(limits: limits).normalize(try record(json), defaultProject: "default", now: now) else {
+            Issue.record("a record over a limit was accepted")
             return
         }
-        #expect(rejection.reason.contains("days in the past"))
-    }
-
-    @Test("strings longer than the limit are refused")
-    func longStrings() throws {
-        let small = RecordNormalizer(limits: UploadLimits(maxStringLength: 16, timeWindowPastDays: 36_500))
-        let record = try record(#"{"type":"track","event":"E","time":\#(now),"distinct_id":"d","properties":{"s":"\#(String(repeating: "x", count: 17))"}}"#)
-        guard case .failure(let rejection) = small.normalize(record, defaultProject: "default", now: now) else {
-            Issue.record("a long string was accepted")
-            return
-        }
-        #expect(rejection.reason.contains("17 bytes long; the limit is 16"))
-    }
-
-    @Test("more properties than the limit are refused")
-    func tooManyProperties() throws {
-        let small = RecordNormalizer(limits: UploadLimits(maxPropertiesPerRecord: 2, timeWindowPastDays: 36_500))
-        let record = try record(#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"a":1,"b":2,"c":3}}"#)
-        guard case .failure(let rejection) = small.normalize(record, defaultProject: "default", now: now) else {
-            Issue.record("a record over the property limit was accepted")
-            return
-        }
-        #expect(rejection.reason == "3 properties; the limit is 2")
+        #expect(rejection.reason.contains(reason), "\(rejection.reason)")
     }
 
     @Test("stored properties are the ones sent: escapes resolved, a repeated key's last value, numbers as written")
