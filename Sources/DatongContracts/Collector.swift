@@ -103,8 +103,34 @@ extension CollectRecord {
         /// The column: the name in snake_case (`distinctId` → `distinct_id`, `hybridH5` → `hybrid_h5`).
         package var column: String { Self.columns[rawValue] }
 
-        /// The name's UTF-8 bytes, to write and to match without making a string.
+        /// The name's UTF-8 bytes, to match without making a string.
         package var nameBytes: [UInt8] { Self.nameBytes[rawValue] }
+
+        /// The name as a static string, to write without touching a heap object (a test holds it
+        /// to the case's name).
+        package var staticName: StaticString {
+            switch self {
+            case .project: "project"
+            case .type: "type"
+            case .event: "event"
+            case .time: "time"
+            case .distinctId: "distinctId"
+            case .userId: "userId"
+            case .anonymousId: "anonymousId"
+            case .loginId: "loginId"
+            case .lib: "lib"
+            case .libVersion: "libVersion"
+            case .appVersion: "appVersion"
+            case .hybridH5: "hybridH5"
+            case .properties: "properties"
+            case .itemType: "itemType"
+            case .itemId: "itemId"
+            case .libMethod: "libMethod"
+            case .libDetail: "libDetail"
+            case .originalId: "originalId"
+            case .identities: "identities"
+            }
+        }
 
         private static let names = allCases.map { String(describing: $0) }
         private static let nameBytes = names.map { Array($0.utf8) }
@@ -120,9 +146,20 @@ extension CollectRecord {
             return column
         }
 
-        /// The field named `bytes` in a batch, or nil.
-        package static func named(_ bytes: ArraySlice<UInt8>) -> Field? {
-            allCases.first { $0.nameBytes.elementsEqual(bytes) }
+        /// Every case, made once: the synthesized `allCases` builds a new array on each call, and
+        /// the codec walks the list for every record.
+        package static let all = allCases
+
+        /// The field named `bytes` in a batch, or nil. `expected` is tried first: the batch writer
+        /// writes the fields in order, so a reader that passes the one after the last it found
+        /// matches most names at the first try.
+        package static func named(_ bytes: ArraySlice<UInt8>, expected: Int = 0) -> Field? {
+            if expected < all.count, nameBytes[expected].elementsEqual(bytes) { return all[expected] }
+            for field in all {
+                let name = nameBytes[field.rawValue]
+                if name.count == bytes.count, name.elementsEqual(bytes) { return field }
+            }
+            return nil
         }
     }
 }

@@ -12,8 +12,8 @@ extension CollectBatch: WireCodable {
         out.reserveCapacity(64 + records.reduce(0) { $0 + $1.properties.utf8.count + 400 })
         var batch = JSONObjectWriter(&out)
         batch.int("receivedAt", receivedAt, &out)
-        batch.array("records", records, &out) { $0.write(to: &$1) }
-        batch.array("rejected", rejected, &out) { $0.write(to: &$1) }
+        batch.array("records", count: records.count, &out) { records[$0].write(to: &$1) }
+        batch.array("rejected", count: rejected.count, &out) { rejected[$0].write(to: &$1) }
         batch.finish(&out)
         return out
     }
@@ -53,10 +53,10 @@ extension CollectRecord {
     /// Every `Field` in order; `properties` is JSON object text and goes as it is.
     fileprivate func write(to out: inout [UInt8]) {
         var object = JSONObjectWriter(&out)
-        for field in Field.allCases {
+        for field in Field.all {
             func string(_ value: String?) {
                 guard let value else { return }
-                object.key(field.nameBytes, &out)
+                object.key(field.staticName, &out)
                 JSONValue.writeString(utf8: value.utf8, to: &out)
             }
             switch field {
@@ -64,12 +64,12 @@ extension CollectRecord {
             case .type: string(type)
             case .event: string(event)
             case .time:
-                object.key(field.nameBytes, &out)
+                object.key(field.staticName, &out)
                 out.append(contentsOf: String(time).utf8)
             case .distinctId: string(distinctId)
             case .userId:
                 guard let userId else { continue }
-                object.key(field.nameBytes, &out)
+                object.key(field.staticName, &out)
                 out.append(contentsOf: String(userId).utf8)
             case .anonymousId: string(anonymousId)
             case .loginId: string(loginId)
@@ -77,10 +77,10 @@ extension CollectRecord {
             case .libVersion: string(libVersion)
             case .appVersion: string(appVersion)
             case .hybridH5:
-                object.key(field.nameBytes, &out)
+                object.key(field.staticName, &out)
                 out.append(contentsOf: (hybridH5 ? "true" : "false").utf8)
             case .properties:
-                object.key(field.nameBytes, &out)
+                object.key(field.staticName, &out)
                 out.append(contentsOf: properties.utf8)
             case .itemType: string(itemType)
             case .itemId: string(itemId)
@@ -89,7 +89,7 @@ extension CollectRecord {
             case .originalId: string(originalId)
             case .identities:
                 guard let identities else { continue }
-                object.key(field.nameBytes, &out)
+                object.key(field.staticName, &out)
                 JSONObjectWriter.sortedStrings(identities, to: &out)
             }
         }
@@ -97,41 +97,43 @@ extension CollectRecord {
     }
 
     /// Reads a record of a batch: unknown members are ignored, a required `Field` must be there.
-    fileprivate init(_ value: JSONRef, path: String) throws(ContractDecodingError) {
-        guard value.isObject else { throw ContractDecodingError("\(path) is not an object") }
+    fileprivate init(_ value: JSONRef, path: @autoclosure () -> String) throws(ContractDecodingError) {
+        guard value.isObject else { throw ContractDecodingError("\(path()) is not an object") }
         self.init(project: "", type: "", event: nil, time: 0, distinctId: nil, userId: nil, properties: "")
         var seen = 0
+        var next = 0
         for (key, member) in value.members {
-            guard let field = Field.named(key.textBytes) else { continue }
+            guard let field = Field.named(key.textBytes, expected: next) else { continue }
+            next = field.rawValue + 1
             seen |= 1 << field.rawValue
-            let at = "\(path).\(field.name)"
+            func at() -> String { "\(path()).\(field.name)" }
             switch field {
-            case .project: project = try WireField.requiredString(member, at)
-            case .type: type = try WireField.requiredString(member, at)
-            case .event: event = try WireField.string(member, at)
-            case .time: time = try WireField.int(member, at)
-            case .distinctId: distinctId = try WireField.string(member, at)
-            case .userId: userId = try WireField.optionalInt(member, at)
-            case .anonymousId: anonymousId = try WireField.string(member, at)
-            case .loginId: loginId = try WireField.string(member, at)
-            case .lib: lib = try WireField.string(member, at)
-            case .libVersion: libVersion = try WireField.string(member, at)
-            case .appVersion: appVersion = try WireField.string(member, at)
-            case .hybridH5: hybridH5 = try WireField.bool(member, at)
+            case .project: project = try WireField.requiredString(member, at())
+            case .type: type = try WireField.requiredString(member, at())
+            case .event: event = try WireField.string(member, at())
+            case .time: time = try WireField.int(member, at())
+            case .distinctId: distinctId = try WireField.string(member, at())
+            case .userId: userId = try WireField.optionalInt(member, at())
+            case .anonymousId: anonymousId = try WireField.string(member, at())
+            case .loginId: loginId = try WireField.string(member, at())
+            case .lib: lib = try WireField.string(member, at())
+            case .libVersion: libVersion = try WireField.string(member, at())
+            case .appVersion: appVersion = try WireField.string(member, at())
+            case .hybridH5: hybridH5 = try WireField.bool(member, at())
             case .properties:
                 // Taken as sent: the parser checked it, and it is stored as it is (jsonb).
-                guard member.isObject else { throw ContractDecodingError("\(at) is not an object") }
+                guard member.isObject else { throw ContractDecodingError("\(at()) is not an object") }
                 properties = member.rawText
-            case .itemType: itemType = try WireField.string(member, at)
-            case .itemId: itemId = try WireField.string(member, at)
-            case .libMethod: libMethod = try WireField.string(member, at)
-            case .libDetail: libDetail = try WireField.string(member, at)
-            case .originalId: originalId = try WireField.string(member, at)
-            case .identities: identities = try WireField.identities(member, at)
+            case .itemType: itemType = try WireField.string(member, at())
+            case .itemId: itemId = try WireField.string(member, at())
+            case .libMethod: libMethod = try WireField.string(member, at())
+            case .libDetail: libDetail = try WireField.string(member, at())
+            case .originalId: originalId = try WireField.string(member, at())
+            case .identities: identities = try WireField.identities(member, at())
             }
         }
-        for field in Field.allCases where field.isRequired && seen & (1 << field.rawValue) == 0 {
-            throw ContractDecodingError("\(path).\(field.name) is missing")
+        for field in Field.all where field.isRequired && seen & (1 << field.rawValue) == 0 {
+            throw ContractDecodingError("\(path()).\(field.name) is missing")
         }
     }
 }
@@ -172,8 +174,8 @@ extension CollectResult: WireCodable {
         result.int("stored", Int64(stored), &out)
         result.int("duplicates", Int64(duplicates), &out)
         result.int("rejected", Int64(rejected), &out)
-        result.array("duplicateIndexes", duplicateIndexes, &out) { $1.append(contentsOf: String($0).utf8) }
-        result.array("rejectedIndexes", rejectedIndexes, &out) { $1.append(contentsOf: String($0).utf8) }
+        result.array("duplicateIndexes", count: duplicateIndexes.count, &out) { $1.append(contentsOf: String(duplicateIndexes[$0]).utf8) }
+        result.array("rejectedIndexes", count: rejectedIndexes.count, &out) { $1.append(contentsOf: String(rejectedIndexes[$0]).utf8) }
         result.finish(&out)
         return out
     }

@@ -8,7 +8,7 @@ extension ResolveRequest: WireCodable {
         var out: [UInt8] = []
         out.reserveCapacity(16 + records.count * 256)
         var request = JSONObjectWriter(&out)
-        request.array("records", records, &out) { $0.write(to: &$1) }
+        request.array("records", count: records.count, &out) { records[$0].write(to: &$1) }
         request.finish(&out)
         return out
     }
@@ -86,7 +86,8 @@ extension ResolveResponse: WireCodable {
         var out: [UInt8] = []
         out.reserveCapacity(16 + users.count * 40)
         var response = JSONObjectWriter(&out)
-        response.array("users", users, &out) { user, out in
+        response.array("users", count: users.count, &out) { position, out in
+            let user = users[position]
             var object = JSONObjectWriter(&out)
             object.int("userId", user.userId, &out)
             object.bool("created", user.created, &out)

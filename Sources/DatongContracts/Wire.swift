@@ -17,7 +17,8 @@ package struct ContractDecodingError: Error, Sendable, Equatable {
     package init(_ message: String) { self.message = message }
 }
 
-/// Reading one field; `null` is an absent optional.
+/// Reading one field; `null` is an absent optional. The path that names the field in a problem
+/// is only built when there is one: records are read by the thousand.
 enum WireField {
     /// The document's root, which must be an object; `what` names the document in problems.
     static func object(_ bytes: [UInt8], maxDepth: Int, _ what: String) throws(ContractDecodingError) -> JSONRef {
@@ -31,44 +32,44 @@ enum WireField {
         return root
     }
 
-    static func array(_ value: JSONRef, _ path: String) throws(ContractDecodingError) -> JSONRef.Elements {
-        guard value.kind == .array else { throw ContractDecodingError("\(path) is not an array") }
+    static func array(_ value: JSONRef, _ path: @autoclosure () -> String) throws(ContractDecodingError) -> JSONRef.Elements {
+        guard value.kind == .array else { throw ContractDecodingError("\(path()) is not an array") }
         return value.elements
     }
 
-    static func string(_ value: JSONRef, _ path: String) throws(ContractDecodingError) -> String? {
+    static func string(_ value: JSONRef, _ path: @autoclosure () -> String) throws(ContractDecodingError) -> String? {
         switch value.kind {
         case .null: return nil
         case .string: return value.stringValue
-        default: throw ContractDecodingError("\(path) is not a string")
+        default: throw ContractDecodingError("\(path()) is not a string")
         }
     }
 
-    static func requiredString(_ value: JSONRef, _ path: String) throws(ContractDecodingError) -> String {
-        guard let text = try string(value, path) else { throw ContractDecodingError("\(path) is null") }
+    static func requiredString(_ value: JSONRef, _ path: @autoclosure () -> String) throws(ContractDecodingError) -> String {
+        guard let text = try string(value, path()) else { throw ContractDecodingError("\(path()) is null") }
         return text
     }
 
-    static func bool(_ value: JSONRef, _ path: String) throws(ContractDecodingError) -> Bool {
-        guard value.kind == .bool else { throw ContractDecodingError("\(path) is not a boolean") }
+    static func bool(_ value: JSONRef, _ path: @autoclosure () -> String) throws(ContractDecodingError) -> Bool {
+        guard value.kind == .bool else { throw ContractDecodingError("\(path()) is not a boolean") }
         return value.isTrue
     }
 
-    static func int(_ value: JSONRef, _ path: String) throws(ContractDecodingError) -> Int64 {
-        guard let int = value.int64Value else { throw ContractDecodingError("\(path) is not an integer") }
+    static func int(_ value: JSONRef, _ path: @autoclosure () -> String) throws(ContractDecodingError) -> Int64 {
+        guard let int = value.int64Value else { throw ContractDecodingError("\(path()) is not an integer") }
         return int
     }
 
-    static func optionalInt(_ value: JSONRef, _ path: String) throws(ContractDecodingError) -> Int64? {
-        value.kind == .null ? nil : try int(value, path)
+    static func optionalInt(_ value: JSONRef, _ path: @autoclosure () -> String) throws(ContractDecodingError) -> Int64? {
+        value.kind == .null ? nil : try int(value, path())
     }
 
     /// A list of non-negative positions (`CollectResult`'s indexes).
-    static func positions(_ value: JSONRef, _ path: String) throws(ContractDecodingError) -> [Int] {
+    static func positions(_ value: JSONRef, _ path: @autoclosure () -> String) throws(ContractDecodingError) -> [Int] {
         var list: [Int] = []
-        for (index, element) in try array(value, path).enumerated() {
+        for (index, element) in try array(value, path()).enumerated() {
             guard let position = element.int64Value, position >= 0, position <= Int64(Int32.max) else {
-                throw ContractDecodingError("\(path)[\(index)] is not a position")
+                throw ContractDecodingError("\(path())[\(index)] is not a position")
             }
             list.append(Int(position))
         }
@@ -76,13 +77,13 @@ enum WireField {
     }
 
     /// An `identities` object of string values; nil for null.
-    static func identities(_ value: JSONRef, _ path: String) throws(ContractDecodingError) -> [String: String]? {
+    static func identities(_ value: JSONRef, _ path: @autoclosure () -> String) throws(ContractDecodingError) -> [String: String]? {
         if value.kind == .null { return nil }
-        guard value.isObject else { throw ContractDecodingError("\(path) is not an object") }
+        guard value.isObject else { throw ContractDecodingError("\(path()) is not an object") }
         var found: [String: String] = [:]
         for (name, text) in value.members {
-            guard let name = name.stringValue, let text = try string(text, path) else {
-                throw ContractDecodingError("\(path) holds a value that is not a string")
+            guard let name = name.stringValue, let text = try string(text, path()) else {
+                throw ContractDecodingError("\(path()) holds a value that is not a string")
             }
             found[name] = text
         }

@@ -8,8 +8,14 @@ package struct JSONObjectWriter {
         out.append(UInt8(ascii: "{"))
     }
 
-    /// A member's name, given as its UTF-8 bytes (already valid JSON string content).
-    package mutating func key(_ name: some Collection<UInt8>, _ out: inout [UInt8]) {
+    /// A member's name, given as its UTF-8 bytes (already valid JSON string content). The concrete
+    /// forms are compiled here: from another module an unspecialized generic call costs metadata
+    /// lookups and casts on every field (the collector wire codec ran at half speed so).
+    package mutating func key(_ name: [UInt8], _ out: inout [UInt8]) { appendKey(name, &out) }
+    package mutating func key(_ name: ArraySlice<UInt8>, _ out: inout [UInt8]) { appendKey(name, &out) }
+    package mutating func key(_ name: UnsafeBufferPointer<UInt8>, _ out: inout [UInt8]) { appendKey(name, &out) }
+
+    private mutating func appendKey(_ name: some Collection<UInt8>, _ out: inout [UInt8]) {
         if !empty { out.append(UInt8(ascii: ",")) }
         empty = false
         out.append(UInt8(ascii: "\""))
@@ -47,14 +53,14 @@ package struct JSONObjectWriter {
         out.append(contentsOf: (value ? "true" : "false").utf8)
     }
 
-    package mutating func array<Element>(
-        _ name: StaticString, _ values: [Element], _ out: inout [UInt8], _ write: (Element, inout [UInt8]) -> Void
-    ) {
+    /// An array member of `count` elements, each written by `write(position, &out)`. Not generic
+    /// over the element, for the reason `key` is not.
+    package mutating func array(_ name: StaticString, count: Int, _ out: inout [UInt8], _ write: (Int, inout [UInt8]) -> Void) {
         key(name, &out)
         out.append(UInt8(ascii: "["))
-        for (index, value) in values.enumerated() {
+        for index in 0..<count {
             if index > 0 { out.append(UInt8(ascii: ",")) }
-            write(value, &out)
+            write(index, &out)
         }
         out.append(UInt8(ascii: "]"))
     }

@@ -44,8 +44,16 @@ package enum JSONValue: Sendable, Equatable {
 
     private static let hexDigits = Array("0123456789abcdef".utf8)
 
+    /// `writeString` for the kinds of text callers have, compiled here so that a caller in another
+    /// module does not run the unspecialized generic (metadata lookups and casts per string).
+    package static func writeString(utf8: String.UTF8View, to out: inout [UInt8]) { writeString(generic: utf8, to: &out) }
+    package static func writeString(utf8: Substring.UTF8View, to out: inout [UInt8]) { writeString(generic: utf8, to: &out) }
+    package static func writeString(utf8: ArraySlice<UInt8>, to out: inout [UInt8]) { writeString(generic: utf8, to: &out) }
+    package static func writeString(utf8: [UInt8], to out: inout [UInt8]) { writeString(generic: utf8, to: &out) }
+    package static func writeString(utf8: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) { writeString(generic: utf8, to: &out) }
+
     /// A JSON string: UTF-8 copied as it is, only quotes, backslashes and control characters escaped.
-    package static func writeString(utf8: some Collection<UInt8>, to out: inout [UInt8]) {
+    private static func writeString(generic utf8: some Collection<UInt8>, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         // Most strings need no escape: copy them whole.
         if !utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {

@@ -5,6 +5,7 @@
 //
 // `--only TEXT` runs the baseline and the paths whose name contains TEXT (for profiling one path).
 import BenchSupport
+import DatongContracts
 import DatongCrypto
 import Foundation
 import Gateway
@@ -97,6 +98,12 @@ enum FoundationJSON: Decodable {
 
 // MARK: Measurement
 
+let collectorBatches = try uploads.map { upload in
+    CollectBatch(
+        receivedAt: now,
+        records: try GatewayHarness.prepareUpload(query: "project=production", body: upload.body, limits: limits, now: now).accepted)
+}
+
 struct Path {
     let name: String
     let run: () throws -> Int
@@ -151,6 +158,13 @@ let allPaths: [Path] = [
         for relay in relays {
             count += try GatewayHarness.relay(body: relay, project: "production", limits: limits, now: now)
         }
+        return count
+    },
+    // What the gateway sends the collector for these uploads, written and read back as the
+    // collector reads it: the internal hop's own JSON cost.
+    Path(name: "Collector wire: encode + decode the gateway's batches") {
+        var count = 0
+        for batch in collectorBatches { count += try CollectBatch(jsonBytes: batch.jsonBytes).records.count }
         return count
     },
 ]

@@ -46,6 +46,13 @@ struct ContractJSONTests {
         #expect(CollectRecord.Field.allCases.filter { !$0.isEventColumn } == [.itemType, .itemId])
         #expect(CollectRecord.Field.named(ArraySlice("originalId".utf8)) == .originalId)
         #expect(CollectRecord.Field.named(ArraySlice("original_id".utf8)) == nil)
+        // The name a field is written under is the one it is read by: the case's name.
+        for field in CollectRecord.Field.allCases {
+            #expect(field.staticName.description == String(describing: field))
+            #expect(
+                CollectRecord.Field.named(ArraySlice(field.staticName.description.utf8), expected: (field.rawValue + 3) % CollectRecord.Field.all.count)
+                    == field)
+        }
     }
 
     @Test("the collector keeps a record's properties text exactly as sent")
