@@ -17,19 +17,86 @@ package func buildCollectorApplication(
     let maintenance = PartitionMaintenance(partitions: partitions, retentionDays: settings.retentionDays, logger: runtime.logger)
     return database.application(
         name: "collector",
-        api: CollectorAPI(store: store, serviceToken: ServiceToken(settings.server.serviceToken), maxBatchBytes: settings.maxBatchBytes),
+        api: CollectorAPI(
+            store: store, reads: PostgresStoredDataReads(pool: database.pool), serviceToken: ServiceToken(settings.server.serviceToken),
+            maxBatchBytes: settings.maxBatchBytes
+        ),
         schema: CollectorSchema.name, migrations: CollectorSchema.migrations, server: settings.server, runtime: runtime, services: [maintenance]
     )
 }
 
-/// The collector's HTTP API: `POST /v1/batches` writes a batch and answers after the commit.
+/// The collector's HTTP API: `POST /v1/batches` writes a batch and answers after the commit; the
+/// reads behind the console's live view (newest events, rejected records, per-minute counts), which
+/// config-service's admin API passes on. Every route takes the service token.
 struct CollectorAPI: ServiceAPI {
     let store: any EventStore
+    let reads: any StoredDataReads
     let serviceToken: ServiceToken
     let maxBatchBytes: Int
 
     func register(on router: Router<DatongRequestContext>) {
         router.post("/v1/batches") { request, context in try await write(request, context: context) }
+        let projects = router.group("/v1/projects/:project")
+        projects.get("events") { request, context in
+            let project = try authorize(request, context)
+            let query = request.uri.queryParameters
+            var events = EventQuery(
+                project: project, event: try Self.text(query["event"], name: "event"),
+                distinctID: try Self.text(query["distinct_id"], name: "distinct_id"),
+                limit: try Self.number(query["limit"], name: "limit", in: EventQuery.limits, default: EventQuery.defaultLimit)
+            )
+            if let user = query["user_id"], !user.isEmpty {
+                guard let id = Int64(user), id > 0 else { throw ServiceError.badRequest(.invalidValue, "user_id must be a user number (1, 2, …)") }
+                events.userID = id
+            }
+            if let before = query["before"], !before.isEmpty {
+                guard let cursor = EventCursor(String(before)) else {
+                    throw ServiceError.badRequest(.invalidCursor, "before must be the 'next' of an earlier page")
+                }
+                events.before = cursor
+            }
+            return jsonResponse(.ok, try await reads.events(events))
+        }
+        projects.get("rejected") { request, context in
+            let project = try authorize(request, context)
+            let query = request.uri.queryParameters
+            var before: Int64?
+            if let text = query["before"], !text.isEmpty {
+                guard let id = Int64(text), id > 0 else { throw ServiceError.badRequest(.invalidCursor, "before must be the 'next' of an earlier page") }
+                before = id
+            }
+            let limit = try Self.number(query["limit"], name: "limit", in: EventQuery.limits, default: EventQuery.defaultLimit)
+            return jsonResponse(.ok, try await reads.rejected(project: project, before: before, limit: limit))
+        }
+        projects.get("ingest-counts") { request, context in
+            let project = try authorize(request, context)
+            let hours = try Self.number(request.uri.queryParameters["hours"], name: "hours", in: EventQuery.hours, default: EventQuery.defaultHours)
+            return jsonResponse(.ok, try await reads.ingestCounts(project: project, hours: hours))
+        }
+    }
+
+    /// Checks the service token and the project name; returns the project.
+    private func authorize(_ request: Request, _ context: DatongRequestContext) throws -> String {
+        try serviceToken.check(request)
+        guard let project = context.parameters.get("project"), ProjectName.isValid(project) else { throw ServiceError.invalidProject }
+        return project
+    }
+
+    /// An optional filter: absent or empty is no filter; at most 1024 bytes, no NUL.
+    private static func text(_ raw: Substring?, name: String) throws -> String? {
+        guard let raw, !raw.isEmpty else { return nil }
+        guard raw.utf8.count <= 1024, !raw.utf8.contains(0) else {
+            throw ServiceError.badRequest(.invalidValue, "\(name) must be 1 to 1024 bytes without NUL")
+        }
+        return String(raw)
+    }
+
+    private static func number(_ raw: Substring?, name: String, in range: ClosedRange<Int>, default value: Int) throws -> Int {
+        guard let raw, !raw.isEmpty else { return value }
+        guard let number = Int(raw), range.contains(number) else {
+            throw ServiceError.badRequest(.invalidLimit, "\(name) must be \(range.lowerBound) to \(range.upperBound)")
+        }
+        return number
     }
 
     func write(_ request: Request, context: DatongRequestContext) async throws -> Response {

@@ -5,7 +5,6 @@ extension ErrorCode {
     package static let documentTooLarge = ErrorCode("document_too_large")
     package static let invalidAppVersion = ErrorCode("invalid_app_version")
     package static let invalidKeyType = ErrorCode("invalid_key_type")
-    package static let invalidLimit = ErrorCode("invalid_limit")
     package static let invalidPkv = ErrorCode("invalid_pkv")
     package static let invalidTokenName = ErrorCode("invalid_token_name")
     package static let invalidVersion = ErrorCode("invalid_version")

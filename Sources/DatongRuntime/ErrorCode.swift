@@ -22,6 +22,8 @@ extension ErrorCode {
     package static let internalError = ErrorCode("internal_error")
     package static let invalidAppId = ErrorCode("invalid_app_id")
     package static let invalidBody = ErrorCode("invalid_body")
+    package static let invalidCursor = ErrorCode("invalid_cursor")
+    package static let invalidLimit = ErrorCode("invalid_limit")
     package static let invalidPlatform = ErrorCode("invalid_platform")
     package static let invalidServiceToken = ErrorCode("invalid_service_token")
     package static let invalidToken = ErrorCode("invalid_token")
@@ -30,6 +32,12 @@ extension ErrorCode {
     package static let missingServiceToken = ErrorCode("missing_service_token")
     package static let missingToken = ErrorCode("missing_token")
     package static let noDocument = ErrorCode("no_document")
+    package static let queryTimeout = ErrorCode("query_timeout")
     package static let serviceTokenNotConfigured = ErrorCode("service_token_not_configured")
     package static let unknownProject = ErrorCode("unknown_project")
+
+    /// `<service>_unavailable`: another service cannot be reached or answered 5xx (503 to the caller).
+    package static func unavailable(_ service: String) -> ErrorCode { ErrorCode("\(service)_unavailable") }
+    /// `<service>_bad_answer`: another service answered with what the caller cannot read.
+    package static func badAnswer(from service: String) -> ErrorCode { ErrorCode("\(service)_bad_answer") }
 }

@@ -60,6 +60,12 @@ extension PostgresError: ServiceErrorConvertible {
             logger.warning("database.unavailable", metadata: ["error": "\(self)"])
             return .unavailable(.databaseUnavailable, "the database cannot be reached now; try again later")
         }
+        if sqlState == "57014" {
+            // A statement timeout (the console's bounded reads set one): the request asked for
+            // more than the database does in that time.
+            logger.notice("request.query_timeout", metadata: ["error": "\(self)"])
+            return ServiceError(.serviceUnavailable, .queryTimeout, "the query took too long and was stopped; narrow it (an event name, a shorter time)")
+        }
         if isDataException {
             // A value PostgreSQL cannot store (a NUL character, a timestamp out of range, malformed
             // JSON): the input is at fault, not the server. PostgreSQL's own text stays in the log:

@@ -27,9 +27,4 @@ extension ErrorCode {
     package static let unknownConfig = ErrorCode("unknown_config")
     package static let unsupportedContentEncoding = ErrorCode("unsupported_content_encoding")
     package static let refused = ErrorCode("refused")
-
-    /// `<service>_unavailable`: another service cannot be reached or answered 5xx (503 to the SDK).
-    static func unavailable(_ service: String) -> ErrorCode { ErrorCode("\(service)_unavailable") }
-    /// `<service>_bad_answer`: another service answered with what the gateway cannot read.
-    static func badAnswer(from service: String) -> ErrorCode { ErrorCode("\(service)_bad_answer") }
 }

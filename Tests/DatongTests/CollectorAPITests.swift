@@ -33,18 +33,80 @@ final class InMemoryEventStore: EventStore {
     }
 }
 
+/// Reads that remember what they were asked and answer an empty page.
+final class RecordingReads: StoredDataReads {
+    let queries = Mutex<[String]>([])
+
+    func events(_ query: EventQuery) async throws -> String {
+        queries.withLock { $0.append("events \(query)") }
+        return #"{"events":[],"next":null}"#
+    }
+
+    func rejected(project: String, before: Int64?, limit: Int) async throws -> String {
+        queries.withLock { $0.append("rejected \(project) \(before.map(String.init) ?? "-") \(limit)") }
+        return #"{"rejected":[],"next":null}"#
+    }
+
+    func ingestCounts(project: String, hours: Int) async throws -> String {
+        queries.withLock { $0.append("counts \(project) \(hours)") }
+        return #"{"hours":\#(hours),"minutes":[]}"#
+    }
+}
+
 /// The collector's HTTP contract over a store in memory: what reaches the store, what the answer
 /// says, and what a failing store makes of it. (CollectorTests runs the PostgreSQL store itself.)
 @Suite("collector API over an in-memory store")
 struct CollectorAPITests {
     static let token = "collector-api-test-service-token"
 
-    static func withAPI(_ body: @escaping @Sendable (InMemoryEventStore, any TestClientProtocol) async throws -> Void) async throws {
+    static func withAPI(
+        reads: RecordingReads = RecordingReads(), _ body: @escaping @Sendable (InMemoryEventStore, any TestClientProtocol) async throws -> Void
+    ) async throws {
         let store = InMemoryEventStore()
         let router = Router(context: DatongRequestContext.self)
         router.addMiddleware { ErrorMiddleware() }
-        CollectorAPI(store: store, serviceToken: ServiceToken(Self.token), maxBatchBytes: 64 << 10).register(on: router)
+        CollectorAPI(store: store, reads: reads, serviceToken: ServiceToken(Self.token), maxBatchBytes: 64 << 10).register(on: router)
         try await Application(router: router).test(.router) { client in try await body(store, client) }
+    }
+
+    @Test("the live-data reads take their filters, cursor and bounds from the query, and refuse what is out of bounds before reading")
+    func readParameters() async throws {
+        let reads = RecordingReads()
+        try await Self.withAPI(reads: reads) { _, client in
+            let auth: HTTPFields = [.authorization: "Bearer \(Self.token)"]
+            let id = "0b6f3a2e-8d1c-4f5e-9a7b-1c2d3e4f5a6b"
+            let asked = [
+                "/v1/projects/shop/events?event=Buy&distinct_id=d%201&user_id=7&before=1795273000000123.\(id)&limit=200",
+                "/v1/projects/shop/events", "/v1/projects/shop/rejected?before=42&limit=1", "/v1/projects/shop/ingest-counts?hours=72",
+            ]
+            for uri in asked {
+                let answer = try await client.execute(uri: uri, method: .get, headers: auth)
+                #expect(answer.status == .ok, "\(uri): \(String(buffer: answer.body))")
+            }
+            let recorded = reads.queries.withLock { $0 }
+            #expect(recorded.count == 4)
+            let cursor = EventCursor(micros: 1_795_273_000_000_123, eventID: UUID(uuidString: id)!)
+            #expect(
+                recorded.first
+                    == "events \(EventQuery(project: "shop", event: "Buy", distinctID: "d 1", userID: 7, before: cursor, limit: 200))")
+            #expect(recorded[1] == "events \(EventQuery(project: "shop", limit: EventQuery.defaultLimit))")
+            #expect(recorded[2] == "rejected shop 42 1" && recorded[3] == "counts shop 72")
+
+            let refused = [
+                ("/v1/projects/shop/events?limit=201", "invalid_limit"), ("/v1/projects/shop/events?limit=0", "invalid_limit"),
+                ("/v1/projects/shop/events?before=12345", "invalid_cursor"), ("/v1/projects/shop/events?before=-1.\(id)", "invalid_cursor"),
+                ("/v1/projects/shop/events?user_id=abc", "invalid_value"), ("/v1/projects/shop/rejected?before=0", "invalid_cursor"),
+                ("/v1/projects/shop/ingest-counts?hours=73", "invalid_limit"), ("/v1/projects/1shop/events", "invalid_project"),
+                ("/v1/projects/shop/events?event=\(String(repeating: "e", count: 1025))", "invalid_value"),
+            ]
+            for (uri, code) in refused {
+                let answer = try await client.execute(uri: uri, method: .get, headers: auth)
+                #expect(answer.status == .badRequest && String(buffer: answer.body).contains(code), "\(uri)")
+            }
+            let anonymous = try await client.execute(uri: "/v1/projects/shop/events", method: .get)
+            #expect(anonymous.status == .unauthorized)
+            #expect(reads.queries.withLock { $0.count } == 4, "nothing refused reached the reads")
+        }
     }
 
     static func post(_ client: some TestClientProtocol, _ batch: CollectBatch) async throws -> TestResponse {
