@@ -107,9 +107,12 @@ let package = Package(
             name: "ConfigService",
             dependencies: [
                 "DatongJSON", "DatongContracts", "DatongRuntime", "DatongPostgres", "DatongStorage", "DatongCrypto",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-            ]
+            ],
+            resources: [.copy("Console")]
         ),
         .target(
             name: "Collector",

@@ -17,7 +17,13 @@ package func buildConfigApplication(
     let auth = AdminAuth(bootstrapToken: settings.adminToken, pool: database.pool)
     let api = ConfigAPI(
         store: store, auth: auth, serviceToken: ServiceToken(settings.server.serviceToken), sealer: settings.sealer,
-        documentLimit: settings.maxDocumentBytes
+        documentLimit: settings.maxDocumentBytes,
+        owners: OwnedDataAPI(
+            auth: auth,
+            collector: .init(name: "collector", baseURL: settings.collectorURL, serviceToken: settings.server.serviceToken),
+            identity: .init(name: "identity", baseURL: settings.identityURL, serviceToken: settings.server.serviceToken)
+        ),
+        console: .bundled()
     )
     return database.application(
         name: "config-service", api: api, schema: ConfigSchema.name, migrations: ConfigSchema.migrations, server: settings.server, runtime: runtime
@@ -32,8 +38,12 @@ struct ConfigAPI: ServiceAPI {
     let serviceToken: ServiceToken
     let sealer: KeySealer?
     let documentLimit: Int
+    let owners: OwnedDataAPI
+    let console: ConsoleFiles
 
     func register(on router: Router<DatongRequestContext>) {
+        owners.register(on: router)
+        console.register(on: router)
         router.get("/v1/projects") { request, _ in
             _ = try await auth.authorize(request)
             return try jsonResponse(.ok, encoding: try await store.listProjects())
@@ -92,11 +102,7 @@ struct ConfigAPI: ServiceAPI {
             let body = try await collectBody(request, limit: documentLimit, code: .documentTooLarge)
             switch DocumentValidator.canonicalize(Array(buffer: body), kind: kind) {
             case .failure(let problems):
-                let payload = try JSONEncoder().encode(
-                    InvalidDocument(
-                        error: "invalid_document", message: "the document has \(problems.list.count) problem(s)", problems: problems.list
-                    ))
-                return jsonResponse(.unprocessableContent, String(decoding: payload, as: UTF8.self))
+                return try jsonResponse(.unprocessableContent, encoding: InvalidDocument(problems.list))
             case .success(let canonical):
                 let etag = DocumentValidator.etag(ofCanonical: canonical)
                 let note = request.uri.queryParameters["note"].map(String.init)
@@ -111,6 +117,17 @@ struct ConfigAPI: ServiceAPI {
                         "platform": "\(scope.platform)", "app_id": "\(scope.appID)", "actor": "\(actor)",
                     ])
                 return try jsonResponse(.created, encoding: PublishResult(project: project, kind: kind, version: version, etag: etag))
+            }
+        }
+
+        // Checks a document as a publish would, and keeps nothing: 200, or 422 with every problem.
+        router.post("/v1/projects/:project/:kind/validate") { request, context in
+            _ = try await auth.authorize(request)
+            let (_, kind, _) = try documentAddress(request, context)
+            let body = try await collectBody(request, limit: documentLimit, code: .documentTooLarge)
+            switch DocumentValidator.canonicalize(Array(buffer: body), kind: kind) {
+            case .failure(let problems): return try jsonResponse(.unprocessableContent, encoding: InvalidDocument(problems.list))
+            case .success: return jsonResponse(.ok, #"{"problems":[]}"#)
             }
         }
 
@@ -240,10 +257,16 @@ private func isTokenName(_ name: String) -> Bool {
         }
 }
 
+/// 422: every problem of a document, each at its JSON Pointer.
 private struct InvalidDocument: Encodable {
-    let error: String
+    let error = "invalid_document"
     let message: String
     let problems: [DocumentProblem]
+
+    init(_ problems: [DocumentProblem]) {
+        self.message = "the document has \(problems.count) problem(s)"
+        self.problems = problems
+    }
 }
 
 private func projectParameter(_ context: DatongRequestContext) throws -> String {

@@ -12,12 +12,18 @@ package struct ConfigSettings: Sendable {
     /// Seals the private keys of the SDKs' payload encryption (`ENCRYPTION_MASTER_KEY`, 32 bytes in
     /// base64); without it no key can be made.
     package var sealer: KeySealer?
+    /// Where the admin API finds the data it shows but does not own (`IDENTITY_URL`, `COLLECTOR_URL`).
+    package var identityURL: String
+    package var collectorURL: String
 
     package static let defaultPort = 8108
 
     package init(
-        server: ServerSettings, database: DatabaseSettings, adminToken: String?, maxDocumentBytes: Int = 1 << 20, sealer: KeySealer? = nil
+        server: ServerSettings, database: DatabaseSettings, adminToken: String?, maxDocumentBytes: Int = 1 << 20, sealer: KeySealer? = nil,
+        identityURL: String = "http://127.0.0.1:8107", collectorURL: String = "http://127.0.0.1:8109"
     ) {
+        self.identityURL = identityURL
+        self.collectorURL = collectorURL
         self.sealer = sealer
         self.server = server
         self.database = database
@@ -36,7 +42,9 @@ package struct ConfigSettings: Sendable {
             database: try DatabaseSettings(reader, defaultPoolSize: Self.defaultPoolSize),
             adminToken: reader.optionalString("ADMIN_TOKEN"),
             maxDocumentBytes: try reader.int("CONFIG_MAX_DOCUMENT_BYTES", default: defaults.maxDocumentBytes, range: 1024...(64 << 20)),
-            sealer: try reader.masterKey()
+            sealer: try reader.masterKey(),
+            identityURL: reader.string("IDENTITY_URL", default: defaults.identityURL),
+            collectorURL: reader.string("COLLECTOR_URL", default: defaults.collectorURL)
         )
     }
 }

@@ -163,10 +163,6 @@ struct RunningServices: Sendable {
         let server = ServerSettings(port: 0, serviceToken: serviceToken, idleTimeoutSeconds: idleTimeoutSeconds)
         let identity = buildIdentityApplication(settings: IdentitySettings(server: server, database: database), runtime: runtime)
         let collector = buildCollectorApplication(settings: CollectorSettings(server: server, database: database), runtime: runtime)
-        let config = buildConfigApplication(
-            settings: ConfigSettings(server: server, database: database, adminToken: adminToken, sealer: try KeySealer(masterKeyBase64: masterKey)),
-            runtime: runtime
-        )
         // No error leaves a `.test(.live)` closure: HummingbirdTesting answers a thrown error by
         // cancelling the server's task, and a connection the server accepted in that moment is
         // never served, which traps in NIO ("Deinited NIOAsyncWriter without calling finish()",
@@ -174,7 +170,15 @@ struct RunningServices: Sendable {
         // outcome instead, every server shuts down gracefully, and the error is thrown here.
         let outcome: Result<Void, any Error> = try await identity.test(.live) { identityClient in
             try await collector.test(.live) { collectorClient in
-                try await config.test(.live) { configClient in
+                // config-service passes the console's reads on to identity-service and the collector.
+                let config = buildConfigApplication(
+                    settings: ConfigSettings(
+                        server: server, database: database, adminToken: adminToken, sealer: try KeySealer(masterKeyBase64: masterKey),
+                        identityURL: "http://127.0.0.1:\(identityClient.port!)", collectorURL: "http://127.0.0.1:\(collectorClient.port!)"
+                    ),
+                    runtime: runtime
+                )
+                return try await config.test(.live) { configClient in
                     await captured {
                         // The projects the fixtures upload to (`default` exists from the first migration).
                         for project in fixtureProjects {
