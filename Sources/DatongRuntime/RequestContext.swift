@@ -73,4 +73,7 @@ extension HTTPField.Name {
     package static let documentVersion = HTTPField.Name(DatongHeader.documentVersion)!
     /// `Dry-Run`, the SDKs' debug-mode switch: `true` validates without writing.
     package static let dryRun = HTTPField.Name("Dry-Run")!
+    /// Headers of the console's pages (HTTPTypes names the others).
+    package static let referrerPolicy = HTTPField.Name("Referrer-Policy")!
+    package static let xFrameOptions = HTTPField.Name("X-Frame-Options")!
 }

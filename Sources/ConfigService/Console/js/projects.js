@@ -1,0 +1,79 @@
+// Projects: the list, a new project, and its ingestion token (made here, shown once).
+import { api, seg, ApiError } from "./api.js";
+import { h, clear, notice, time, empty } from "./dom.js";
+import { state } from "./app.js";
+
+/** 32 random bytes as hex, from the browser's secure generator. */
+function newToken() {
+  const bytes = crypto.getRandomValues(new Uint8Array(32));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+export async function projectsView(main) {
+  const list = h("div");
+  const status = h("div.status", { "aria-live": "polite" });
+
+  async function refresh() {
+    const projects = await state.reloadProjects();
+    if (projects.length === 0) return clear(list, empty("No projects yet."));
+    clear(list, h("table.grid",
+      h("thead", h("tr", h("th", "Project"), h("th", "Created"), h("th", "Ingestion token"), h("th", ""))),
+      h("tbody", projects.map((p) => h("tr", { dataset: { project: p.name } },
+        h("td", h("a", { href: `#/p/${seg(p.name)}/live` }, p.name)),
+        h("td", time(p.createdAt)),
+        h("td",
+          h("button", { type: "button", onclick: () => setToken(p.name) }, "Set new token"), " ",
+          h("button.link", { type: "button", onclick: () => clearToken(p.name) }, "Remove token")),
+        h("td.actions",
+          h("a", { href: `#/p/${seg(p.name)}/tracking` }, "Tracking table"), " · ",
+          h("a", { href: `#/p/${seg(p.name)}/documents/remote-config` }, "Documents")),
+      ))),
+    ));
+  }
+
+  async function setToken(project) {
+    if (!confirm(`Give project '${project}' a new ingestion token? SDKs sending the old one are refused from now on.`)) return;
+    const token = newToken();
+    try {
+      await api.put(`/v1/projects/${seg(project)}`, { token });
+      const field = h("input.token-once", { readonly: true, value: token, "aria-label": "New ingestion token", size: 66 });
+      clear(status, h("div.notice.ok", { role: "status" },
+        h("p", `The new ingestion token of '${project}'. It is shown once: copy it now.`),
+        field, " ",
+        h("button", { type: "button", onclick: () => navigator.clipboard?.writeText(token) }, "Copy")));
+      field.select();
+    } catch (error) {
+      clear(status, notice("error", error.message));
+    }
+  }
+
+  async function clearToken(project) {
+    if (!confirm(`Remove the ingestion token of '${project}'? Uploads then need no token.`)) return;
+    try {
+      await api.put(`/v1/projects/${seg(project)}`, { token: null });
+      clear(status, notice("ok", `Project '${project}' has no ingestion token now.`));
+    } catch (error) {
+      clear(status, notice("error", error.message));
+    }
+  }
+
+  const name = h("input#new-project", { name: "project", required: true, pattern: "[A-Za-z][A-Za-z0-9_]*", maxlength: 64, placeholder: "shop_app", "aria-describedby": "project-rule" });
+  const form = h("form.inline", {
+    onsubmit: async (event) => {
+      event.preventDefault();
+      try {
+        await api.put(`/v1/projects/${seg(name.value)}`);
+        clear(status, notice("ok", `Project '${name.value}' is ready.`));
+        state.project = name.value;
+        name.value = "";
+        await refresh();
+      } catch (error) {
+        clear(status, notice("error", error instanceof ApiError ? `${error.message} (${error.code})` : error.message));
+      }
+    },
+  }, h("label", { for: "new-project" }, "New project"), name, h("button.primary", { type: "submit" }, "Create"),
+     h("small#project-rule.muted", "A letter, then letters, digits or underscores."));
+
+  clear(main, h("h1", "Projects"), form, status, list);
+  await refresh();
+}

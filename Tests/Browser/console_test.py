@@ -1,0 +1,245 @@
+"""The console, driven in Chromium the way an operator uses it (scripts/browser-test runs this).
+
+Each step waits for what a person would see, fails with what it saw instead, and saves a
+screenshot of the page it checked.
+"""
+import argparse
+import base64
+import json
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from selenium import webdriver
+from selenium.common.exceptions import TimeoutException, WebDriverException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+PROJECT = "shop_app"
+DISTINCT_ID = "browser-device-1"
+
+
+class Console:
+    def __init__(self, url, shots):
+        options = webdriver.ChromeOptions()
+        for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1440,1000", "--lang=en-US"):
+            options.add_argument(flag)
+        self.driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path="/usr/bin/chromedriver"), options=options)
+        self.url = url
+        self.shots = shots
+        self.step = 0
+
+    def wait(self, condition, what, timeout=15):
+        try:
+            return WebDriverWait(self.driver, timeout).until(condition)
+        except TimeoutException:
+            self.shot("failed")
+            body = self.driver.find_element(By.TAG_NAME, "body").text[:1500]
+            raise AssertionError(f"waited {timeout} s for {what}; the page shows:\n{body}") from None
+
+    def find(self, css, timeout=15):
+        return self.wait(EC.visibility_of_element_located((By.CSS_SELECTOR, css)), f"an element '{css}'", timeout)
+
+    def text_in(self, css, text, timeout=15):
+        return self.wait(EC.text_to_be_present_in_element((By.CSS_SELECTOR, css), text), f"'{text}' in '{css}'", timeout)
+
+    def click(self, css):
+        element = self.find(css)
+        self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+        element.click()
+        return element
+
+    def button(self, label, within="body"):
+        xpath = f"//{'*' if within == 'body' else within}//button[normalize-space()='{label}']"
+        element = self.wait(EC.element_to_be_clickable((By.XPATH, xpath)), f"a button '{label}'")
+        self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+        element.click()
+
+    def type(self, element, text):
+        element.clear()
+        element.send_keys(text)
+
+    def accept_confirm(self):
+        alert = self.wait(EC.alert_is_present(), "a confirmation dialog")
+        alert.accept()
+
+    def shot(self, name):
+        self.step += 1
+        self.driver.save_screenshot(f"{self.shots}/{self.step:02d}-{name}.png")
+
+    def errors(self):
+        """JavaScript errors the page logged (a console that throws is broken even if it looks fine)."""
+        # Network entries are the API's 4xx answers, which the steps above ask for on purpose.
+        return [e for e in self.driver.get_log("browser") if e.get("level") == "SEVERE" and e.get("source") != "network"]
+
+
+def upload(gateway, token, records):
+    """What an SDK sends: form-encoded data_list, base64 JSON, gzip=0."""
+    data = base64.b64encode(json.dumps(records).encode()).decode()
+    body = urllib.parse.urlencode({"data_list": data, "gzip": "0"}).encode()
+    url = f"{gateway}/sa?project={PROJECT}&token={urllib.parse.quote(token)}"
+    for _ in range(20):
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, data=body, method="POST"), timeout=10) as response:
+                return response.status, json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as error:
+            # The gateway learns a new project's token within a few seconds (403/404 until then).
+            if error.code in (403, 404):
+                time.sleep(0.5)
+                continue
+            raise AssertionError(f"the gateway answered {error.code}: {error.read()[:300]!r}") from None
+    raise AssertionError("the gateway kept refusing the project's new token")
+
+
+def run(args):
+    c = Console(args.console, args.screenshots)
+    d = c.driver
+    try:
+        # 1. A wrong token is refused with a message; the right one signs in.
+        d.get(args.console)
+        c.type(c.find("#token"), "not-the-admin-token")
+        c.button("Sign in")
+        c.text_in(".signin .notice.error", "not valid")
+        assert "not-the-admin-token" not in d.current_url, "the token must never appear in the URL"
+        c.shot("sign-in-refused")
+        c.type(c.find("#token"), args.admin_token)
+        c.button("Sign in")
+        c.text_in("main h1", "Projects")
+        assert args.admin_token not in d.current_url
+        assert d.execute_script("return sessionStorage.getItem('datong.adminToken')") == args.admin_token
+        assert d.execute_script("return localStorage.length") == 0, "nothing is kept beyond the tab"
+
+        # 2. Create a project and give it an ingestion token, shown once.
+        c.type(c.find("#new-project"), PROJECT)
+        c.button("Create")
+        c.text_in(".status .notice.ok", f"Project '{PROJECT}' is ready")
+        c.find(f"tr[data-project='{PROJECT}']")
+        c.click(f"tr[data-project='{PROJECT}'] button")
+        c.accept_confirm()
+        token = c.find("input.token-once").get_attribute("value")
+        assert len(token) == 64, f"expected a 64-hex-digit token, got {token!r}"
+        c.shot("projects-token-shown-once")
+
+        # 3. A tracking table with one mistake: the message appears at the field.
+        d.get(f"{args.console}#/p/{PROJECT}/tracking")
+        c.text_in("main h1", "Tracking table")
+        c.button("+ Add ACTION entry")
+        c.type(c.find("[data-section='ACTION'] input.identifier"), "ViewController")  # no selector: not an ACTION identifier
+        c.button("+ value")
+        c.type(c.find("[data-section='ACTION'] input[aria-label='Property name']"), "page_type")
+        c.type(c.find("[data-section='ACTION'] input[aria-label='Property value']"), "cart")
+        c.button("+ parameter")
+        c.type(c.find("[data-section='ACTION'] input[aria-label='Upload key']"), "product_id")
+        c.type(c.find("[data-section='ACTION'] input[aria-label='propertyName']"), "productId")
+        identifier = c.find("[data-section='ACTION'] input.identifier")
+        assert identifier.get_attribute("value") == "ViewController", "adding rows keeps what was typed"
+        c.click("#publish")
+        c.text_in(".status .notice.error", "1 problem")
+        message = c.find("[data-section='ACTION'] input.identifier + .field-error").text
+        assert "not a ACTION identifier" in message, f"the problem is shown at the identifier: {message!r}"
+        assert identifier.get_attribute("aria-invalid") == "true"
+        c.shot("tracking-table-problem-at-field")
+
+        c.type(identifier, "ViewController/addToCart:")
+        c.click("#publish")
+        c.text_in(".status .notice.ok", "Published as version 1")
+        assert not d.find_elements(By.CSS_SELECTOR, ".field-error"), "the fixed table shows no problem"
+
+        value = c.find("[data-section='ACTION'] input[aria-label='Property value']")
+        c.type(value, "checkout")
+        c.click("#publish")
+        c.text_in(".status .notice.ok", "Published as version 2")
+
+        # 4. Diff the two versions side by side, then roll back to the first.
+        Select(c.find("#diff-from")).select_by_visible_text("v1")
+        Select(c.find("#diff-to")).select_by_visible_text("v2")
+        c.button("Show diff")
+        c.text_in(".diff-area h3", "1 change(s)")
+        c.text_in(".diff-area ul.changes", "/ACTION/ViewController~1addToCart:/userDefined/page_type")
+        assert '"cart"' in c.find(".side-by-side td.del").text
+        assert '"checkout"' in c.find(".side-by-side td.ins").text
+        d.execute_script("document.querySelector('.diff-area').scrollIntoView()")
+        c.shot("tracking-table-diff")
+        c.button("Roll back to v1")
+        c.accept_confirm()
+        c.text_in(".history .notice.ok", "version 1 is published again as version 3")
+        assert c.find("[data-section='ACTION'] input[aria-label='Property value']").get_attribute("value") == "cart"
+
+        # 5. Another kind through the JSON editor: validate, publish.
+        d.get(f"{args.console}#/p/{PROJECT}/documents/h5-domain-whitelist")
+        c.text_in("main h1", "H5 domain whitelist")
+        editor = c.find("#document-json")
+        c.type(editor, '{"domains": ["m.example.com"]}')
+        c.button("Validate")
+        c.text_in("main .status ul.problems", "JSON array of strings")
+        c.type(editor, '["m.example.com", "*.shop.example.com"]')
+        c.button("Validate")
+        c.text_in("main .status .notice.ok", "The document is valid")
+        c.button("Publish")
+        c.text_in("main .status .notice", "version")
+        c.shot("documents-whitelist")
+
+        # 6. A good event and a bad record through the gateway appear in the live view.
+        now = int(time.time() * 1000)
+        status_code, answer = upload(args.gateway, token, [
+            {"type": "track", "event": "AddToCart", "time": now, "distinct_id": DISTINCT_ID, "_track_id": 1,
+             "lib": {"$lib": "iOS", "$lib_version": "4.8.0", "$lib_method": "code"},
+             "properties": {"$app_version": "2.3.0", "product_id": "sku-42", "price": 19.9}},
+            {"type": "track", "event": "AddToCart", "time": now, "_track_id": 2, "properties": {"price": 1}},
+        ])
+        assert status_code == 200, (status_code, answer)
+        d.get(f"{args.console}#/p/{PROJECT}/live")
+        c.text_in("main h1", "Live data")
+        c.find(f"tr.event-row[data-distinct-id='{DISTINCT_ID}']", timeout=20)
+        c.button("details")
+        c.text_in("tr.event-detail", "sku-42")
+        c.text_in("tr.event-detail", "iOS 4.8.0")
+        reason = c.find(".rejected-table td.reason", timeout=20).text
+        assert "distinct_id" in reason, f"the rejected record's reason names what was wrong: {reason!r}"
+        c.find(".chart svg polyline.received")
+        c.shot("live-data")
+
+        # 7. The user behind the distinct id.
+        d.get(f"{args.console}#/p/{PROJECT}/identity")
+        c.text_in("main h1", "Identity")
+        c.type(c.find("#lookup-value"), DISTINCT_ID)
+        c.button("Look up")
+        c.text_in(".result h2", "User ")
+        c.text_in(".result table.identities", DISTINCT_ID)
+        c.shot("identity-lookup")
+
+        # 8. The audit trail names every change made above.
+        d.get(f"{args.console}#/audit")
+        c.text_in("main h1", "Audit trail")
+        audit = c.find("table.audit").text
+        for action in ("project.created", "project.token_set", "document.published", "document.rolled_back"):
+            assert action in audit, f"{action} is in the audit trail"
+        c.shot("audit-trail")
+
+        # 9. A token revoked while the tab is open sends the operator back to sign in, saying why.
+        d.execute_script("sessionStorage.setItem('datong.adminToken', 'revoked-token')")
+        d.get(f"{args.console}#/projects")
+        c.text_in(".signin", "Sign in")
+        c.text_in(".signin .notice.error", "refused")
+
+        errors = c.errors()
+        assert not errors, f"the page logged JavaScript errors: {errors}"
+        print(f"console: all steps passed; {c.step} screenshots in {args.screenshots}")
+    finally:
+        d.quit()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--console", required=True)
+    parser.add_argument("--gateway", required=True)
+    parser.add_argument("--admin-token", required=True)
+    parser.add_argument("--screenshots", required=True)
+    try:
+        run(parser.parse_args())
+    except (AssertionError, WebDriverException) as error:
+        print(f"console test FAILED: {error}", file=sys.stderr)
+        sys.exit(1)
