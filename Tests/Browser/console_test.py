@@ -20,6 +20,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 PROJECT = "shop_app"
 DISTINCT_ID = "browser-device-1"
+OTHER_ID = "browser-device-2"
 
 
 class Console:
@@ -92,6 +93,20 @@ def upload(gateway, token, records):
                 continue
             raise AssertionError(f"the gateway answered {error.code}: {error.read()[:300]!r}") from None
     raise AssertionError("the gateway kept refusing the project's new token")
+
+
+def identity_call(args, method, path, body=None):
+    """identity-service's own API (service token): what the test sets up behind the console's back."""
+    request = urllib.request.Request(
+        f"{args.identity}/v1/projects/{PROJECT}{path}", method=method, data=json.dumps(body).encode() if body else None,
+        headers={"Authorization": f"Bearer {args.service_token}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def identity_user(args, device):
+    query = urllib.parse.urlencode({"key": "$identity_anonymous_id", "value": device})
+    return identity_call(args, "GET", f"/identities?{query}")["userId"]
 
 
 def run(args):
@@ -209,7 +224,21 @@ def run(args):
         c.button("Look up")
         c.text_in(".result h2", "User ")
         c.text_in(".result table.identities", DISTINCT_ID)
+
+        # A wrong merge (another device's user merged into this one), undone from the console.
+        upload(args.gateway, token, [{"type": "track", "event": "AppStart", "time": now, "distinct_id": OTHER_ID, "_track_id": 3, "properties": {}}])
+        mine, other = identity_user(args, DISTINCT_ID), identity_user(args, OTHER_ID)
+        identity_call(args, "POST", "/merges", {"fromUser": other, "intoUser": mine, "actor": "browser-test"})
+        c.button("Look up")
+        c.text_in(".result table.merges", f"{other} → {mine}")
+        c.text_in(".result table.identities", OTHER_ID)
         c.shot("identity-lookup")
+        c.button("Undo merge")
+        c.accept_confirm()
+        c.text_in(".result .notice.ok", "is undone")
+        c.text_in(".result table.merges", "undone")
+        identities = c.find(".result table.identities").text
+        assert OTHER_ID not in identities, f"the other device went back to its user: {identities}"
 
         # 8. The audit trail names every change made above.
         d.get(f"{args.console}#/audit")
@@ -237,6 +266,8 @@ if __name__ == "__main__":
     parser.add_argument("--console", required=True)
     parser.add_argument("--gateway", required=True)
     parser.add_argument("--admin-token", required=True)
+    parser.add_argument("--identity", required=True)
+    parser.add_argument("--service-token", required=True)
     parser.add_argument("--screenshots", required=True)
     try:
         run(parser.parse_args())
