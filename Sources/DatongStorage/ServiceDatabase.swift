@@ -3,6 +3,7 @@ import DatongRuntime
 import Hummingbird
 import Logging
 import ServiceLifecycle
+import Synchronization
 
 /// A service's PostgreSQL pool, whose schema is migrated before the server accepts requests.
 package struct ServiceDatabase: Sendable {
@@ -23,7 +24,7 @@ package struct ServiceDatabase: Sendable {
     /// Makes the pool one of `app`'s services (closed after the server drains on shutdown) and applies
     /// the migrations before the server starts, waiting for the database up to the start-up timeout.
     package func attach<Responder>(
-        to app: inout Application<Responder>, schema: String, migrations: [Migration], logger: Logger
+        to app: inout Application<Responder>, schema: String, migrations: [Migration], logger: Logger, migrated: MigrationGate? = nil
     ) {
         let pool = self.pool
         let timeout = Duration.seconds(settings.startupTimeout)
@@ -32,6 +33,7 @@ package struct ServiceDatabase: Sendable {
             try await Migrator.migrateWhenReachable(
                 schema: schema, migrations: migrations, pool: pool, timeout: timeout, logger: logger
             )
+            migrated?.open()
         }
     }
 }
@@ -46,9 +48,42 @@ extension ServiceDatabase {
     ) -> some ApplicationProtocol {
         let router = makeServiceRouter(runtime: runtime, readiness: [readiness])
         api.register(on: router)
-        var app = makeServiceApplication(name: name, router: router, server: server, runtime: runtime, services: services)
-        attach(to: &app, schema: schema, migrations: migrations, logger: runtime.logger)
+        // The services beside the server work on the schema: they begin once it is migrated.
+        let migrated = MigrationGate()
+        var app = makeServiceApplication(
+            name: name, router: router, server: server, runtime: runtime, services: services.map { AfterMigrations(gate: migrated, service: $0) })
+        attach(to: &app, schema: schema, migrations: migrations, logger: runtime.logger, migrated: migrated)
         return app
+    }
+}
+
+/// Opens once a service's migrations have run.
+package final class MigrationGate: Sendable {
+    private let isOpen = Mutex(false)
+
+    package init() {}
+
+    package func open() { isOpen.withLock { $0 = true } }
+
+    /// Returns once the gate is open; throws when the task is cancelled first (a shutdown).
+    package func wait() async throws {
+        while !isOpen.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(20)) }
+    }
+}
+
+/// A service that begins its work once its database is migrated (partition maintenance, the
+/// identity cache's refresher), instead of failing its first rounds against missing tables.
+struct AfterMigrations: Service {
+    let gate: MigrationGate
+    let service: any Service
+
+    func run() async throws {
+        do {
+            try await cancelWhenGracefulShutdown { try await gate.wait() }
+        } catch is CancellationError {
+            return
+        }
+        try await service.run()
     }
 }
 

@@ -1,6 +1,12 @@
 import DatongPostgres
+import DatongRuntime
+import DatongStorage
 import Foundation
+import Hummingbird
+import HummingbirdTesting
 import Logging
+import ServiceLifecycle
+import Synchronization
 import Testing
 
 @Suite("PostgreSQL layer against a real server")
@@ -149,5 +155,45 @@ struct PostgresTests {
             }
         }
         #expect(total == (0..<64).reduce(0, +))
+    }
+}
+
+/// The services a database service runs beside its server (partition maintenance, the identity
+/// cache's refresher) begin once the schema is migrated, not against missing tables.
+@Suite("a database service's background work starts after its migrations")
+struct MigrationOrderTests {
+    struct NoRoutes: ServiceAPI {
+        func register(on router: Router<DatongRequestContext>) {}
+    }
+
+    /// Records whether the migrated table existed when it began.
+    final class Probe: Service, Sendable {
+        let pool: PostgresPool
+        let sawTable = Mutex<Bool?>(nil)
+
+        init(pool: PostgresPool) { self.pool = pool }
+
+        func run() async throws {
+            let exists = try await pool.withConnection { try $0.query("SELECT to_regclass('probe.t') IS NOT NULL").scalar }
+            sawTable.withLock { $0 = exists == "t" }
+            try? await gracefulShutdown()
+        }
+    }
+
+    @Test("a background service sees the migrated schema from its first moment")
+    func afterMigrations() async throws {
+        let url = try await TestDatabase.create()
+        let database = ServiceDatabase(settings: DatabaseSettings(url: url, poolSize: 2, startupTimeout: 10), logger: TestDatabase.logger)
+        let probe = Probe(pool: database.pool)
+        // A migration that takes a moment, as real ones do against a large database.
+        let slow = Migration(version: 1, name: "probe", sql: "SELECT pg_sleep(0.3); CREATE TABLE probe.t (v int)")
+        let app = database.application(
+            name: "probe", api: NoRoutes(), schema: "probe", migrations: [slow], server: ServerSettings(port: 0),
+            runtime: ServiceRuntime(logger: TestDatabase.logger), services: [probe])
+        try await app.test(.live) { _ in
+            let deadline = ContinuousClock.now + .seconds(5)
+            while probe.sawTable.withLock({ $0 }) == nil, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(probe.sawTable.withLock { $0 } == true)
     }
 }
