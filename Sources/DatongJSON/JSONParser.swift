@@ -113,12 +113,34 @@ package struct JSONRef: Sendable {
 
     /// An object's member named `key`; of repeated keys the last, as JavaScript reads them.
     package subscript(key: String) -> JSONRef? {
-        var found: JSONRef?
         var key = key
-        key.withUTF8 { name in
-            for (memberKey, value) in members where memberKey.textEquals(name) { found = value }
+        return key.withUTF8 { member(named: $0) }
+    }
+
+    /// An object's member named `name` (of repeated keys the last); nil for other kinds. One pass
+    /// over the tape that makes no `JSONRef` (and so retains nothing) until it has the answer.
+    package func member(named name: UnsafeBufferPointer<UInt8>) -> JSONRef? {
+        let found: Int? = document.entries.withUnsafeBufferPointer { entries in
+            let parent = entries[index]
+            guard parent.kind == .object else { return nil }
+            return document.bytes.withUnsafeBufferPointer { bytes in
+                var position = index + 1
+                var result: Int?
+                for _ in 0..<Int(parent.count) {
+                    if Self.keyEquals(entries[position], name, in: bytes) { result = position + 1 }
+                    position = Int(entries[position + 1].next)
+                }
+                return result
+            }
         }
-        return found
+        return found.map { JSONRef(document: document, index: $0) }
+    }
+
+    private static func keyEquals(_ key: JSONDocument.Entry, _ name: UnsafeBufferPointer<UInt8>, in bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard key.kind == .string else { return false }
+        let text = UnsafeBufferPointer(rebasing: bytes[Int(key.start)..<Int(key.end)])
+        if key.flag { return JSONParser.unescape(text).elementsEqual(name) }
+        return text.count == name.count && text.elementsEqual(name)
     }
 
     /// Whether a string value's text is exactly `name`.
