@@ -45,9 +45,12 @@ struct OwnedDataAPI: ServiceAPI {
                 throw ServiceError.unavailable(.unavailable(name), "\(name) cannot be reached at \(baseURL) now; try again later")
             }
             switch response.status.code {
-            case 200..<300, 400, 404, 409, 422:
+            case 200..<300, 400, 404, 409, 413, 422, 503:
+                // The owner's answer, refusals included: a 503 says why (`query_timeout`, the
+                // database) and when to try again.
                 var headers: HTTPFields = [:]
                 headers[.contentType] = response.headers.first(name: "Content-Type") ?? "application/json; charset=utf-8"
+                headers[.retryAfter] = response.headers.first(name: "Retry-After")
                 return Response(status: .init(code: Int(response.status.code)), headers: headers, body: .init(byteBuffer: payload))
             case 401, 403:
                 // The owner refused config-service's own service token: a deployment mistake.

@@ -153,23 +153,34 @@ struct ConsoleAPITests {
         }
     }
 
-    @Test("an owner that cannot be reached is a 503 naming it, not a 500")
+    @Test("an owner that cannot be reached is a 503 naming it, not a 500; an owner's own 503 comes back with its reason and Retry-After")
     func ownerDown() async throws {
-        let files = ConsoleFiles(directory: nil)
-        let api = OwnedDataAPI(
-            auth: AdminAuth(bootstrapToken: "t0ken", pool: .init(url: "postgresql://127.0.0.1:1/none", maxConnections: 1, logger: TestDatabase.logger)),
-            collector: .init(name: "collector", baseURL: "http://127.0.0.1:1", serviceToken: "s", timeout: .seconds(1)),
-            identity: .init(name: "identity", baseURL: "http://127.0.0.1:1", serviceToken: "s", timeout: .seconds(1)))
-        let router = Router(context: DatongRequestContext.self)
-        router.addMiddleware { ErrorMiddleware() }
-        api.register(on: router)
-        files.register(on: router)
-        try await Application(router: router).test(.router) { client in
-            let answer = try await client.execute(uri: "/v1/projects/default/events", method: .get, headers: [.authorization: "Bearer t0ken"])
-            #expect(answer.status == .serviceUnavailable)
-            #expect(answer.text.contains("collector_unavailable") && answer.text.contains("127.0.0.1:1"))
-            let noFiles = try await client.execute(uri: "/console/", method: .get)
-            #expect(noFiles.status == .notFound && noFiles.text.contains("no_console"))
+        // identity-service stands in as an owner that is up but cannot answer now.
+        let busy = Router(context: DatongRequestContext.self)
+        busy.addMiddleware { ErrorMiddleware() }
+        busy.get("/v1/projects/:project/users/:user") { _, _ -> Response in
+            throw ServiceError(.serviceUnavailable, .queryTimeout, "the query took too long", retryAfterSeconds: 7)
+        }
+        try await Application(router: busy).test(.live) { owner in
+            let files = ConsoleFiles(directory: nil)
+            let api = OwnedDataAPI(
+                auth: AdminAuth(bootstrapToken: "t0ken", pool: .init(url: "postgresql://127.0.0.1:1/none", maxConnections: 1, logger: TestDatabase.logger)),
+                collector: .init(name: "collector", baseURL: "http://127.0.0.1:1", serviceToken: "s", timeout: .seconds(1)),
+                identity: .init(name: "identity", baseURL: "http://127.0.0.1:\(owner.port!)", serviceToken: "s", timeout: .seconds(1)))
+            let router = Router(context: DatongRequestContext.self)
+            router.addMiddleware { ErrorMiddleware() }
+            api.register(on: router)
+            files.register(on: router)
+            try await Application(router: router).test(.router) { client in
+                let auth: HTTPFields = [.authorization: "Bearer t0ken"]
+                let answer = try await client.execute(uri: "/v1/projects/default/events", method: .get, headers: auth)
+                #expect(answer.status == .serviceUnavailable)
+                #expect(answer.text.contains("collector_unavailable") && answer.text.contains("127.0.0.1:1"))
+                let passed = try await client.execute(uri: "/v1/projects/default/users/1", method: .get, headers: auth)
+                #expect(passed.status == .serviceUnavailable && passed.text.contains("query_timeout") && passed.headers[.retryAfter] == "7")
+                let noFiles = try await client.execute(uri: "/console/", method: .get)
+                #expect(noFiles.status == .notFound && noFiles.text.contains("no_console"))
+            }
         }
     }
 
