@@ -37,18 +37,23 @@ export function scopeControls(kind, onChange) {
   };
 }
 
-/** The newest published version of a document, or null when none is. */
-export async function loadLatest(project, kind, address) {
-  let versions;
+/** A document's versions, newest first (empty when none is published). */
+async function listVersions(project, kind, address) {
   try {
-    versions = await api.get(`/v1/projects/${seg(project)}/${kind}/versions`, address);
+    return await api.get(`/v1/projects/${seg(project)}/${kind}/versions`, address);
   } catch (error) {
-    if (error instanceof ApiError && error.code === "no_document") return null;
+    if (error instanceof ApiError && error.code === "no_document") return [];
     throw error;
   }
+}
+
+/** The newest published version of a document (null when none is), and the list of versions. */
+export async function loadLatest(project, kind, address) {
+  const versions = await listVersions(project, kind, address);
+  if (versions.length === 0) return { latest: null, versions };
   const newest = versions[0];
   const body = await api.get(`/v1/projects/${seg(project)}/${kind}/versions/${newest.version}`, address);
-  return { version: newest.version, body };
+  return { latest: { version: newest.version, body }, versions };
 }
 
 /** The problems of a refused publish, as a list (each at its JSON Pointer). */
@@ -65,10 +70,10 @@ export async function documentView(main, project, kind) {
 
   async function load() {
     clear(status);
-    const latest = await loadLatest(project, kind, scope.address);
+    const { latest, versions } = await loadLatest(project, kind, scope.address);
     editor.value = latest ? pretty(latest.body) : info.whitelist ? "[\n]" : "{\n}";
     if (!latest) status.append(notice("info", `No ${info.label.toLowerCase()} is published for this platform/app yet.`));
-    await renderHistory(history, project, kind, scope, load);
+    renderHistory(history, versions, project, kind, scope, load);
   }
 
   async function send(validateOnly) {
@@ -110,13 +115,7 @@ export async function documentView(main, project, kind) {
 }
 
 /** The version history of a document: pick two versions to compare, roll back to any. */
-export async function renderHistory(container, project, kind, scope, reload) {
-  let versions = [];
-  try {
-    versions = await api.get(`/v1/projects/${seg(project)}/${kind}/versions`, scope.address);
-  } catch (error) {
-    if (!(error instanceof ApiError && error.code === "no_document")) throw error;
-  }
+export function renderHistory(container, versions, project, kind, scope, reload) {
   const diffArea = h("div.diff-area");
   if (versions.length === 0) return clear(container, h("h2", "History"), empty("No versions yet."));
   const from = h("select#diff-from", { "aria-label": "Compare from version" }, versions.map((v, i) => h("option", { value: v.version, selected: i === 1 }, `v${v.version}`)));

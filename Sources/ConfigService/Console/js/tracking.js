@@ -193,12 +193,12 @@ export async function trackingView(main, project) {
 
   async function load() {
     clear(status);
-    const latest = await loadLatest(project, kind, scope.address);
+    const { latest, versions } = await loadLatest(project, kind, scope.address);
     model = modelOf(latest?.body);
     render();
     if (!latest) status.append(notice("info", "No tracking table is published for this platform/app yet. Add entries and publish."));
     else status.append(notice("info", `Editing version ${latest.version}, the newest.`));
-    await renderHistory(history, project, kind, scope, load);
+    renderHistory(history, versions, project, kind, scope, load);
   }
 
   clear(main,
