@@ -43,7 +43,7 @@ struct CollectorAPI: ServiceAPI {
             var events = EventQuery(
                 project: project, event: try Self.text(query["event"], name: "event"),
                 distinctID: try Self.text(query["distinct_id"], name: "distinct_id"),
-                limit: try Self.number(query["limit"], name: "limit", in: EventQuery.limits, default: EventQuery.defaultLimit)
+                limit: try Self.number(query["limit"], name: "limit", in: ReadBounds.limits, default: ReadBounds.defaultLimit)
             )
             if let user = query["user_id"], !user.isEmpty {
                 guard let id = Int64(user), id > 0 else { throw ServiceError.badRequest(.invalidValue, "user_id must be a user number (1, 2, …)") }
@@ -65,12 +65,12 @@ struct CollectorAPI: ServiceAPI {
                 guard let id = Int64(text), id > 0 else { throw ServiceError.badRequest(.invalidCursor, "before must be the 'next' of an earlier page") }
                 before = id
             }
-            let limit = try Self.number(query["limit"], name: "limit", in: EventQuery.limits, default: EventQuery.defaultLimit)
+            let limit = try Self.number(query["limit"], name: "limit", in: ReadBounds.limits, default: ReadBounds.defaultLimit)
             return jsonResponse(.ok, try await reads.rejected(project: project, before: before, limit: limit))
         }
         projects.get("ingest-counts") { request, context in
             let project = try authorize(request, context)
-            let hours = try Self.number(request.uri.queryParameters["hours"], name: "hours", in: EventQuery.hours, default: EventQuery.defaultHours)
+            let hours = try Self.number(request.uri.queryParameters["hours"], name: "hours", in: ReadBounds.hours, default: ReadBounds.defaultHours)
             return jsonResponse(.ok, try await reads.ingestCounts(project: project, hours: hours))
         }
     }

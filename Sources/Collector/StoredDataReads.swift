@@ -22,17 +22,22 @@ package struct EventQuery: Sendable, Equatable {
     package var userID: Int64?
     package var before: EventCursor?
     package var limit: Int
+}
 
+/// The bounds of every live-data read.
+package enum ReadBounds {
+    /// Rows in one page of events or rejected records.
     package static let limits = 1...200
     package static let defaultLimit = 50
     /// A rejected record's raw text is cut after this many characters (`raw_truncated`).
     package static let maxRawCharacters = 16 << 10
+    /// How far back the per-minute counts reach.
     package static let hours = 1...72
     package static let defaultHours = 6
 }
 
 /// Where a page of events stopped: the last event's time (µs since 1970) and id. Its text form is
-/// `<micros>.<event id>`, what a page's `next` holds.
+/// `<micros>.<event id>`, what a page's `next` holds (PostgreSQL writes it with the page).
 package struct EventCursor: Sendable, Equatable {
     package var micros: Int64
     package var eventID: UUID
@@ -47,8 +52,6 @@ package struct EventCursor: Sendable, Equatable {
         guard parts.count == 2, let micros = Int64(parts[0]), micros >= 0, let id = UUID(uuidString: String(parts[1])) else { return nil }
         self.init(micros: micros, eventID: id)
     }
-
-    package var text: String { "\(micros).\(eventID.uuidString.lowercased())" }
 }
 
 package struct PostgresStoredDataReads: StoredDataReads {
@@ -95,8 +98,8 @@ package struct PostgresStoredDataReads: StoredDataReads {
     package func rejected(project: String, before: Int64?, limit: Int) async throws -> String {
         let sql = """
             WITH page AS (
-                SELECT id, received_at, reason, left(raw, \(EventQuery.maxRawCharacters)) AS raw,
-                       length(raw) > \(EventQuery.maxRawCharacters) AS raw_truncated
+                SELECT id, received_at, reason, left(raw, \(ReadBounds.maxRawCharacters)) AS raw,
+                       length(raw) > \(ReadBounds.maxRawCharacters) AS raw_truncated
                 FROM collector.rejected
                 WHERE project = $1 AND ($2::bigint IS NULL OR id < $2)
                 ORDER BY id DESC

@@ -89,7 +89,7 @@ struct CollectorAPITests {
             #expect(
                 recorded.first
                     == "events \(EventQuery(project: "shop", event: "Buy", distinctID: "d 1", userID: 7, before: cursor, limit: 200))")
-            #expect(recorded[1] == "events \(EventQuery(project: "shop", limit: EventQuery.defaultLimit))")
+            #expect(recorded[1] == "events \(EventQuery(project: "shop", limit: ReadBounds.defaultLimit))")
             #expect(recorded[2] == "rejected shop 42 1" && recorded[3] == "counts shop 72")
 
             let refused = [
