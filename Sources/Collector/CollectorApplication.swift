@@ -43,7 +43,7 @@ struct CollectorAPI: ServiceAPI {
             var events = EventQuery(
                 project: project, event: try Self.text(query["event"], name: "event"),
                 distinctID: try Self.text(query["distinct_id"], name: "distinct_id"),
-                limit: try Self.number(query["limit"], name: "limit", in: ReadBounds.limits, default: ReadBounds.defaultLimit)
+                limit: try request.integerParameter("limit", in: ReadBounds.limits, default: ReadBounds.defaultLimit)
             )
             if let user = query["user_id"], !user.isEmpty {
                 guard let id = Int64(user), id > 0 else { throw ServiceError.badRequest(.invalidValue, "user_id must be a user number (1, 2, …)") }
@@ -65,12 +65,12 @@ struct CollectorAPI: ServiceAPI {
                 guard let id = Int64(text), id > 0 else { throw ServiceError.badRequest(.invalidCursor, "before must be the 'next' of an earlier page") }
                 before = id
             }
-            let limit = try Self.number(query["limit"], name: "limit", in: ReadBounds.limits, default: ReadBounds.defaultLimit)
+            let limit = try request.integerParameter("limit", in: ReadBounds.limits, default: ReadBounds.defaultLimit)
             return jsonResponse(.ok, try await reads.rejected(project: project, before: before, limit: limit))
         }
         projects.get("ingest-counts") { request, context in
             let project = try authorize(request, context)
-            let hours = try Self.number(request.uri.queryParameters["hours"], name: "hours", in: ReadBounds.hours, default: ReadBounds.defaultHours)
+            let hours = try request.integerParameter("hours", in: ReadBounds.hours, default: ReadBounds.defaultHours)
             return jsonResponse(.ok, try await reads.ingestCounts(project: project, hours: hours))
         }
     }
@@ -78,8 +78,7 @@ struct CollectorAPI: ServiceAPI {
     /// Checks the service token and the project name; returns the project.
     private func authorize(_ request: Request, _ context: DatongRequestContext) throws -> String {
         try serviceToken.check(request)
-        guard let project = context.parameters.get("project"), ProjectName.isValid(project) else { throw ServiceError.invalidProject }
-        return project
+        return try context.project()
     }
 
     /// An optional filter: absent or empty is no filter; at most 1024 bytes, no NUL.
@@ -89,14 +88,6 @@ struct CollectorAPI: ServiceAPI {
             throw ServiceError.badRequest(.invalidValue, "\(name) must be 1 to 1024 bytes without NUL")
         }
         return String(raw)
-    }
-
-    private static func number(_ raw: Substring?, name: String, in range: ClosedRange<Int>, default value: Int) throws -> Int {
-        guard let raw, !raw.isEmpty else { return value }
-        guard let number = Int(raw), range.contains(number) else {
-            throw ServiceError.badRequest(.invalidLimit, "\(name) must be \(range.lowerBound) to \(range.upperBound)")
-        }
-        return number
     }
 
     func write(_ request: Request, context: DatongRequestContext) async throws -> Response {

@@ -51,7 +51,7 @@ struct ConfigAPI: ServiceAPI {
 
         router.put("/v1/projects/:project") { request, context in
             let actor = try await auth.authorize(request)
-            let project = try projectParameter(context)
+            let project = try context.project()
             // An optional body sets the ingestion token ({"token": "…"}) or clears it ({"token": null}).
             let body = try await collectBody(request, limit: 4096)
             var token: String??
@@ -77,7 +77,7 @@ struct ConfigAPI: ServiceAPI {
         // Internal: what the gateway checks uploads against (no admin token; the digest only).
         router.get("/v1/projects/:project/ingestion") { request, context in
             try serviceToken.check(request)
-            let project = try projectParameter(context)
+            let project = try context.project()
             guard let token = try await store.ingestion(project: project) else {
                 throw ServiceError(.notFound, .unknownProject, "there is no project '\(project)'")
             }
@@ -236,10 +236,7 @@ struct ConfigAPI: ServiceAPI {
             _ = try await auth.authorize(request)
             let project = request.uri.queryParameters["project"].map(String.init)
             if let project, !ProjectName.isValid(project) { throw ServiceError.invalidProject }
-            let limitText = request.uri.queryParameters["limit"].map(String.init) ?? "100"
-            guard let limit = Int(limitText), (1...1000).contains(limit) else {
-                throw ServiceError.badRequest(.invalidLimit, "limit must be 1 to 1000")
-            }
+            let limit = try request.integerParameter("limit", in: 1...1000, default: 100)
             return try jsonResponse(.ok, encoding: try await store.auditTrail(project: project, limit: limit))
         }
     }
@@ -269,17 +266,9 @@ private struct InvalidDocument: Encodable {
     }
 }
 
-private func projectParameter(_ context: DatongRequestContext) throws -> String {
-    let project = context.parameters.get("project") ?? ""
-    guard ProjectName.isValid(project) else {
-        throw ServiceError.invalidProject
-    }
-    return project
-}
-
 /// The project, kind and scope (`platform`, `app_id`) a document request names.
 private func documentAddress(_ request: Request, _ context: DatongRequestContext) throws -> (String, DocumentKind, DocumentScope) {
-    let project = try projectParameter(context)
+    let project = try context.project()
     let kind = try kindParameter(context)
     let scope = try DocumentScope(
         platform: request.uri.queryParameters["platform"].map(String.init),

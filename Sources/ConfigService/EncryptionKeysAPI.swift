@@ -22,14 +22,14 @@ struct EncryptionKeysAPI: ServiceAPI {
         router.post("/v1/projects/:project/keys") { request, context in try await create(request, context) }
         router.get("/v1/projects/:project/keys") { request, context in
             _ = try await auth.authorize(request)
-            let project = try Self.project(context)
+            let project = try context.project()
             guard try await store.projectExists(project) else { throw Self.unknownProject(project) }
             return try jsonResponse(.ok, encoding: try await store.listKeys(project: project))
         }
         router.post("/v1/projects/:project/keys/:pkv/retire") { request, context in try await retire(request, context) }
         router.put("/v1/projects/:project/transport-encryption") { request, context in
             let actor = try await auth.authorize(request)
-            let project = try Self.project(context)
+            let project = try context.project()
             let body = try await collectBody(request, limit: 1024)
             guard let enabled = bodyObject(body)?["enabled"]?.boolValue else {
                 throw ServiceError.badRequest(.invalidBody, #"send {"enabled": true} or {"enabled": false}"#)
@@ -40,7 +40,7 @@ struct EncryptionKeysAPI: ServiceAPI {
         }
         router.get("/v1/projects/:project/encryption") { request, context in
             try serviceToken.check(request)
-            let project = try Self.project(context)
+            let project = try context.project()
             guard let encryption = try await store.encryption(project: project) else { throw Self.unknownProject(project) }
             return try jsonResponse(.ok, encoding: encryption)
         }
@@ -48,7 +48,7 @@ struct EncryptionKeysAPI: ServiceAPI {
 
     private func create(_ request: Request, _ context: DatongRequestContext) async throws -> Response {
         let actor = try await auth.authorize(request)
-        let project = try Self.project(context)
+        let project = try context.project()
         let body = try await collectBody(request, limit: 1024)
         guard let name = bodyObject(body)?["type"]?.stringValue,
             let type = KeyType(rawValue: name.lowercased())
@@ -69,7 +69,7 @@ struct EncryptionKeysAPI: ServiceAPI {
 
     private func retire(_ request: Request, _ context: DatongRequestContext) async throws -> Response {
         let actor = try await auth.authorize(request)
-        let project = try Self.project(context)
+        let project = try context.project()
         guard let pkv = context.parameters.get("pkv").flatMap(Int.init), pkv > 0 else {
             throw ServiceError.badRequest(.invalidPkv, "pkv is a key's number (1, 2, …)")
         }
@@ -81,12 +81,6 @@ struct EncryptionKeysAPI: ServiceAPI {
             let key = try await store.listKeys(project: project).first { $0.pkv == pkv }
             return try jsonResponse(.ok, encoding: key)
         }
-    }
-
-    private static func project(_ context: DatongRequestContext) throws -> String {
-        let project = context.parameters.get("project") ?? ""
-        guard ProjectName.isValid(project) else { throw ServiceError.invalidProject }
-        return project
     }
 
     private static func unknownProject(_ project: String) -> ServiceError {

@@ -92,7 +92,7 @@ struct OwnedDataAPI: ServiceAPI {
     /// The admin token's name, after checking it and the project name.
     private func authorizeProject(_ request: Request, _ context: DatongRequestContext) async throws -> String {
         let actor = try await auth.authorize(request)
-        guard let project = context.parameters.get("project"), ProjectName.isValid(project) else { throw ServiceError.invalidProject }
+        _ = try context.project()
         return actor
     }
 }

@@ -77,3 +77,23 @@ extension HTTPField.Name {
     package static let referrerPolicy = HTTPField.Name("Referrer-Policy")!
     package static let xFrameOptions = HTTPField.Name("X-Frame-Options")!
 }
+
+extension DatongRequestContext {
+    /// The route's `:project`, checked against `ProjectName` (400 `invalid_project` otherwise).
+    package func project() throws -> String {
+        guard let project = parameters.get("project"), ProjectName.isValid(project) else { throw ServiceError.invalidProject }
+        return project
+    }
+}
+
+extension Request {
+    /// An optional integer query parameter: absent or empty is `default`; otherwise it must lie in
+    /// `range` (400 `invalid_limit` naming the parameter).
+    package func integerParameter(_ name: String, in range: ClosedRange<Int>, default value: Int) throws -> Int {
+        guard let raw = uri.queryParameters[Substring(name)], !raw.isEmpty else { return value }
+        guard let number = Int(raw), range.contains(number) else {
+            throw ServiceError.badRequest(.invalidLimit, "\(name) must be \(range.lowerBound) to \(range.upperBound)")
+        }
+        return number
+    }
+}

@@ -128,8 +128,7 @@ struct IdentityAPI: ServiceAPI {
     /// Checks the service token and the project name; returns the project.
     private func authorize(_ request: Request, _ context: DatongRequestContext) throws -> String {
         try serviceToken.check(request)
-        guard let project = context.parameters.get("project"), ProjectName.isValid(project) else { throw ServiceError.invalidProject }
-        return project
+        return try context.project()
     }
 
     /// A refusal of the graph (a login conflict, an unknown user or merge) is the caller's 4xx.
