@@ -66,3 +66,14 @@ pg_running() {
 free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
+
+# N distinct TCP ports nobody listens on now, one per line. Asked for together (all bound at once),
+# so the system cannot hand out the same port twice, as separate free_port calls can.
+free_ports() {
+    python3 -c '
+import socket, sys
+sockets = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in sockets: s.bind(("127.0.0.1", 0))
+print("\n".join(str(s.getsockname()[1]) for s in sockets))
+for s in sockets: s.close()' "$1"
+}

@@ -28,7 +28,12 @@ package final class ServiceFleet: Sendable {
         self.binDirectory = binDirectory
         self.logDirectory = logDirectory
         var ports: [String: Int] = [:]
-        for name in Self.names { ports[name] = try freePort() }
+        for name in Self.names {
+            // The system may hand out a port it just gave, once the first probe closed: keep them distinct.
+            var port = try freePort()
+            while ports.values.contains(port) { port = try freePort() }
+            ports[name] = port
+        }
         self.ports = ports
         let common = [
             "HOST": "127.0.0.1", "LOG_LEVEL": "warning", "SERVICE_TOKEN": Self.serviceToken, "ADMIN_TOKEN": Self.adminToken,
