@@ -18,6 +18,7 @@ ensure_packages() {
     pkg-config --exists zlib 2>/dev/null || missing+=(zlib1g-dev)
     command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
     command -v curl >/dev/null 2>&1 || missing+=(curl)
+    [ -n "${DATONG_NEEDS_HAPROXY:-}" ] && ! command -v haproxy >/dev/null 2>&1 && missing+=(haproxy)
     [ ${#missing[@]} -eq 0 ] && return 0
     say "installing ${missing[*]}"
     local sudo=""
@@ -44,13 +45,63 @@ pg_init() {
     as_pg "$PG_BIN/initdb" -D "$dir" -U postgres -A trust -E UTF8 --locale=C.UTF-8 >/dev/null
 }
 
-# pg_start DIR PORT LOGFILE: starts the cluster listening on 127.0.0.1:PORT, socket in DIR.
+# pg_start DIR PORT LOGFILE [OPTIONS]: starts the cluster listening on 127.0.0.1:PORT, socket in
+# DIR; OPTIONS are more server options (-c name=value …).
 pg_start() {
-    local dir="$1" port="$2" log="$3"
+    local dir="$1" port="$2" log="$3" options="${4:-}"
     touch "$log"
     [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$log"
     as_pg "$PG_BIN/pg_ctl" -D "$dir" -l "$log" -w -t 60 \
-        -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=500" start >/dev/null
+        -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=500 $options" start >/dev/null
+}
+
+# pg_standby PRIMARY_PORT DIR PORT LOGFILE NAME: a hot standby of the primary on PRIMARY_PORT in
+# DIR, listening on PORT: a base backup (pg_basebackup) streaming from a replication slot NAME,
+# connecting as application NAME (what synchronous_standby_names names). Waits until it streams.
+pg_standby() {
+    local primary="$1" dir="$2" port="$3" log="$4" name="$5"
+    mkdir -p "$dir"
+    [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$dir"
+    chmod 700 "$dir"
+    as_pg "$PG_BIN/pg_basebackup" -h 127.0.0.1 -p "$primary" -U postgres -D "$dir" \
+        --write-recovery-conf --create-slot --slot "$name" --wal-method stream >/dev/null
+    # The last setting wins: the same connection, named, so that the primary can wait for it.
+    echo "primary_conninfo = 'host=127.0.0.1 port=$primary user=postgres application_name=$name'" \
+        | as_pg tee -a "$dir/postgresql.auto.conf" >/dev/null
+    # The primary's own socket lock came with the backup; the standby has its own.
+    rm -f "$dir"/.s.PGSQL.*
+    pg_start "$dir" "$port" "$log" "-c hot_standby_feedback=on"
+    for _ in $(seq 1 120); do
+        [ "$(psql -h 127.0.0.1 -p "$primary" -U postgres -d postgres -tAc \
+            "SELECT count(*) FROM pg_stat_replication WHERE application_name = '$name' AND state = 'streaming'")" = 1 ] && return 0
+        sleep 0.25
+    done
+    die "the standby $name did not start streaming within 30 s; see $log"
+}
+
+# pg_synchronous PORT NAME: from now on a commit on the primary on PORT returns only once standby
+# NAME has it (synchronous_commit = on, the default, waits for the standby's flush).
+pg_synchronous() {
+    psql -h 127.0.0.1 -p "$1" -U postgres -d postgres -q -v ON_ERROR_STOP=1 \
+        -c "ALTER SYSTEM SET synchronous_standby_names = '$2'" -c "SELECT pg_reload_conf()" >/dev/null
+}
+
+# haproxy_config OUT SERVICE:PORT:REPLICA_PORT,REPLICA_PORT… …: deploy/haproxy/local.cfg with the
+# port each balancer listens on and one server line per replica filled in, written to OUT.
+haproxy_config() {
+    local out="$1"; shift
+    python3 - "$ROOT/deploy/haproxy/local.cfg" "$out" "$@" <<'PY'
+import re, sys
+template, out, specs = sys.argv[1], sys.argv[2], sys.argv[3:]
+ports, servers = {}, {}
+for spec in specs:
+    name, port, replicas = spec.split(":")
+    ports[name] = port
+    servers[name] = "\n    ".join(f"server {name}-{i + 1} 127.0.0.1:{p} check" for i, p in enumerate(replicas.split(",")))
+text = re.sub(r"\{\{port ([a-z-]+)\}\}", lambda m: ports[m.group(1)], open(template).read())
+text = re.sub(r"\{\{servers ([a-z-]+)\}\}", lambda m: servers[m.group(1)], text)
+open(out, "w").write(text)
+PY
 }
 
 pg_stop() {

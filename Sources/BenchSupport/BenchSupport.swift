@@ -37,10 +37,15 @@ package enum Bench {
             await admin.close()
             throw error
         }
-        guard var components = URLComponents(string: adminURL) else { throw BenchError("DATABASE_URL is not a URL") }
-        components.path = "/\(name)"
-        guard let url = components.string else { throw BenchError("DATABASE_URL is not a URL") }
-        return url
+        return try replacingDatabase(in: adminURL, with: name)
+    }
+
+    /// `url` (a libpq URI, one host or several) naming database `name` instead.
+    package static func replacingDatabase(in url: String, with name: String) throws -> String {
+        guard let scheme = url.range(of: "://") else { throw BenchError("DATABASE_URL is not a URI") }
+        let authorityEnd = url[scheme.upperBound...].firstIndex { $0 == "/" || $0 == "?" } ?? url.endIndex
+        let queryStart = url[authorityEnd...].firstIndex(of: "?") ?? url.endIndex
+        return String(url[..<authorityEnd]) + "/" + name + String(url[queryStart...])
     }
 
     /// Prints `line` at once, also when the output is a pipe or a file (a CI log).

@@ -15,13 +15,14 @@ package func buildCollectorApplication(
         maxRecordsPerTransaction: settings.maxRecordsPerTransaction, maxWaitingRecords: settings.maxWaitingRecords
     )
     let maintenance = PartitionMaintenance(partitions: partitions, retentionDays: settings.retentionDays, logger: runtime.logger)
+    let replication = ReplicationMonitor(pool: database.pool, registry: runtime.metrics, logger: runtime.logger)
     return database.application(
         name: "collector",
         api: CollectorAPI(
             store: store, reads: PostgresStoredDataReads(pool: database.pool), serviceToken: ServiceToken(settings.server.serviceToken),
             maxBatchBytes: settings.maxBatchBytes
         ),
-        schema: CollectorSchema.name, migrations: CollectorSchema.migrations, server: settings.server, runtime: runtime, services: [maintenance]
+        schema: CollectorSchema.name, migrations: CollectorSchema.migrations, server: settings.server, runtime: runtime, services: [maintenance, replication]
     )
 }
 

@@ -16,6 +16,8 @@ final class SDKClient: Sendable {
         var dropped: [String] = []
         var networkErrors = 0
         var retriedStatuses: [Int: Int] = [:]
+        /// When each attempt failed (a network error or a status the client retries after).
+        var failedAt: [ContinuousClock.Instant] = []
     }
 
     static let recordsPerBatch = 50
@@ -69,7 +71,10 @@ final class SDKClient: Sendable {
                     case 200:
                         tally.withLock { $0.acknowledged.append(number) }
                     case 403, 404, 500...599:
-                        tally.withLock { $0.retriedStatuses[answer.status, default: 0] += 1 }
+                        tally.withLock {
+                            $0.retriedStatuses[answer.status, default: 0] += 1
+                            $0.failedAt.append(.now)
+                        }
                         let asked = answer.headers["retry-after"].flatMap(Double.init) ?? backoff
                         Thread.sleep(forTimeInterval: min(asked, maxBackoff))
                         backoff = min(backoff * 2, maxBackoff)
@@ -81,7 +86,10 @@ final class SDKClient: Sendable {
                 } catch {
                     connection?.close()
                     connection = nil
-                    tally.withLock { $0.networkErrors += 1 }
+                    tally.withLock {
+                        $0.networkErrors += 1
+                        $0.failedAt.append(.now)
+                    }
                     Thread.sleep(forTimeInterval: backoff)
                     backoff = min(backoff * 2, maxBackoff)
                 }

@@ -7,7 +7,8 @@
 //   scripts/drill [--seconds N] [--workers N]
 //
 // (the script builds the services, starts a throwaway PostgreSQL and passes --bin, --logs,
-// --restart-postgres and DATABASE_URL). Exits 1 when any check fails.
+// --restart-postgres and DATABASE_URL). With --failover, the scale-out drill instead (Failover.swift;
+// scripts/drill --failover). Exits 1 when any check fails.
 import BenchSupport
 import DatongPostgres
 import Foundation
@@ -15,24 +16,33 @@ import Synchronization
 
 let stepSeconds = Bench.option("--seconds", default: 3)
 let workers = Bench.option("--workers", default: 8)
-guard let adminURL = ProcessInfo.processInfo.environment["DATABASE_URL"], let binDirectory = Bench.text("--bin"),
-    let restartPostgres = Bench.text("--restart-postgres")
-else {
-    print("failure-drills: needs DATABASE_URL, --bin DIR and --restart-postgres COMMAND; scripts/drill sets them")
+guard let adminURL = ProcessInfo.processInfo.environment["DATABASE_URL"], let binDirectory = Bench.text("--bin") else {
+    print("failure-drills: needs DATABASE_URL and --bin DIR; scripts/drill sets them")
     exit(2)
 }
 let logDirectory = Bench.text("--logs") ?? NSTemporaryDirectory() + "datong-drill-logs"
 let logger = Bench.quietLogger("failure-drills")
 let memoryLimit = 150 << 20
 
-var failures: [String] = []
-@MainActor func check(_ condition: Bool, _ message: String) {
-    Bench.say("  \(condition ? "ok  " : "FAIL") \(message)")
-    if !condition { failures.append(message) }
+let checks = Checks()
+@MainActor func check(_ condition: Bool, _ message: String) { checks.check(condition, message) }
+
+if CommandLine.arguments.contains("--failover") {
+    guard let killPrimary = Bench.text("--kill-primary"), let promote = Bench.text("--promote") else {
+        print("failure-drills --failover: needs --kill-primary COMMAND and --promote COMMAND; scripts/drill --failover sets them")
+        exit(2)
+    }
+    try await FailoverDrill(
+        adminURL: adminURL, binDirectory: binDirectory, logDirectory: logDirectory, stepSeconds: stepSeconds, workers: workers,
+        killPrimary: killPrimary, promote: promote, checks: checks, logger: logger
+    ).run()
+    checks.finish(logDirectory: logDirectory)
 }
 
-func say(_ message: String) { Bench.say("==> \(message)") }
-
+guard let restartPostgres = Bench.text("--restart-postgres") else {
+    print("failure-drills: needs --restart-postgres COMMAND; scripts/drill sets it")
+    exit(2)
+}
 let url = try await Bench.freshDatabase(adminURL: adminURL, logger: logger)
 let fleet = try ServiceFleet(binDirectory: binDirectory, databaseURL: url, logDirectory: logDirectory)
 say("starting the four services (logs in \(logDirectory))")
@@ -42,13 +52,7 @@ try await fleet.startAll()
 
 let client = SDKClient(port: fleet.gatewayPort)
 let load = Task { await client.run(workers: workers) }
-func progress(_ label: String) {
-    let tally = client.snapshot
-    let retried = tally.retriedStatuses.sorted { $0.key < $1.key }.map { "\($0.value)×\($0.key)" }.joined(separator: " ")
-    Bench.say(
-        "    \(label): \(tally.acknowledged.count) batches acknowledged; retried after \(tally.networkErrors) network errors\(retried.isEmpty ? "" : " and " + retried)"
-    )
-}
+func progress(_ label: String) { FailureDrills.progress(client, label) }
 
 say("steady load: \(workers) SDK-like clients, \(stepSeconds) s")
 try await Task.sleep(for: .seconds(stepSeconds))
@@ -62,9 +66,7 @@ for name in ServiceFleet.names.reversed() {
     progress("after \(name)")
 }
 say("restart PostgreSQL (immediate shutdown, then crash recovery)")
-let restarted = Mutex<Int32>(-1)
-try await HTTPLoad.onThread { restarted.withLock { $0 = system(restartPostgres) } }
-check(restarted.withLock { $0 } == 0, "PostgreSQL restarted")
+check(try await shell(restartPostgres), "PostgreSQL restarted")
 try await Task.sleep(for: .seconds(stepSeconds))
 progress("after PostgreSQL")
 
@@ -76,40 +78,7 @@ progress("all")
 
 // MARK: Checks
 
-say("checking what is stored")
-let pool = PostgresPool(url: url, maxConnections: 1, logger: logger)
-let stored = try await pool.withConnection { connection in
-    try connection.query("SELECT properties->>'datong_tag' FROM analytics.events").rows.map { $0[0] ?? "" }
-}
-let counts = try await pool.withConnection { connection in
-    try connection.query(
-        """
-        SELECT (SELECT count(*) FROM collector.events), (SELECT count(*) FROM collector.rejected),
-               sum(received), sum(stored), sum(duplicates), sum(rejected) FROM analytics.ingest_counts
-        """
-    ).rows[0].map { Int($0 ?? "") ?? -1 }
-}
-await pool.close()
-var seen: [String: Int] = [:]
-for tag in stored { seen[tag, default: 0] += 1 }
-let expected = tally.acknowledged.flatMap(SDKClient.tags(of:))
-let missing = expected.filter { seen[$0] == nil }
-let repeated = seen.filter { $0.value > 1 }
-check(tally.acknowledged.count > 0, "\(tally.acknowledged.count) batches (\(expected.count) events) acknowledged during the drills")
-check(
-    missing.isEmpty,
-    "every acknowledged event is in analytics.events (\(missing.count) missing\(missing.isEmpty ? "" : ", e.g. " + missing.prefix(3).joined(separator: ", ")))")
-check(repeated.isEmpty, "no event is stored twice (\(repeated.count) stored more than once)")
-check(tally.dropped.isEmpty, "no batch was refused for good (\(tally.dropped.prefix(3).joined(separator: "; ")))")
-check(counts[1] == 0, "nothing rejected (\(counts[1]) rejected records)")
-check(
-    counts[2] == counts[3] + counts[4] + counts[5],
-    "ingest_counts: received \(counts[2]) = stored \(counts[3]) + duplicates \(counts[4]) + rejected \(counts[5])")
-check(counts[3] == counts[0], "ingest_counts: stored \(counts[3]) = rows in analytics.events \(counts[0])")
-check(counts[5] == counts[1], "ingest_counts: rejected \(counts[5]) = rows in analytics.rejected \(counts[1])")
-Bench.say(
-    "    \(stored.count - expected.count) events stored beyond the acknowledged ones (sent, stored, but the answer was lost to a kill; the SDK would send them again and they would count as duplicates)"
-)
+try await checks.storedExactlyOnce(url: url, tally: tally, logger: logger)
 
 // MARK: Overload
 
@@ -150,10 +119,4 @@ for name in ServiceFleet.names {
 }
 
 await fleet.stopAll()
-if failures.isEmpty {
-    say("all drills passed")
-} else {
-    say("\(failures.count) checks failed (service logs in \(logDirectory)):")
-    for failure in failures { print("  - \(failure)") }
-    exit(1)
-}
+checks.finish(logDirectory: logDirectory)

@@ -1,0 +1,108 @@
+import BenchSupport
+import DatongPostgres
+import Foundation
+import Logging
+
+/// The scale-out drill (`scripts/drill --failover`): two replicas of the gateway, identity and the
+/// collector behind HAProxy, on a PostgreSQL primary with a synchronous hot standby, the services
+/// given both hosts (`target_session_attrs=read-write`). Under SDK-like retrying load through the
+/// balancer: one replica of each service is killed (and started again), then the primary is killed
+/// and the standby promoted. Afterwards every acknowledged event is stored exactly once,
+/// `ingest_counts` adds up, every replica serves again without having been restarted, and the drill
+/// prints how long uploads were refused while there was no primary.
+@MainActor
+struct FailoverDrill {
+    let adminURL: String
+    let binDirectory: String
+    let logDirectory: String
+    let stepSeconds: Int
+    let workers: Int
+    /// Shell commands from the script: kill the primary (an immediate shutdown, as a crash) and
+    /// promote the standby.
+    let killPrimary: String
+    let promote: String
+    let checks: Checks
+    let logger: Logger
+
+    static let replicas = 2
+
+    func run() async throws {
+        let url = try await Bench.freshDatabase(adminURL: adminURL, logger: logger)
+        let fleet = try ServiceFleet(binDirectory: binDirectory, databaseURL: url, logDirectory: logDirectory, replicas: Self.replicas)
+        say("starting \(Self.replicas) replicas of the gateway, identity and the collector behind HAProxy, and config-service (logs in \(logDirectory))")
+        try await fleet.startAll()
+        let serverBefore = try await serverPort(url)
+
+        let client = SDKClient(port: fleet.gatewayPort)
+        let load = Task { await client.run(workers: workers) }
+        say("steady load through the balancer: \(workers) SDK-like clients, \(stepSeconds) s")
+        try await Task.sleep(for: .seconds(stepSeconds))
+        progress(client, "steady")
+
+        let metrics = (try? fleet.get("collector", "/metrics").text) ?? ""
+        let lag = metrics.split(separator: "\n").first { $0.hasPrefix("datong_postgres_standby_lag_bytes{") }
+        checks.check(lag != nil, "the collector exports the standby's replication lag (\(lag.map(String.init) ?? "no datong_postgres_standby_lag_bytes"))")
+
+        for name in ["bridge-gateway", "identity-service", "collector"] {
+            say("kill -9 replica 2 of \(name); the other carries the load; start it again after \(stepSeconds) s")
+            let before = client.snapshot.acknowledged.count
+            await fleet.kill(name, replica: 2)
+            try await Task.sleep(for: .seconds(stepSeconds))
+            let carried = client.snapshot.acknowledged.count - before
+            checks.check(carried > 0, "uploads were acknowledged with one \(name) replica down (\(carried) batches)")
+            try await fleet.start(name, replica: 2)
+            progress(client, "after \(name)")
+        }
+
+        say("kill the primary (immediate shutdown), then promote the standby")
+        let killed = ContinuousClock.now
+        checks.check(try await shell(killPrimary), "the primary is down")
+        // The time a failover manager would take to decide.
+        try await Task.sleep(for: .seconds(1))
+        let promoting = ContinuousClock.now
+        checks.check(try await shell(promote), "the standby is promoted")
+        let promoted = ContinuousClock.now
+        // Uploads flow again once an acknowledgement follows the promotion.
+        let ackedBefore = client.snapshot.acknowledged.count
+        let deadline = ContinuousClock.now + .seconds(60)
+        while client.snapshot.acknowledged.count == ackedBefore, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        try await Task.sleep(for: .seconds(stepSeconds))
+        progress(client, "after the promotion")
+
+        say("stopping the load; each client finishes the batch it holds")
+        client.stop()
+        await load.value
+        let tally = client.snapshot
+        progress(client, "all")
+
+        let refusals = tally.failedAt.filter { $0 >= killed }
+        if let first = refusals.first, let last = refusals.max() {
+            Bench.say(
+                String(
+                    format:
+                        "    uploads were refused (retried by the clients) for %.1f s: from %.1f s to %.1f s after the primary died; promotion ran from %.1f s to %.1f s; %d refused attempts",
+                    Bench.seconds(last - first), Bench.seconds(first - killed), Bench.seconds(last - killed), Bench.seconds(promoting - killed),
+                    Bench.seconds(promoted - killed), refusals.count)
+            )
+        }
+        let serverAfter = try await serverPort(url)
+        checks.check(serverAfter != serverBefore, "the services now write to the promoted standby (port \(serverBefore) before, \(serverAfter) after)")
+        for name in ServiceFleet.names {
+            for replica in 1...(ServiceFleet.replicated.contains(name) ? Self.replicas : 1) {
+                let ready = (try? fleet.get(name, "/ready", replica: replica).status) == 200
+                checks.check(fleet.isRunning(name) && ready, "\(name) replica \(replica) is ready on the new primary, not restarted")
+            }
+        }
+        try await checks.storedExactlyOnce(url: url, tally: tally, logger: logger)
+        await fleet.stopAll()
+    }
+
+    /// The port of the server the multi-host `url` leads to (the primary).
+    private func serverPort(_ url: String) async throws -> String {
+        let pool = PostgresPool(url: url, maxConnections: 1, logger: logger)
+        defer { Task { await pool.close() } }
+        return try await pool.withConnection { try $0.query("SELECT inet_server_port()::text").rows[0][0] ?? "" }
+    }
+}
