@@ -95,6 +95,14 @@ struct FailoverDrill {
                 checks.check(fleet.isRunning(name) && ready, "\(name) replica \(replica) is ready on the new primary, not restarted")
             }
         }
+        for replica in 1...Self.replicas {
+            let metrics = (try? fleet.get("identity-service", "/metrics", replica: replica).text) ?? ""
+            let line = metrics.split(separator: "\n").first { $0.hasPrefix("datong_identity_cache_server_changes_total ") }
+            let changes = line.flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
+            checks.check(
+                changes >= 1,
+                "identity-service replica \(replica) forgot its cache on finding a different database server (\(line.map(String.init) ?? "no counter"))")
+        }
         try await checks.storedExactlyOnce(url: url, tally: tally, logger: logger)
         await fleet.stopAll()
     }

@@ -21,7 +21,8 @@ package func buildIdentityApplication(
         store.cache = cache
         services.append(
             CacheRefresher(
-                cache: cache, pool: database.pool, interval: .milliseconds(settings.cacheRefreshMilliseconds), logger: runtime.logger
+                cache: cache, pool: database.pool, interval: .milliseconds(settings.cacheRefreshMilliseconds), logger: runtime.logger,
+                metrics: runtime.metrics
             ))
     }
     return database.application(

@@ -1,5 +1,6 @@
 import DatongPostgres
 import Logging
+import Prometheus
 import ServiceLifecycle
 import Synchronization
 
@@ -9,8 +10,15 @@ import Synchronization
 /// those writes the identity to `identity.invalidations`. `CacheRefresher` reads the entries of
 /// every transaction that finished since its last look, every `refreshInterval`, and forgets those
 /// identities. A change made through another replica is therefore seen here within one refresh
-/// interval plus the time of one refresh. If refreshing fails for `maxStaleness`, the cache stops
-/// answering (every resolve goes to PostgreSQL) until a refresh succeeds again.
+/// interval plus the time of one refresh. From the first failed refresh until one succeeds again,
+/// the cache does not answer (every resolve goes to PostgreSQL) and learns nothing; a refresh that
+/// has not succeeded for `maxStaleness` (one that hangs) stops it answering too, and failing for
+/// that long forgets everything.
+///
+/// A different database server (a promoted standby after a failover, or a restart) may not have
+/// every transaction this replica saw: with asynchronous replication a merge committed on the old
+/// primary can be lost, and its transaction ids used again. So the first refresh that reads from a
+/// server other than the last one's forgets everything.
 ///
 /// A lookup made in PostgreSQL before a refresh forgot something is not learned afterwards: every
 /// forgetting starts a new epoch, and `update` learns only from reads of the current epoch.
@@ -22,8 +30,10 @@ package final class IdentityCache: Sendable {
         var young: [ScopedIdentity: Int64] = [:]
         var old: [ScopedIdentity: Int64] = [:]
         var epoch: UInt64 = 0
-        /// When the last refresh succeeded; nil before the first.
+        /// When the last refresh succeeded; nil before the first and after a failed one.
         var refreshedAt: ContinuousClock.Instant?
+        /// The server the last refresh read from (its postmaster's start time).
+        var server: String?
     }
 
     private let state = Mutex(State())
@@ -75,15 +85,32 @@ package final class IdentityCache: Sendable {
         }
     }
 
-    /// A refresh read the invalidation log: forgets what changed elsewhere.
-    func refreshed(forgetting: [ScopedIdentity], at instant: ContinuousClock.Instant) {
+    /// A refresh read the invalidation log of `server`: forgets what changed elsewhere, or
+    /// everything when `server` is not the one the last refresh read from. True in that case.
+    @discardableResult
+    func refreshed(forgetting: [ScopedIdentity], at instant: ContinuousClock.Instant, server: String? = nil) -> Bool {
         state.withLock { state in
-            if !forgetting.isEmpty { Self.forget(forgetting, in: &state) }
+            let changed = server != nil && state.server != nil && server != state.server
+            if server != nil { state.server = server }
+            if changed {
+                state.young.removeAll()
+                state.old.removeAll()
+                state.epoch &+= 1
+            } else if !forgetting.isEmpty {
+                Self.forget(forgetting, in: &state)
+            }
             // Reads that began before the first look may have missed changes the log will
             // never show this replica: nothing they found is learned.
             if state.refreshedAt == nil { state.epoch &+= 1 }
             state.refreshedAt = instant
+            return changed
         }
+    }
+
+    /// A refresh failed: the cache neither answers nor learns until one succeeds (the database
+    /// may be failing over, and what it says next may differ from what was cached).
+    func refreshFailed() {
+        state.withLock { $0.refreshedAt = nil }
     }
 
     /// Refreshing failed for too long: forget everything (it is not used until a refresh works).
@@ -126,12 +153,15 @@ package final class CacheRefresher: Service, Sendable {
     private let interval: Duration
     private let logger: Logger
     private let horizon = Mutex<String?>(nil)
+    /// `datong_identity_cache_server_changes_total`: refreshes that found a different server.
+    private let serverChanges: Counter?
 
     /// Entries older than this are deleted (a replica that could not look for this long has
     /// cleared its cache anyway).
     static let retention = "1 hour"
 
-    package init(cache: IdentityCache, pool: PostgresPool, interval: Duration, logger: Logger) {
+    package init(cache: IdentityCache, pool: PostgresPool, interval: Duration, logger: Logger, metrics: PrometheusCollectorRegistry? = nil) {
+        self.serverChanges = metrics?.makeCounter(name: "datong_identity_cache_server_changes_total", labels: [])
         self.cache = cache
         self.pool = pool
         self.interval = interval
@@ -149,6 +179,7 @@ package final class CacheRefresher: Service, Sendable {
                     looks += 1
                     if looks % 600 == 0 { try await self.prune() }
                 } catch {
+                    self.cache.refreshFailed()
                     let now = ContinuousClock.now
                     let since = failingSince ?? now
                     failingSince = since
@@ -168,7 +199,7 @@ package final class CacheRefresher: Service, Sendable {
             try connection.queryPrepared(
                 "identity.refresh",
                 """
-                SELECT pg_snapshot_xmin(pg_current_snapshot())::text, NULL, NULL, NULL
+                SELECT pg_snapshot_xmin(pg_current_snapshot())::text, pg_postmaster_start_time()::text, NULL, NULL
                 UNION ALL
                 SELECT NULL, project, key, value FROM identity.invalidations WHERE $1::xid8 IS NOT NULL AND xid >= $1::xid8
                 """,
@@ -177,9 +208,11 @@ package final class CacheRefresher: Service, Sendable {
         }
         var forgetting: [ScopedIdentity] = []
         var next: String?
+        var server: String?
         for row in rows {
             if let horizon = row[0] {
                 next = horizon
+                server = row[1]
                 continue
             }
             guard let project = row[1], let key = row[2], let value = row[3] else { continue }
@@ -187,7 +220,10 @@ package final class CacheRefresher: Service, Sendable {
         }
         // Before the first look nothing was cached, so nothing older needs forgetting.
         horizon.withLock { $0 = next }
-        cache.refreshed(forgetting: forgetting, at: started)
+        if cache.refreshed(forgetting: forgetting, at: started, server: server) {
+            logger.notice("identity.cache_cleared", metadata: ["reason": "the database server changed (failover or restart)"])
+            serverChanges?.increment()
+        }
     }
 
     private func prune() async throws {

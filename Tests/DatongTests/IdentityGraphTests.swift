@@ -252,6 +252,33 @@ struct IdentityGraphTests {
         #expect(cache.users(of: [[identities[998]]]) == [nil], "a stale cache answered")
     }
 
+    @Test("after a failed refresh the cache neither answers nor learns, and a refresh from another server (a failover) forgets everything")
+    func cacheAcrossFailover() {
+        let cache = IdentityCache(capacity: 100, maxStaleness: .seconds(60))
+        let known = ScopedIdentity(project: "p", identity: IdentityKey(key: Self.cookie, value: "known"))
+        let other = ScopedIdentity(project: "p", identity: IdentityKey(key: Self.cookie, value: "other"))
+        #expect(cache.refreshed(forgetting: [], at: .now, server: "primary started 10:00") == false)
+        cache.update(learned: [(known, 7)], readAt: cache.epoch, forgetting: [])
+        #expect(cache.users(of: [[known]]) == [7])
+
+        // The primary dies: a read made while refreshing fails is not learned, and nothing is answered.
+        cache.refreshFailed()
+        #expect(cache.users(of: [[known]]) == [nil], "answered while the database could not be refreshed from")
+        let during = cache.epoch
+        cache.update(learned: [(other, 8)], readAt: during, forgetting: [])
+
+        // The standby is promoted: the old primary's merges may be lost there, so nothing is kept.
+        #expect(cache.refreshed(forgetting: [], at: .now, server: "standby started 09:00") == true)
+        #expect(cache.users(of: [[known]]) == [nil], "kept an owner learned from the old primary")
+        #expect(cache.users(of: [[other]]) == [nil], "learned from a read made while refreshing failed")
+        #expect(cache.count == 0)
+        cache.update(learned: [(known, 9)], readAt: cache.epoch, forgetting: [])
+        #expect(cache.users(of: [[known]]) == [9])
+        // The same server again forgets only what its log says.
+        #expect(cache.refreshed(forgetting: [], at: .now, server: "standby started 09:00") == false)
+        #expect(cache.users(of: [[known]]) == [9])
+    }
+
     @Test("analytics.events follows merges and undos also when the collector migrated before identity-service")
     func collectorMigratedFirst() async throws {
         let url = try await TestDatabase.create()
