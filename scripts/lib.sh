@@ -64,7 +64,7 @@ pg_standby() {
     [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$dir"
     chmod 700 "$dir"
     as_pg "$PG_BIN/pg_basebackup" -h 127.0.0.1 -p "$primary" -U postgres -D "$dir" \
-        --write-recovery-conf --create-slot --slot "$name" --wal-method stream >/dev/null
+        --write-recovery-conf --create-slot --slot "$name" --wal-method stream 2> >(grep -v "skipping special file" >&2) >/dev/null
     # The last setting wins: the same connection, named, so that the primary can wait for it.
     echo "primary_conninfo = 'host=127.0.0.1 port=$primary user=postgres application_name=$name'" \
         | as_pg tee -a "$dir/postgresql.auto.conf" >/dev/null
