@@ -3,7 +3,7 @@
 // table): acknowledged events/s, request latency at full speed and at half of that rate, the peak
 // RSS of each service, and in the same run the raw COPY rate of the same rows into the same table.
 //
-//   scripts/bench e2e [--rounds N] [--requests N] [--connections N] [--out DIR]
+//   scripts/bench e2e [--rounds N] [--requests N] [--connections N] [--replicas N] [--out DIR]
 //
 // (the script builds the services, starts a throwaway PostgreSQL and passes --bin and DATABASE_URL).
 import BenchSupport
@@ -14,6 +14,8 @@ let rounds = Bench.option("--rounds", default: 3)
 let requestCount = Bench.option("--requests", default: 3_000)
 let connections = Bench.option("--connections", default: 64)
 let returningDevices = Bench.option("--devices", default: 500)
+/// Replicas of the gateway, identity and the collector, behind HAProxy when above 1 (docs/SCALING.md).
+let replicas = Bench.option("--replicas", default: 1)
 let recordsPerRequest = 50
 let outDirectory = Bench.text("--out") ?? "docs/benchmarks"
 guard let adminURL = ProcessInfo.processInfo.environment["DATABASE_URL"], let binDirectory = Bench.text("--bin") else {
@@ -101,12 +103,13 @@ struct Round {
 func cpuSnapshot(_ fleet: ServiceFleet) -> [String: Double] {
     var snapshot: [String: Double] = [:]
     for name in ServiceFleet.names { snapshot[name] = fleet.cpuSeconds(name) ?? 0 }
+    if fleet.balanced { snapshot["haproxy"] = fleet.cpuSeconds("haproxy") ?? 0 }
     snapshot["load generator"] = CPUTime.ownProcess
     snapshot["machine"] = CPUTime.machineBusy
     return snapshot
 }
 
-let cpuColumns = ServiceFleet.names + ["load generator", "PostgreSQL and the rest"]
+let cpuColumns = ServiceFleet.names + (replicas > 1 ? ["haproxy"] : []) + ["load generator", "PostgreSQL and the rest"]
 
 func cpuPerEvent(before: [String: Double], after: [String: Double], events: Int) -> [String: Double] {
     var perEvent: [String: Double] = [:]
@@ -137,7 +140,7 @@ struct Latency: Codable {
 
 func runRound(_ number: Int) async throws -> Round {
     let url = try await Bench.freshDatabase(adminURL: adminURL, logger: logger)
-    let fleet = try ServiceFleet(binDirectory: binDirectory, databaseURL: url, logDirectory: logDirectory)
+    let fleet = try ServiceFleet(binDirectory: binDirectory, databaseURL: url, logDirectory: logDirectory, replicas: replicas)
     do {
         try await fleet.startAll()
         _ = try await HTTPLoad.run(port: fleet.gatewayPort, requests: warmUp, connections: connections, check: acknowledged)
