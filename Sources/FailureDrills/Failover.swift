@@ -110,7 +110,9 @@ struct FailoverDrill {
     /// The port of the server the multi-host `url` leads to (the primary).
     private func serverPort(_ url: String) async throws -> String {
         let pool = PostgresPool(url: url, maxConnections: 1, logger: logger)
-        defer { Task { await pool.close() } }
-        return try await pool.withConnection { try $0.query("SELECT inet_server_port()::text").rows[0][0] ?? "" }
+        let port = try? await pool.withConnection { try $0.query("SELECT inet_server_port()::text").rows[0][0] ?? "" }
+        await pool.close()
+        guard let port else { throw BenchError("no PostgreSQL server accepting writes answers at \(url)") }
+        return port
     }
 }
