@@ -25,8 +25,18 @@ final class ReplicationMonitor: Service, Sendable {
         self.logger = logger
     }
 
+    // Made when used: the descriptor type is not Sendable.
+    private static var lagBytes: MetricNameDescriptor {
+        metric("standby_lag", unit: "bytes", "WAL written on the primary that the standby has not replayed")
+    }
+    private static var lagSeconds: MetricNameDescriptor { metric("standby_lag", unit: "seconds", "The standby's replay_lag (0 once caught up and idle)") }
+
+    private static func metric(_ name: String, unit: String, _ help: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "datong", subsystem: "postgres", metricName: name, unitName: unit, helpText: help)
+    }
+
     func run() async throws {
-        let standbys = registry.makeGauge(name: "datong_postgres_standbys", labels: [])
+        let standbys = registry.makeGauge(descriptor: Self.metric("standbys", unit: "", "Standbys streaming from the primary now"))
         try? await cancelWhenGracefulShutdown {
             var exported: [String: (bytes: Gauge, seconds: Gauge)] = [:]
             while true {
@@ -48,8 +58,8 @@ final class ReplicationMonitor: Service, Sendable {
                         let gauges =
                             exported[name]
                             ?? (
-                                bytes: self.registry.makeGauge(name: "datong_postgres_standby_lag_bytes", labels: [("standby", name)]),
-                                seconds: self.registry.makeGauge(name: "datong_postgres_standby_lag_seconds", labels: [("standby", name)])
+                                bytes: self.registry.makeGauge(descriptor: Self.lagBytes, labels: [("standby", name)]),
+                                seconds: self.registry.makeGauge(descriptor: Self.lagSeconds, labels: [("standby", name)])
                             )
                         exported[name] = gauges
                         gauges.bytes.set(max(bytes, 0))

@@ -161,7 +161,11 @@ package final class CacheRefresher: Service, Sendable {
     static let retention = "1 hour"
 
     package init(cache: IdentityCache, pool: PostgresPool, interval: Duration, logger: Logger, metrics: PrometheusCollectorRegistry? = nil) {
-        self.serverChanges = metrics?.makeCounter(name: "datong_identity_cache_server_changes_total", labels: [])
+        self.serverChanges = metrics?.makeCounter(
+            descriptor: MetricNameDescriptor(
+                namespace: "datong", subsystem: "identity", metricName: "cache_server_changes", unitName: "total",
+                helpText: "Refreshes of the identity cache that found a different database server and forgot everything"
+            ))
         self.cache = cache
         self.pool = pool
         self.interval = interval
