@@ -55,6 +55,19 @@ pg_start() {
         -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=500 $options" start >/dev/null
 }
 
+# pg_url DATABASE PORT [STANDBY_PORT]: the libpq URI of DATABASE on 127.0.0.1:PORT; with a
+# standby, both hosts, and libpq connects to whichever accepts writes (a promoted standby too).
+pg_url() {
+    if [ -n "${3:-}" ]; then
+        echo "postgresql://postgres@127.0.0.1:$2,127.0.0.1:$3/$1?target_session_attrs=read-write"
+    else
+        echo "postgresql://postgres@127.0.0.1:$2/$1"
+    fi
+}
+
+# Server options of a hot standby: analysts' long queries are not cancelled by replay.
+STANDBY_OPTIONS="-c hot_standby_feedback=on"
+
 # pg_standby PRIMARY_PORT DIR PORT LOGFILE NAME: a hot standby of the primary on PRIMARY_PORT in
 # DIR, listening on PORT: a base backup (pg_basebackup) streaming from a replication slot NAME,
 # connecting as application NAME (what synchronous_standby_names names). Waits until it streams.
@@ -70,7 +83,7 @@ pg_standby() {
         | as_pg tee -a "$dir/postgresql.auto.conf" >/dev/null
     # The primary's own socket lock came with the backup; the standby has its own.
     rm -f "$dir"/.s.PGSQL.*
-    pg_start "$dir" "$port" "$log" "-c hot_standby_feedback=on"
+    pg_start "$dir" "$port" "$log" "$STANDBY_OPTIONS"
     for _ in $(seq 1 120); do
         [ "$(psql -h 127.0.0.1 -p "$primary" -U postgres -d postgres -tAc \
             "SELECT count(*) FROM pg_stat_replication WHERE application_name = '$name' AND state = 'streaming'")" = 1 ] && return 0
