@@ -83,11 +83,16 @@ let package = Package(
             ]
         ),
 
+        // What the gateway and identity-service both know of identities: which ones a record names
+        // (IdentityRules, docs/PROTOCOL.md section 4) and the cache of their owners with its
+        // freshness rules (IdentityCache).
+        .target(name: "IdentityCore", dependencies: ["DatongContracts"]),
+
         // The four services, one library each.
         .target(
             name: "Gateway",
             dependencies: [
-                "DatongJSON", "DatongContracts", "DatongRuntime", "DatongCrypto", "CZlib",
+                "DatongJSON", "DatongContracts", "DatongRuntime", "DatongCrypto", "IdentityCore", "CZlib",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "CompressNIO", package: "compress-nio"),
@@ -98,7 +103,7 @@ let package = Package(
         .target(
             name: "Identity",
             dependencies: [
-                "DatongJSON", "DatongContracts", "DatongRuntime", "DatongPostgres", "DatongStorage",
+                "DatongJSON", "DatongContracts", "DatongRuntime", "DatongPostgres", "DatongStorage", "IdentityCore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -173,7 +178,7 @@ let package = Package(
         .executableTarget(
             name: "IdentityBench",
             dependencies: [
-                "BenchSupport", "Identity", "DatongContracts", "DatongPostgres", "DatongRuntime",
+                "BenchSupport", "Identity", "IdentityCore", "DatongContracts", "DatongPostgres", "DatongRuntime",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -197,7 +202,7 @@ let package = Package(
             name: "DatongTests",
             dependencies: [
                 "Gateway", "Identity", "ConfigService", "Collector", "DatongCtl",
-                "DatongJSON", "DatongContracts", "DatongRuntime", "DatongPostgres", "DatongStorage", "DatongCrypto", "BenchSupport",
+                "DatongJSON", "DatongContracts", "DatongRuntime", "DatongPostgres", "DatongStorage", "DatongCrypto", "BenchSupport", "IdentityCore",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "CompressNIO", package: "compress-nio"),

@@ -3,6 +3,7 @@ import DatongRuntime
 import DatongStorage
 import Foundation
 import Hummingbird
+import IdentityCore
 import NIOCore
 import NIOFoundationEssentialsCompat
 import ServiceLifecycle

@@ -2,12 +2,7 @@ import DatongContracts
 import DatongJSON
 import DatongPostgres
 import DatongRuntime
-
-/// An identity in its project.
-struct ScopedIdentity: Hashable, Sendable {
-    let project: String
-    let identity: IdentityKey
-}
+import IdentityCore
 
 /// A user in its project.
 struct UserRef: Hashable, Sendable {

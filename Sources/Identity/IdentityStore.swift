@@ -2,6 +2,7 @@ import DatongContracts
 import DatongJSON
 import DatongPostgres
 import Foundation
+import IdentityCore
 
 /// Where identity-service keeps the graph: resolving records, the API's changes and reads.
 protocol IdentityStore: Sendable {

@@ -1,4 +1,5 @@
 import DatongRuntime
+import IdentityCore
 
 /// What the graph looks like to one record when it is applied: the owner of each of its
 /// identities (absent: nobody owns it) and the login-class identities (key → value) of each of

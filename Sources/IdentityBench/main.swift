@@ -10,6 +10,7 @@ import AsyncHTTPClient
 import BenchSupport
 import DatongContracts
 import DatongPostgres
+import IdentityCore
 import DatongRuntime
 import Foundation
 import Hummingbird

@@ -1,6 +1,7 @@
 import DatongContracts
 import DatongPostgres
 import Foundation
+import IdentityCore
 import Testing
 
 @testable import Collector

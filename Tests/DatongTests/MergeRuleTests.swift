@@ -1,4 +1,5 @@
 import DatongContracts
+import IdentityCore
 import Testing
 
 @testable import Identity

@@ -1,54 +1,86 @@
 import DatongContracts
 
-/// One identity: a `$identity_*` key (or a custom `loginWithKey` key) and its value, in a project.
-struct IdentityKey: Hashable, Sendable, Comparable {
-    let key: String
-    let value: String
+/// An identity in its project.
+package struct ScopedIdentity: Hashable, Sendable {
+    package let project: String
+    package let identity: IdentityKey
 
-    static func < (a: IdentityKey, b: IdentityKey) -> Bool {
+    package init(project: String, identity: IdentityKey) {
+        self.project = project
+        self.identity = identity
+    }
+}
+
+/// One identity: a `$identity_*` key (or a custom `loginWithKey` key) and its value.
+package struct IdentityKey: Hashable, Sendable, Comparable {
+    package let key: String
+    package let value: String
+
+    package init(key: String, value: String) {
+        self.key = key
+        self.value = value
+    }
+
+    package static func < (a: IdentityKey, b: IdentityKey) -> Bool {
         let (rankA, rankB) = (IdentityRules.rank(a.key), IdentityRules.rank(b.key))
         return rankA != rankB ? rankA < rankB : (a.key, a.value) < (b.key, b.value)
     }
 
-    var description: String { "\(key)=\(value)" }
+    package var description: String { "\(key)=\(value)" }
 }
 
 /// What one record asks of the identity graph: which identities name its user, which of them it
 /// may take from another user (merging that user in), and which pair it detaches.
-struct IdentityPlan: Sendable, Equatable {
+package struct IdentityPlan: Sendable, Equatable {
     /// The record's legal identities, strongest first.
-    var identities: [IdentityKey]
+    package var identities: [IdentityKey]
     /// Identities this record may link when nobody owns them but never takes from another user:
     /// the keys a `$BindID` may not bind.
-    var neverMerged: Set<IdentityKey> = []
+    package var neverMerged: Set<IdentityKey> = []
     /// True for a `$UnbindID`: it finds its user and detaches `unbind`, and links nothing.
-    var linksNothing = false
+    package var linksNothing = false
     /// The pair a `$UnbindID` detaches.
-    var unbind: IdentityKey? = nil
+    package var unbind: IdentityKey? = nil
     /// Why part of the record was refused (a forbidden unbind), for the history.
-    var refused: [String] = []
+    package var refused: [String] = []
 
-    func mayMerge(_ identity: IdentityKey) -> Bool { !linksNothing && !neverMerged.contains(identity) }
+    package init(
+        identities: [IdentityKey], neverMerged: Set<IdentityKey> = [], linksNothing: Bool = false, unbind: IdentityKey? = nil,
+        refused: [String] = []
+    ) {
+        self.identities = identities
+        self.neverMerged = neverMerged
+        self.linksNothing = linksNothing
+        self.unbind = unbind
+        self.refused = refused
+    }
+
+    package func mayMerge(_ identity: IdentityKey) -> Bool { !linksNothing && !neverMerged.contains(identity) }
+
+    /// True when the record's user may be answered from a cache of owners: it changes nothing
+    /// once every identity it names belongs to one user. Unbinds and refusals always change or
+    /// note something, so they always go to the graph.
+    package var answerableFromCache: Bool { !linksNothing && refused.isEmpty && !identities.isEmpty }
 }
 
 /// Which identities a record carries, as docs/PROTOCOL.md section 4 describes. Pure functions.
-enum IdentityRules {
-    static let loginKey = "$identity_login_id"
-    static let anonymousKey = "$identity_anonymous_id"
-    static let cookieKey = "$identity_cookie_id"
+package enum IdentityRules {
+    package static let loginKey = "$identity_login_id"
+    package static let anonymousKey = "$identity_anonymous_id"
+    package static let cookieKey = "$identity_cookie_id"
     /// The app SDKs' device ids.
-    static let appDeviceKeys: Set<String> = ["$identity_idfv", "$identity_ios_uuid", "$identity_android_id", "$identity_android_uuid"]
+    package static let appDeviceKeys: Set<String> = ["$identity_idfv", "$identity_ios_uuid", "$identity_android_id", "$identity_android_uuid"]
     /// Keys a `$BindID` may not bind.
-    static let unbindableByBind: Set<String> = [loginKey, anonymousKey, cookieKey]
+    package static let unbindableByBind: Set<String> = [loginKey, anonymousKey, cookieKey]
     /// Keys a `$UnbindID` may not detach.
-    static let notUnbindable: Set<String> = [loginKey, anonymousKey]
+    package static let notUnbindable: Set<String> = [loginKey, anonymousKey]
 
     /// Values that must never link anything (case-insensitive, also when quoted).
-    static let illegalValues: Set<String> = [
+    package static let illegalValues: Set<String> = [
         "", "null", "undefined", "0", "-1", "anonymous", "[object object]", "nan", "none", "nil",
     ]
 
-    static func isLegal(_ value: String) -> Bool {
+    package static func isLegal(_ value: String) -> Bool {
         let utf8 = value.utf8
         guard utf8.count <= IDRule.maxBytes else { return false }
         // Every illegal value is short; a longer one that does not start or end with a quote or
@@ -68,10 +100,10 @@ enum IdentityRules {
     /// Login-class keys name a person, not a device: the login id and custom keys
     /// (`loginWithKey`, or bound ones such as `$identity_mobile`). A user holds at most one value of
     /// each, so two users holding different values of one are two people and never merge implicitly.
-    static func isLoginClass(_ key: String) -> Bool { rank(key) <= 1 }
+    package static func isLoginClass(_ key: String) -> Bool { rank(key) <= 1 }
 
     /// The kind of device id an old SDK (no `identities`) means by `distinct_id`, from `lib.$lib`.
-    static func deviceKey(lib: String?) -> String {
+    package static func deviceKey(lib: String?) -> String {
         switch lib?.lowercased() {
         case "js", "miniprogram", "mini program": return cookieKey
         case "ios": return "$identity_idfv"
@@ -82,7 +114,7 @@ enum IdentityRules {
 
     /// Strength of a key: the login id, then custom keys, then the app's device ids, the anonymous
     /// id and last the H5 cookie id, so a record relayed from an H5 page names the app's user first.
-    static func rank(_ key: String) -> Int {
+    package static func rank(_ key: String) -> Int {
         switch key {
         case loginKey: return 0
         case anonymousKey: return 3
@@ -93,7 +125,7 @@ enum IdentityRules {
 
     /// The record's legal identities, strongest first (the login id, then custom keys, then device
     /// and anonymous ids, the cookie id last), without repeats.
-    static func identities(of record: IdentityRecord) -> [IdentityKey] {
+    package static func identities(of record: IdentityRecord) -> [IdentityKey] {
         var found: [IdentityKey] = []
         func add(_ key: String, _ value: String) {
             guard isLegal(value), !key.isEmpty, key.utf8.count <= IDRule.maxBytes else { return }
@@ -130,7 +162,7 @@ enum IdentityRules {
     /// What the record asks of the graph. A `$BindID` (`track_id_bind`) links what it carries but
     /// cannot take a login, anonymous or cookie id from another user; a `$UnbindID`
     /// (`track_id_unbind`) detaches the one pair it carries, unless it is a login or anonymous id.
-    static func plan(for record: IdentityRecord) -> IdentityPlan {
+    package static func plan(for record: IdentityRecord) -> IdentityPlan {
         let identities = identities(of: record)
         var plan = IdentityPlan(identities: identities)
         switch record.type {
@@ -154,7 +186,7 @@ enum IdentityRules {
     }
 
     /// `distinct_id` of the form `$identity_key+value` (what `loginWithKey` produces).
-    static func splitKeyedDistinctID(_ distinctID: String) -> IdentityKey? {
+    package static func splitKeyedDistinctID(_ distinctID: String) -> IdentityKey? {
         guard distinctID.hasPrefix("$identity_"), let plus = distinctID.firstIndex(of: "+") else { return nil }
         let key = String(distinctID[..<plus])
         let value = String(distinctID[distinctID.index(after: plus)...])
