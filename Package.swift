@@ -86,7 +86,15 @@ let package = Package(
         // What the gateway and identity-service both know of identities: which ones a record names
         // (IdentityRules, docs/PROTOCOL.md section 4) and the cache of their owners with its
         // freshness rules (IdentityCache).
-        .target(name: "IdentityCore", dependencies: ["DatongContracts"]),
+        .target(
+            name: "IdentityCore",
+            dependencies: [
+                "DatongContracts",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
 
         // The four services, one library each.
         .target(
@@ -94,6 +102,8 @@ let package = Package(
             dependencies: [
                 "DatongJSON", "DatongContracts", "DatongRuntime", "DatongCrypto", "IdentityCore", "CZlib",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -2,8 +2,15 @@
 /// in a single call and gets one user per record back, in the same order.
 package struct ResolveRequest: Sendable, Equatable {
     package var records: [IdentityRecord]
+    /// The caller keeps its own cache of owners (a gateway): every record is resolved in
+    /// PostgreSQL, never from identity-service's cache, so that what the caller learns is at least
+    /// as new as the invalidation log it has read (see `IdentityCache`).
+    package var forCache: Bool
 
-    package init(records: [IdentityRecord]) { self.records = records }
+    package init(records: [IdentityRecord], forCache: Bool = false) {
+        self.records = records
+        self.forCache = forCache
+    }
 }
 
 /// The identity-bearing fields of one record, exactly as the SDK sent them.
@@ -38,8 +45,13 @@ package struct IdentityRecord: Sendable, Equatable {
 /// The answer to `ResolveRequest`: `users[i]` belongs to `records[i]`.
 package struct ResolveResponse: Sendable, Equatable {
     package var users: [ResolvedUser]
+    /// Identities whose owner this call changed (merges, unbinds): a caller's cache forgets them.
+    package var invalidated: [IdentityName]
 
-    package init(users: [ResolvedUser]) { self.users = users }
+    package init(users: [ResolvedUser], invalidated: [IdentityName] = []) {
+        self.users = users
+        self.invalidated = invalidated
+    }
 }
 
 /// The user a record belongs to.
@@ -48,10 +60,51 @@ package struct ResolvedUser: Sendable, Equatable {
     package var userId: Int64?
     /// True when this call created the user (its identities were all new).
     package var created: Bool
+    /// True when, as this call read and left the graph in PostgreSQL, every identity the record
+    /// names belongs to `userId`: a cache may then answer the same identities with this user.
+    package var owned: Bool
 
-    package init(userId: Int64?, created: Bool) {
+    package init(userId: Int64?, created: Bool, owned: Bool = false) {
         self.userId = userId
         self.created = created
+        self.owned = owned
+    }
+}
+
+/// One identity of a project, as `ResolveResponse.invalidated` and `InvalidationLog` name it.
+package struct IdentityName: Sendable, Equatable {
+    package var project: String
+    package var key: String
+    package var value: String
+
+    package init(project: String, key: String, value: String) {
+        self.project = project
+        self.key = key
+        self.value = value
+    }
+}
+
+/// `GET /v1/invalidations?after=HORIZON` on identity-service: the identities whose owner changed
+/// (merges, undos, unbinds) in transactions that finished since the look that answered `after`.
+/// The gateway's identity cache follows it; identity-service's replicas read the same log directly.
+package struct InvalidationLog: Sendable, Equatable {
+    /// The database server that was read (its postmaster's start time): a different one (a failover
+    /// or a restart) may lack changes a cache has seen, so the cache forgets everything.
+    package var server: String
+    /// `after` for the next look: the oldest transaction still running at this one (an xid8).
+    package var horizon: String
+    package var identities: [IdentityName]
+    /// False when more changed than one answer carries (`maxIdentities`): forget everything.
+    package var complete: Bool
+
+    /// The most identities one answer carries.
+    package static let maxIdentities = 100_000
+
+    package init(server: String, horizon: String, identities: [IdentityName], complete: Bool) {
+        self.server = server
+        self.horizon = horizon
+        self.identities = identities
+        self.complete = complete
     }
 }
 

@@ -9,6 +9,7 @@ extension ResolveRequest: WireCodable {
         out.reserveCapacity(16 + records.count * 256)
         var request = JSONObjectWriter(&out)
         request.array("records", count: records.count, &out) { records[$0].write(to: &$1) }
+        if forCache { request.bool("forCache", true, &out) }
         request.finish(&out)
         return out
     }
@@ -16,16 +17,21 @@ extension ResolveRequest: WireCodable {
     package init(jsonBytes: [UInt8]) throws(ContractDecodingError) {
         let root = try WireField.object(jsonBytes, maxDepth: 8, "the resolve request")
         var records: [IdentityRecord]?
-        for (key, value) in root.members where key.textEquals("records") {
-            var list: [IdentityRecord] = []
-            list.reserveCapacity(Int(value.entry.count))
-            for (index, element) in try WireField.array(value, "records").enumerated() {
-                list.append(try IdentityRecord(element, path: "records[\(index)]"))
+        var forCache = false
+        for (key, value) in root.members {
+            if key.textEquals("records") {
+                var list: [IdentityRecord] = []
+                list.reserveCapacity(Int(value.entry.count))
+                for (index, element) in try WireField.array(value, "records").enumerated() {
+                    list.append(try IdentityRecord(element, path: "records[\(index)]"))
+                }
+                records = list
+            } else if key.textEquals("forCache") {
+                forCache = try WireField.bool(value, "forCache")
             }
-            records = list
         }
         guard let records else { throw ContractDecodingError("records is missing") }
-        self.init(records: records)
+        self.init(records: records, forCache: forCache)
     }
 }
 
@@ -91,8 +97,10 @@ extension ResolveResponse: WireCodable {
             var object = JSONObjectWriter(&out)
             object.int("userId", user.userId, &out)
             object.bool("created", user.created, &out)
+            if user.owned { object.bool("owned", true, &out) }
             object.finish(&out)
         }
+        if !invalidated.isEmpty { response.array("invalidated", count: invalidated.count, &out) { invalidated[$0].write(to: &$1) } }
         response.finish(&out)
         return out
     }
@@ -100,26 +108,104 @@ extension ResolveResponse: WireCodable {
     package init(jsonBytes: [UInt8]) throws(ContractDecodingError) {
         let root = try WireField.object(jsonBytes, maxDepth: 4, "the resolve answer")
         var users: [ResolvedUser]?
-        for (key, value) in root.members where key.textEquals("users") {
-            var list: [ResolvedUser] = []
-            list.reserveCapacity(Int(value.entry.count))
-            for (index, element) in try WireField.array(value, "users").enumerated() {
-                guard element.isObject else { throw ContractDecodingError("users[\(index)] is not an object") }
-                var userId: Int64?
-                var created: Bool?
-                for (name, field) in element.members {
-                    if name.textEquals("userId") {
-                        userId = try WireField.optionalInt(field, "users[\(index)].userId")
-                    } else if name.textEquals("created") {
-                        created = try WireField.bool(field, "users[\(index)].created")
+        var invalidated: [IdentityName] = []
+        for (key, value) in root.members {
+            if key.textEquals("users") {
+                var list: [ResolvedUser] = []
+                list.reserveCapacity(Int(value.entry.count))
+                for (index, element) in try WireField.array(value, "users").enumerated() {
+                    guard element.isObject else { throw ContractDecodingError("users[\(index)] is not an object") }
+                    var userId: Int64?
+                    var created: Bool?
+                    var owned = false
+                    for (name, field) in element.members {
+                        if name.textEquals("userId") {
+                            userId = try WireField.optionalInt(field, "users[\(index)].userId")
+                        } else if name.textEquals("created") {
+                            created = try WireField.bool(field, "users[\(index)].created")
+                        } else if name.textEquals("owned") {
+                            owned = try WireField.bool(field, "users[\(index)].owned")
+                        }
                     }
+                    guard let created else { throw ContractDecodingError("users[\(index)].created is missing") }
+                    list.append(ResolvedUser(userId: userId, created: created, owned: owned))
                 }
-                guard let created else { throw ContractDecodingError("users[\(index)].created is missing") }
-                list.append(ResolvedUser(userId: userId, created: created))
+                users = list
+            } else if key.textEquals("invalidated") {
+                invalidated = try IdentityName.list(value, "invalidated")
             }
-            users = list
         }
         guard let users else { throw ContractDecodingError("users is missing") }
-        self.init(users: users)
+        self.init(users: users, invalidated: invalidated)
+    }
+}
+
+extension IdentityName {
+    fileprivate func write(to out: inout [UInt8]) {
+        var object = JSONObjectWriter(&out)
+        object.string("project", project, &out)
+        object.string("key", key, &out)
+        object.string("value", value, &out)
+        object.finish(&out)
+    }
+
+    fileprivate static func list(_ value: JSONRef, _ path: String) throws(ContractDecodingError) -> [IdentityName] {
+        var list: [IdentityName] = []
+        list.reserveCapacity(Int(value.entry.count))
+        for (index, element) in try WireField.array(value, path).enumerated() {
+            guard element.isObject else { throw ContractDecodingError("\(path)[\(index)] is not an object") }
+            var project: String?
+            var key: String?
+            var text: String?
+            for (name, field) in element.members {
+                if name.textEquals("project") {
+                    project = try WireField.string(field, "\(path)[\(index)].project")
+                } else if name.textEquals("key") {
+                    key = try WireField.string(field, "\(path)[\(index)].key")
+                } else if name.textEquals("value") {
+                    text = try WireField.string(field, "\(path)[\(index)].value")
+                }
+            }
+            guard let project, let key, let text else { throw ContractDecodingError("\(path)[\(index)] needs project, key and value") }
+            list.append(IdentityName(project: project, key: key, value: text))
+        }
+        return list
+    }
+}
+
+extension InvalidationLog: WireCodable {
+    package var jsonBytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(96 + identities.count * 80)
+        var log = JSONObjectWriter(&out)
+        log.string("server", server, &out)
+        log.string("horizon", horizon, &out)
+        log.array("identities", count: identities.count, &out) { identities[$0].write(to: &$1) }
+        log.bool("complete", complete, &out)
+        log.finish(&out)
+        return out
+    }
+
+    package init(jsonBytes: [UInt8]) throws(ContractDecodingError) {
+        let root = try WireField.object(jsonBytes, maxDepth: 4, "the invalidation log")
+        var server: String?
+        var horizon: String?
+        var identities: [IdentityName]?
+        var complete: Bool?
+        for (key, value) in root.members {
+            if key.textEquals("server") {
+                server = try WireField.string(value, "server")
+            } else if key.textEquals("horizon") {
+                horizon = try WireField.string(value, "horizon")
+            } else if key.textEquals("identities") {
+                identities = try IdentityName.list(value, "identities")
+            } else if key.textEquals("complete") {
+                complete = try WireField.bool(value, "complete")
+            }
+        }
+        guard let server, let horizon, let identities, let complete else {
+            throw ContractDecodingError("the invalidation log needs server, horizon, identities and complete")
+        }
+        self.init(server: server, horizon: horizon, identities: identities, complete: complete)
     }
 }

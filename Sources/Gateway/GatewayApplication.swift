@@ -2,7 +2,9 @@ import AsyncHTTPClient
 import DatongContracts
 import DatongRuntime
 import Hummingbird
+import IdentityCore
 import NIOCore
+import ServiceLifecycle
 
 /// Builds bridge-gateway: the SDK upload endpoints under any path prefix, the bridge relay endpoint,
 /// CORS for browser transports; every upload is answered after the collector commits.
@@ -15,7 +17,18 @@ package func buildGatewayApplication(
     let identity = ServiceClient(name: "identity-service", baseURL: settings.identityURL, http: http, timeout: timeout, serviceToken: token)
     let collector = ServiceClient(name: "collector", baseURL: settings.collectorURL, http: http, timeout: timeout, serviceToken: token)
     let config = ServiceClient(name: "config-service", baseURL: settings.configURL, http: http, timeout: timeout, serviceToken: token)
-    let ingest = ResolveAndStore(identity: identity, collector: collector)
+    var ingest = ResolveAndStore(identity: identity, collector: collector)
+    var services: [any Service] = []
+    if settings.identityCacheEntries > 0 {
+        let cache = IdentityCache(capacity: settings.identityCacheEntries, maxStaleness: settings.identityCacheMaxStaleness)
+        ingest.cache = cache
+        ingest.metrics = IdentityCacheMetrics(registry: runtime.metrics)
+        services.append(
+            CacheFeed(
+                cache: cache, source: IdentityServiceLog(identity: identity, logger: runtime.logger),
+                interval: .milliseconds(settings.identityCacheRefreshMilliseconds), logger: runtime.logger, metrics: runtime.metrics
+            ))
+    }
     let whitelists = WhitelistCache(
         config: config, refreshInterval: .seconds(settings.whitelistRefreshSeconds), logger: runtime.logger
     )
@@ -50,7 +63,7 @@ package func buildGatewayApplication(
 
     return makeServiceApplication(
         name: "bridge-gateway", router: SDKPathRouter(inner: router), server: settings.server, runtime: runtime,
-        services: [whitelists, HTTPClientService(client: http)]
+        services: [whitelists] + services + [HTTPClientService(client: http)]
     )
 }
 

@@ -24,6 +24,12 @@ package struct GatewaySettings: Sendable {
     /// Opens the private keys of encrypted uploads (`ENCRYPTION_MASTER_KEY`, the same as
     /// config-service's); without it encrypted uploads are answered 503 and kept on the devices.
     package var sealer: KeySealer?
+    /// Identities whose owner the gateway keeps, so a returning device costs no identity-service
+    /// call; 0 turns the cache off (`IDENTITY_CACHE_ENTRIES`).
+    package var identityCacheEntries: Int
+    /// How often the cache reads identity-service's invalidation log, in milliseconds
+    /// (`IDENTITY_CACHE_REFRESH_MS`): a merge, undo or unbind is seen within it.
+    package var identityCacheRefreshMilliseconds: Int
 
     package static let defaultPort = 8106
 
@@ -32,9 +38,11 @@ package struct GatewaySettings: Sendable {
         identityURL: String = "http://127.0.0.1:8107", collectorURL: String = "http://127.0.0.1:8109",
         configURL: String = "http://127.0.0.1:8108", upstreamTimeoutSeconds: Int = 10, whitelistRefreshSeconds: Int = 2,
         limits: UploadLimits = UploadLimits(), maxInFlightRequests: Int = 512, appLinksProject: String = "default",
-        sealer: KeySealer? = nil
+        sealer: KeySealer? = nil, identityCacheEntries: Int = 200_000, identityCacheRefreshMilliseconds: Int = 500
     ) {
         self.sealer = sealer
+        self.identityCacheEntries = identityCacheEntries
+        self.identityCacheRefreshMilliseconds = identityCacheRefreshMilliseconds
         self.maxInFlightRequests = maxInFlightRequests
         self.appLinksProject = appLinksProject
         self.server = server
@@ -72,9 +80,15 @@ package struct GatewaySettings: Sendable {
             ),
             maxInFlightRequests: try reader.int("MAX_IN_FLIGHT_REQUESTS", default: settings.maxInFlightRequests, range: 1...100_000),
             appLinksProject: try requestProject(reader.string("APP_LINKS_PROJECT", default: settings.appLinksProject)),
-            sealer: try reader.masterKey()
+            sealer: try reader.masterKey(),
+            identityCacheEntries: try reader.int("IDENTITY_CACHE_ENTRIES", default: settings.identityCacheEntries, range: 0...100_000_000),
+            identityCacheRefreshMilliseconds: try reader.int(
+                "IDENTITY_CACHE_REFRESH_MS", default: settings.identityCacheRefreshMilliseconds, range: 50...60_000)
         )
     }
+
+    /// How long the identity cache answers without a successful look at the invalidation log.
+    var identityCacheMaxStaleness: Duration { .milliseconds(max(4 * identityCacheRefreshMilliseconds, 2000)) }
 }
 
 /// Limits on what an upload may contain, each enforced before the work it guards.

@@ -2,35 +2,88 @@ import DatongContracts
 import DatongRuntime
 import Foundation
 import Hummingbird
+import IdentityCore
+import Logging
 import NIOCore
+import Prometheus
 
-/// The path every accepted record takes, whether it came in an upload or a bridge relay: one
-/// identity-service call resolves the users of the whole batch, one collector call stores it, and
-/// the answer comes only after the collector committed.
+/// The path every accepted record takes, whether it came in an upload or a bridge relay: the users
+/// of the whole batch are resolved (from the gateway's identity cache, the rest in one
+/// identity-service call), one collector call stores it, and the answer comes only after the
+/// collector committed.
 struct ResolveAndStore: Sendable {
     let identity: ServiceClient
     let collector: ServiceClient
+    /// The owners of identities resolved before, kept fresh by `CacheFeed` from identity-service's
+    /// invalidation log: a returning device costs no identity call. nil: every record asks.
+    var cache: IdentityCache? = nil
+    var metrics: IdentityCacheMetrics? = nil
 
     func store(
         _ accepted: [NormalizedRecord], rejected: [RejectedRecord], receivedAt: Int64, context: DatongRequestContext
     ) async throws -> CollectResult {
         guard !accepted.isEmpty || !rejected.isEmpty else { return CollectResult(stored: 0, duplicates: 0, rejected: 0) }
         var records = accepted.map(\.collect)
-        let withIdentity = accepted.indices.filter { accepted[$0].identity != nil }
-        if !withIdentity.isEmpty {
-            let resolved = try await identity.post(
-                "/v1/resolve", ResolveRequest(records: withIdentity.map { accepted[$0].identity! }),
-                as: ResolveResponse.self, requestID: context.requestID, logger: context.logger
-            )
-            guard resolved.users.count == withIdentity.count else {
-                throw ServiceError.unavailable(.identityBadAnswer, "identity-service answered for \(resolved.users.count) of \(withIdentity.count) records")
-            }
-            for (index, user) in zip(withIdentity, resolved.users) { records[index].userId = user.userId }
-        }
+        try await resolveUsers(accepted, into: &records, context: context)
         return try await collector.post(
             "/v1/batches", CollectBatch(receivedAt: receivedAt, records: records, rejected: rejected),
             as: CollectResult.self, requestID: context.requestID, logger: context.logger
         )
+    }
+
+    /// Sets `userId` of every record that names a user: from the cache when it knows every identity
+    /// of the record and they agree, the others (in their order) in one identity-service call.
+    private func resolveUsers(_ accepted: [NormalizedRecord], into records: inout [CollectRecord], context: DatongRequestContext) async throws {
+        var asking: [Int] = []
+        var plans: [Int: IdentityPlan] = [:]
+        if let cache {
+            var lookups: [[ScopedIdentity]] = []
+            var candidates: [Int] = []
+            for index in accepted.indices {
+                guard let record = accepted[index].identity else { continue }
+                let plan = IdentityRules.plan(for: record)
+                // No legal identity: identity-service would answer no user.
+                guard !plan.identities.isEmpty else { continue }
+                plans[index] = plan
+                if plan.answerableFromCache {
+                    lookups.append(plan.identities.map { ScopedIdentity(project: record.project, identity: $0) })
+                    candidates.append(index)
+                } else {
+                    asking.append(index)
+                }
+            }
+            var hits = 0
+            for (index, user) in zip(candidates, cache.users(of: lookups)) {
+                if let user {
+                    records[index].userId = user
+                    hits += 1
+                } else {
+                    asking.append(index)
+                }
+            }
+            asking.sort()  // identity-service applies records in the order they were sent
+            metrics?.count(hits: hits, asked: asking.count)
+        } else {
+            asking = accepted.indices.filter { accepted[$0].identity != nil }
+        }
+        guard !asking.isEmpty else { return }
+        let epoch = cache?.epoch ?? 0
+        let resolved = try await identity.post(
+            "/v1/resolve", ResolveRequest(records: asking.map { accepted[$0].identity! }, forCache: cache != nil),
+            as: ResolveResponse.self, requestID: context.requestID, logger: context.logger
+        )
+        guard resolved.users.count == asking.count else {
+            throw ServiceError.unavailable(.identityBadAnswer, "identity-service answered for \(resolved.users.count) of \(asking.count) records")
+        }
+        for (index, user) in zip(asking, resolved.users) { records[index].userId = user.userId }
+        guard let cache else { return }
+        var learned: [(ScopedIdentity, Int64)] = []
+        for (index, user) in zip(asking, resolved.users) where user.owned {
+            guard let userId = user.userId, let plan = plans[index], let project = accepted[index].identity?.project else { continue }
+            for identity in plan.identities { learned.append((ScopedIdentity(project: project, identity: identity), userId)) }
+        }
+        let forgetting = resolved.invalidated.map { ScopedIdentity(project: $0.project, identity: IdentityKey(key: $0.key, value: $0.value)) }
+        cache.update(learned: learned, readAt: epoch, forgetting: forgetting)
     }
 
     /// Why a record the gateway accepted was refused by the collector (the reason in full is in
@@ -59,5 +112,40 @@ func readRequestBody(_ request: Request, limits: UploadLimits) async throws -> [
         throw ServiceError(
             .unsupportedMediaType, .unsupportedContentEncoding,
             "Content-Encoding '\(UntrustedText.quoted(encoding, limit: 32))' is not supported; send gzip or nothing")
+    }
+}
+
+/// `datong_gateway_identity_cache_hits_total` and `…_misses_total`: records whose user the
+/// gateway's identity cache answered, and records it sent to identity-service.
+struct IdentityCacheMetrics: Sendable {
+    let hits: Counter
+    let misses: Counter
+
+    init(registry: PrometheusCollectorRegistry) {
+        hits = registry.makeCounter(
+            descriptor: MetricNameDescriptor(
+                namespace: "datong", subsystem: "gateway", metricName: "identity_cache_hits", unitName: "total",
+                helpText: "Records whose user the gateway's identity cache answered"
+            ))
+        misses = registry.makeCounter(
+            descriptor: MetricNameDescriptor(
+                namespace: "datong", subsystem: "gateway", metricName: "identity_cache_misses", unitName: "total",
+                helpText: "Records the gateway sent to identity-service to resolve"
+            ))
+    }
+
+    func count(hits: Int, asked: Int) {
+        if hits > 0 { self.hits.increment(by: Int64(hits)) }
+        if asked > 0 { misses.increment(by: Int64(asked)) }
+    }
+}
+
+/// identity-service's `GET /v1/invalidations`: what the gateway's identity cache follows.
+struct IdentityServiceLog: InvalidationSource {
+    let identity: ServiceClient
+    let logger: Logger
+
+    func look(after horizon: String?) async throws -> InvalidationLog {
+        try await identity.get("/v1/invalidations" + (horizon.map { "?after=\($0)" } ?? ""), as: InvalidationLog.self, logger: logger)
     }
 }

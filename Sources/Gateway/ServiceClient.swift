@@ -29,6 +29,18 @@ struct ServiceClient: Sendable {
         request.headers.add(name: "Content-Type", value: "application/json")
         request.headers.add(name: DatongHeader.requestID, value: requestID)
         request.body = .bytes(ByteBuffer(bytes: body.jsonBytes))
+        return try await answer(to: request, as: Answer.self, logger: logger)
+    }
+
+    func get<Answer: WireCodable>(_ path: String, as: Answer.Type, logger: Logger) async throws -> Answer {
+        var request = HTTPClientRequest(url: baseURL + path)
+        request.method = .GET
+        return try await answer(to: request, as: Answer.self, logger: logger)
+    }
+
+    /// Sends `request` and decodes a 2xx answer; a 4xx is the caller's 400 with the reason, anything
+    /// else a 503.
+    private func answer<Answer: WireCodable>(to request: HTTPClientRequest, as: Answer.Type, logger: Logger) async throws -> Answer {
         let (response, payload) = try await exchange(request, maxBytes: Self.maxResponseBytes, logger: logger)
         switch response.status.code {
         case 200..<300:

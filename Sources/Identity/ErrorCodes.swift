@@ -17,4 +17,5 @@ extension ErrorCode {
     package static let invalidUser = ErrorCode("invalid_user")
     package static let invalidMerge = ErrorCode("invalid_merge")
     package static let mergedSince = ErrorCode("merged_since")
+    package static let invalidHorizon = ErrorCode("invalid_horizon")
 }

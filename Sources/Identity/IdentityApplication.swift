@@ -17,18 +17,21 @@ package func buildIdentityApplication(
     let database = ServiceDatabase(settings: settings.database, logger: runtime.logger)
     var services: [any Service] = []
     var store = PostgresIdentityStore(pool: database.pool)
+    let log = PostgresInvalidationLog(pool: database.pool)
     if settings.cacheEntries > 0 {
         let cache = IdentityCache(capacity: settings.cacheEntries, maxStaleness: settings.cacheMaxStaleness)
         store.cache = cache
         services.append(
-            CacheRefresher(
-                cache: cache, pool: database.pool, interval: .milliseconds(settings.cacheRefreshMilliseconds), logger: runtime.logger,
+            CacheFeed(
+                cache: cache, source: log, interval: .milliseconds(settings.cacheRefreshMilliseconds), logger: runtime.logger,
                 metrics: runtime.metrics
             ))
     }
     return database.application(
         name: "identity-service",
-        api: IdentityAPI(store: store, serviceToken: ServiceToken(settings.server.serviceToken), maxRequestBytes: settings.maxRequestBytes),
+        api: IdentityAPI(
+            store: store, invalidations: log, serviceToken: ServiceToken(settings.server.serviceToken), maxRequestBytes: settings.maxRequestBytes
+        ),
         schema: IdentitySchema.name, migrations: IdentitySchema.migrations, server: settings.server, runtime: runtime, services: services
     )
 }
@@ -36,6 +39,7 @@ package func buildIdentityApplication(
 /// The HTTP face of the identity graph.
 struct IdentityAPI: ServiceAPI {
     let store: any IdentityStore
+    let invalidations: any InvalidationSource
     let serviceToken: ServiceToken
     let maxRequestBytes: Int
 
@@ -44,6 +48,15 @@ struct IdentityAPI: ServiceAPI {
 
     func register(on router: Router<DatongRequestContext>) {
         router.post("/v1/resolve") { request, context in try await resolve(request, context: context) }
+        // What the gateways' identity caches follow (see `IdentityCache`).
+        router.get("/v1/invalidations") { request, context in
+            try serviceToken.check(request)
+            let after = request.uri.queryParameters["after"].map(String.init)
+            if let after, !PostgresInvalidationLog.isHorizon(after) {
+                throw ServiceError.badRequest(.invalidHorizon, "after must be the horizon a previous look answered (a whole number)")
+            }
+            return Self.json(try await invalidations.look(after: after).jsonBytes)
+        }
         let projects = router.group("/v1/projects/:project")
         projects.post("links") { request, context in
             let project = try authorize(request, context)
@@ -120,11 +133,11 @@ struct IdentityAPI: ServiceAPI {
         try serviceToken.check(request)
         let resolve = try await readContractBody(ResolveRequest.self, from: request, limit: maxRequestBytes, what: "the resolve request")
         for record in resolve.records where !ProjectName.isValid(record.project) { throw ServiceError.invalidProject }
-        let users = try await store.resolve(resolve.records, requestID: context.requestID)
-        return Response(
-            status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
-            body: .init(byteBuffer: ByteBuffer(bytes: ResolveResponse(users: users).jsonBytes))
-        )
+        return Self.json(try await store.resolve(resolve, requestID: context.requestID).jsonBytes)
+    }
+
+    private static func json(_ bytes: [UInt8]) -> Response {
+        Response(status: .ok, headers: [.contentType: "application/json; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
     /// Checks the service token and the project name; returns the project.

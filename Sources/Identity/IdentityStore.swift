@@ -7,8 +7,10 @@ import IdentityCore
 /// Where identity-service keeps the graph: resolving records, the API's changes and reads.
 protocol IdentityStore: Sendable {
     /// One user per record, in order. Records whose identities the cache knows, all owned by one
-    /// user, need no query; the others are resolved in one transaction.
-    func resolve(_ records: [IdentityRecord], requestID: String) async throws -> [ResolvedUser]
+    /// user, need no query; the others are resolved in one transaction. With `forCache` every
+    /// record is resolved in PostgreSQL and the answer says which users own all their record's
+    /// identities, and which identities the call moved.
+    func resolve(_ request: ResolveRequest, requestID: String) async throws -> ResolveResponse
     /// Links `identities` to one user through the API: like a record carrying them, but a clash of
     /// login ids is refused (`GraphRefusal`) instead of recorded.
     func link(project: String, identities: [String: String], cause: Cause) async throws -> ResolvedUser
@@ -38,7 +40,7 @@ extension IdentityStore {
 /// The primary key on (project, key, value) keeps one user per identity; the graph's advisory locks
 /// (see `GraphTransaction`) keep replicas that change overlapping parts of the graph from deciding
 /// on stale owners. Every change that moves or detaches an identity writes it to
-/// `identity.invalidations`, which every replica's `CacheRefresher` reads.
+/// `identity.invalidations`, which every replica's `CacheFeed` reads.
 package struct PostgresIdentityStore: IdentityStore {
     let pool: PostgresPool
     var cache: IdentityCache? = nil
@@ -48,54 +50,67 @@ package struct PostgresIdentityStore: IdentityStore {
         self.cache = cache
     }
 
+    /// One user per record, in order (a resolve without `forCache`).
     package func resolve(_ records: [IdentityRecord], requestID: String = "") async throws -> [ResolvedUser] {
+        try await resolve(ResolveRequest(records: records), requestID: requestID).users
+    }
+
+    package func resolve(_ request: ResolveRequest, requestID: String = "") async throws -> ResolveResponse {
+        let records = request.records
         let plans = records.map(IdentityRules.plan(for:))
         var results = [ResolvedUser?](repeating: nil, count: records.count)
         var misses: [Int] = []
         let epoch = cache?.epoch ?? 0
-        if let cache {
-            let known = cache.users(
+        // A caller with its own cache must learn only what PostgreSQL says now: this cache may be
+        // older than the invalidations that caller has already read.
+        let known =
+            request.forCache
+            ? nil
+            : cache?.users(
                 of: plans.indices.map { index in
                     let plan = plans[index]
-                    // Unbinds and refusals change or note something: never from memory.
-                    guard !plan.linksNothing, plan.refused.isEmpty else { return [] }
+                    guard plan.answerableFromCache else { return [] }
                     return plan.identities.map { ScopedIdentity(project: records[index].project, identity: $0) }
                 })
-            for index in records.indices {
-                if plans[index].identities.isEmpty {
-                    results[index] = ResolvedUser(userId: nil, created: false)
-                } else if let user = known[index] {
-                    results[index] = ResolvedUser(userId: user, created: false)
-                } else {
-                    misses.append(index)
-                }
+        for index in records.indices {
+            if plans[index].identities.isEmpty {
+                results[index] = ResolvedUser(userId: nil, created: false)
+            } else if let user = known?[index] {
+                results[index] = ResolvedUser(userId: user, created: false)
+            } else {
+                misses.append(index)
             }
-        } else {
-            misses = Array(records.indices)
         }
-        guard !misses.isEmpty else { return results.map { $0! } }
+        guard !misses.isEmpty else { return ResolveResponse(users: results.map { $0! }) }
         let toResolve = misses
 
         let (users, owners, invalidated) = try await write { transaction in
             try transaction.prepare(toResolve.map { (plans[$0], records[$0].project) })
-            let users = try toResolve.map { index in
+            var users = try toResolve.map { index in
                 try transaction.apply(
                     plans[index], project: records[index].project,
                     cause: .record(records[index], index: index, requestID: requestID)
                 )
             }
             var learned: [(ScopedIdentity, Int64)] = []
-            for index in toResolve {
+            for (position, index) in toResolve.enumerated() {
+                var owned = users[position].userId != nil && plans[index].answerableFromCache
                 for identity in plans[index].identities {
                     let scoped = ScopedIdentity(project: records[index].project, identity: identity)
-                    if let owner = transaction.owners[scoped] { learned.append((scoped, owner)) }
+                    let owner = transaction.owners[scoped]
+                    if let owner { learned.append((scoped, owner)) }
+                    if owner != users[position].userId { owned = false }
                 }
+                users[position].owned = owned
             }
             return (users, learned, transaction.invalidated)
         }
         cache?.update(learned: owners, readAt: epoch, forgetting: invalidated)
         for (index, user) in zip(misses, users) { results[index] = user }
-        return results.map { $0! }
+        return ResolveResponse(
+            users: results.map { $0! },
+            invalidated: invalidated.map { IdentityName(project: $0.project, key: $0.identity.key, value: $0.identity.value) }
+        )
     }
 
     func link(project: String, identities: [String: String], cause: Cause) async throws -> ResolvedUser {

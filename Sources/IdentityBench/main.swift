@@ -108,7 +108,7 @@ let pool = PostgresPool(url: databaseURL, maxConnections: 2, logger: logger)
 // invalidation log, then the cache answers.
 let cache = IdentityCache(capacity: 1_000_000, maxStaleness: .seconds(3600))
 let warmStore = PostgresIdentityStore(pool: pool, cache: cache)
-try await CacheRefresher(cache: cache, pool: pool, interval: .seconds(1), logger: logger).refresh()
+try await CacheFeed(cache: cache, source: PostgresInvalidationLog(pool: pool), interval: .seconds(1), logger: logger).refresh()
 _ = try await measure(batches: people / batchSize) { index in
     _ = try await warmStore.resolve((index * batchSize..<(index + 1) * batchSize).map { record($0, tag: "known") })
 }

@@ -5,9 +5,10 @@ import Synchronization
 /// no call at all).
 ///
 /// Freshness: an identity's owner only changes by a merge, an undo or an unbind, and every one of
-/// those writes the identity to `identity.invalidations`. A feed (identity-service's
-/// `CacheRefresher`, the gateway's `IdentityFeed`) reads the entries of every transaction that
-/// finished since its last look, every refresh interval, and forgets those identities. A change
+/// those writes the identity to `identity.invalidations`. A `CacheFeed` (reading PostgreSQL in
+/// identity-service, identity-service's `GET /v1/invalidations` in the gateway) reads the entries
+/// of every transaction that finished since its last look, every refresh interval, and forgets
+/// those identities. A change
 /// made elsewhere is therefore seen here within one refresh interval plus the time of one refresh. From the first failed refresh until one succeeds again,
 /// the cache does not answer (every resolve goes to PostgreSQL) and learns nothing; a refresh that
 /// has not succeeded for `maxStaleness` (one that hangs) stops it answering too, and failing for

@@ -131,6 +131,24 @@ struct ContractJSONTests {
         let answer = ResolveResponse(users: [ResolvedUser(userId: 7, created: true), ResolvedUser(userId: nil, created: false)])
         #expect(String(decoding: answer.jsonBytes, as: UTF8.self) == #"{"users":[{"userId":7,"created":true},{"created":false}]}"#)
         #expect(try ResolveResponse(jsonBytes: answer.jsonBytes) == answer)
+        // What a gateway with its own cache asks and learns.
+        var forCache = Self.resolve
+        forCache.forCache = true
+        #expect(try ResolveRequest(jsonBytes: forCache.jsonBytes) == forCache)
+        #expect(String(decoding: forCache.jsonBytes, as: UTF8.self).hasSuffix(#","forCache":true}"#))
+        let learned = ResolveResponse(
+            users: [ResolvedUser(userId: 7, created: false, owned: true)],
+            invalidated: [IdentityName(project: "default", key: "$identity_idfv", value: "D\"1")]
+        )
+        #expect(
+            String(decoding: learned.jsonBytes, as: UTF8.self)
+                == #"{"users":[{"userId":7,"created":false,"owned":true}],"invalidated":[{"project":"default","key":"$identity_idfv","value":"D\"1"}]}"#)
+        #expect(try ResolveResponse(jsonBytes: learned.jsonBytes) == learned)
+        let log = InvalidationLog(server: "2026-11-23 10:00:00+00", horizon: "812", identities: learned.invalidated, complete: true)
+        #expect(try InvalidationLog(jsonBytes: log.jsonBytes) == log)
+        for body in [#"{"server":"s","horizon":"1","identities":[]}"#, #"{"server":"s","horizon":"1","identities":[{"project":"p","key":"k"}],"complete":true}"#] {
+            #expect(throws: ContractDecodingError.self, "\(body) was read") { try InvalidationLog(jsonBytes: Array(body.utf8)) }
+        }
         for (body, expected) in [
             (#"{"records":[{"project":"p","type":"track"}]}"#, "records[0].distinctId is missing"),
             (#"{"records":[{"project":"p","type":"track","distinctId":"d","identities":{"k":1}}]}"#, "not a string"),

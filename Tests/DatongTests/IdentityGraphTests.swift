@@ -199,7 +199,7 @@ struct IdentityGraphTests {
                 try await Migrator.migrate(schema: IdentitySchema.name, migrations: IdentitySchema.migrations, pool: poolA, logger: TestDatabase.logger)
                 let interval = Duration.milliseconds(200)
                 let cacheB = IdentityCache(capacity: 1000, maxStaleness: .seconds(60))  // only the refresher can make B look again
-                let refresherB = CacheRefresher(cache: cacheB, pool: poolB, interval: interval, logger: TestDatabase.logger)
+                let refresherB = CacheFeed(cache: cacheB, source: PostgresInvalidationLog(pool: poolB), interval: interval, logger: TestDatabase.logger)
                 let replicaA = PostgresIdentityStore(pool: poolA)
                 let replicaB = PostgresIdentityStore(pool: poolB, cache: cacheB)
                 try await refresherB.refresh()
@@ -231,6 +231,48 @@ struct IdentityGraphTests {
                 // leave B answering from memory for the cache's 60 s.
                 #expect(elapsed < interval * 3 + .seconds(2), "the merge took \(elapsed) to reach the other replica")
             }
+        }
+    }
+
+    @Test("a caller with its own cache (the gateway) is answered from PostgreSQL, told which users own all of a record's identities, and which identities the call moved")
+    func resolveForCache() async throws {
+        let url = try await TestDatabase.create()
+        try await TestDatabase.withPool(url) { pool in
+            try await Migrator.migrate(schema: IdentitySchema.name, migrations: IdentitySchema.migrations, pool: pool, logger: TestDatabase.logger)
+            let cache = IdentityCache(capacity: 1000, maxStaleness: .seconds(60))
+            let store = PostgresIdentityStore(pool: pool, cache: cache)
+            try await CacheFeed(cache: cache, source: PostgresInvalidationLog(pool: pool), interval: .seconds(60), logger: TestDatabase.logger).refresh()
+            func resolve(_ identities: [String: String], forCache: Bool) async throws -> ResolveResponse {
+                try await store.resolve(ResolveRequest(records: [Self.record("track", identities)], forCache: forCache), requestID: "r")
+            }
+
+            let first = try #require(try await resolve([Self.idfv: "D1"], forCache: true).users.first)
+            let phone = try #require(first.userId)
+            #expect(first.created && first.owned)
+            let other = try #require(try await Self.user(store, [Self.idfv: "D2"]))
+            // D1 moves to the other user behind the cache's back (as a merge another replica made
+            // is, until the next look): this replica's cache still says the phone's user...
+            try await pool.withConnection { try $0.query("UPDATE identity.identities SET user_id = $1 WHERE value = 'D1'", [String(other)]) }
+            #expect(try await resolve([Self.idfv: "D1"], forCache: false).users.first?.userId == phone)
+            // ...but a caller with its own cache is told what PostgreSQL says, so it never learns
+            // an owner older than the invalidations it has already read.
+            #expect(try await resolve([Self.idfv: "D1"], forCache: true).users.first == ResolvedUser(userId: other, created: false, owned: true))
+
+            // A login folds that user in: both its identities move, and the answer names them.
+            let alice = try #require(try await Self.user(store, [Self.login: "alice"]))
+            let merged = try await resolve([Self.login: "alice", Self.idfv: "D2"], forCache: true)
+            #expect(merged.users == [ResolvedUser(userId: alice, created: false, owned: true)])
+            #expect(Set(merged.invalidated.map(\.value)) == ["D1", "D2"])
+            // Two login ids never merge: the record goes to bob's user, D2 stays with alice's, so
+            // the record's identities are not all its user's and nothing may be learned from it.
+            let bob = try #require(try await Self.user(store, [Self.login: "bob"]))
+            let clash = try await resolve([Self.login: "bob", Self.idfv: "D2"], forCache: true)
+            #expect(clash.users == [ResolvedUser(userId: bob, created: false, owned: false)])
+            // An unbind changes something: never answerable from a cache, never owned.
+            let unbind = try await store.resolve(
+                ResolveRequest(records: [Self.record("track_id_unbind", [Self.idfv: "D2"])], forCache: true), requestID: "r")
+            #expect(unbind.users.first?.owned == false)
+            #expect(unbind.invalidated.map(\.value) == ["D2"])
         }
     }
 

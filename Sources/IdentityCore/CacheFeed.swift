@@ -1,0 +1,76 @@
+import DatongContracts
+import Logging
+import Prometheus
+import ServiceLifecycle
+import Synchronization
+
+/// Where a cache reads `identity.invalidations`: PostgreSQL itself (identity-service's replicas)
+/// or identity-service's `GET /v1/invalidations` (the gateway).
+package protocol InvalidationSource: Sendable {
+    /// The identities whose owner changed in transactions that finished since the look that
+    /// answered `after` (nothing on the first look, `after` nil), and where the next look starts.
+    func look(after horizon: String?) async throws -> InvalidationLog
+}
+
+/// Keeps an `IdentityCache` fresh: every `interval` it reads the invalidation log from `source` and
+/// forgets what changed. From the first failed look until one succeeds the cache neither answers
+/// nor learns; failing for the cache's `maxStaleness` forgets everything.
+package final class CacheFeed: Service, Sendable {
+    private let cache: IdentityCache
+    private let source: any InvalidationSource
+    private let interval: Duration
+    private let logger: Logger
+    private let horizon = Mutex<String?>(nil)
+    /// `datong_identity_cache_server_changes_total`: looks that found a different server.
+    private let serverChanges: Counter?
+
+    package init(
+        cache: IdentityCache, source: any InvalidationSource, interval: Duration, logger: Logger, metrics: PrometheusCollectorRegistry? = nil
+    ) {
+        self.serverChanges = metrics?.makeCounter(
+            descriptor: MetricNameDescriptor(
+                namespace: "datong", subsystem: "identity", metricName: "cache_server_changes", unitName: "total",
+                helpText: "Refreshes of the identity cache that found a different database server and forgot everything"
+            ))
+        self.cache = cache
+        self.source = source
+        self.interval = interval
+        self.logger = logger
+    }
+
+    package func run() async throws {
+        try? await cancelWhenGracefulShutdown {
+            var failingSince: ContinuousClock.Instant?
+            while true {
+                do {
+                    try await self.refresh()
+                    failingSince = nil
+                } catch {
+                    self.cache.refreshFailed()
+                    let now = ContinuousClock.now
+                    let since = failingSince ?? now
+                    failingSince = since
+                    self.logger.warning("identity.cache_refresh_failed", metadata: ["error": "\(error)"])
+                    if now - since >= self.cache.maxStaleness { self.cache.clear() }
+                }
+                try await Task.sleep(for: self.interval)
+            }
+        }
+    }
+
+    /// One look at the invalidation log.
+    package func refresh() async throws {
+        let started = ContinuousClock.now
+        let log = try await source.look(after: horizon.withLock { $0 })
+        horizon.withLock { $0 = log.horizon }
+        if !log.complete {
+            cache.clear()
+            logger.notice("identity.cache_cleared", metadata: ["reason": "more identities changed than one look carries"])
+        }
+        let forgetting = log.identities.map { ScopedIdentity(project: $0.project, identity: IdentityKey(key: $0.key, value: $0.value)) }
+        if cache.refreshed(forgetting: forgetting, at: started, server: log.server) {
+            logger.notice("identity.cache_cleared", metadata: ["reason": "the database server changed (failover or restart)"])
+            serverChanges?.increment()
+        }
+    }
+}
