@@ -152,6 +152,7 @@ struct RunningServices: Sendable {
         idleTimeoutSeconds: Int = ServerSettings.defaultIdleTimeoutSeconds,
         databaseSetup: String? = nil,
         gatewayHasMasterKey: Bool = true,
+        gatewayIdentityCacheRefreshMilliseconds: Int = GatewaySettings().identityCacheRefreshMilliseconds,
         _ body: @escaping @Sendable (RunningServices) async throws -> Void
     ) async throws {
         let url = try await TestDatabase.create()
@@ -195,7 +196,8 @@ struct RunningServices: Sendable {
                                 configURL: configURL ?? "http://127.0.0.1:\(configClient.port!)",
                                 upstreamTimeoutSeconds: 5,
                                 limits: limits,
-                                sealer: gatewayHasMasterKey ? try KeySealer(masterKeyBase64: masterKey) : nil
+                                sealer: gatewayHasMasterKey ? try KeySealer(masterKeyBase64: masterKey) : nil,
+                                identityCacheRefreshMilliseconds: gatewayIdentityCacheRefreshMilliseconds
                             ),
                             runtime: runtime
                         )
