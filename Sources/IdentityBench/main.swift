@@ -10,11 +10,11 @@ import AsyncHTTPClient
 import BenchSupport
 import DatongContracts
 import DatongPostgres
-import IdentityCore
 import DatongRuntime
 import Foundation
 import Hummingbird
 import Identity
+import IdentityCore
 import NIOCore
 import NIOHTTP1
 

@@ -146,7 +146,9 @@ struct ContractJSONTests {
         #expect(try ResolveResponse(jsonBytes: learned.jsonBytes) == learned)
         let log = InvalidationLog(server: "2026-11-23 10:00:00+00", horizon: "812", identities: learned.invalidated, complete: true)
         #expect(try InvalidationLog(jsonBytes: log.jsonBytes) == log)
-        for body in [#"{"server":"s","horizon":"1","identities":[]}"#, #"{"server":"s","horizon":"1","identities":[{"project":"p","key":"k"}],"complete":true}"#] {
+        for body in [
+            #"{"server":"s","horizon":"1","identities":[]}"#, #"{"server":"s","horizon":"1","identities":[{"project":"p","key":"k"}],"complete":true}"#,
+        ] {
             #expect(throws: ContractDecodingError.self, "\(body) was read") { try InvalidationLog(jsonBytes: Array(body.utf8)) }
         }
         for (body, expected) in [

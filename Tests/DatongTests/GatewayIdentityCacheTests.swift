@@ -75,9 +75,11 @@ struct GatewayIdentityCacheTests {
                 ["$identity_idfv": "race-d2", "$identity_anonymous_id": "race-d2"],
                 ["$identity_mobile": "race-m"],
             ]
-            // Each device's first upload makes its user; the second is answered from the cache.
+            // Each device's first upload makes its user; the later ones are answered from the cache
+            // (once the gateway has looked at the log: what is read before the first look is not learned).
+            try await Task.sleep(for: Self.refresh * 3)
             var sequence = 0
-            for identities in devices + devices {
+            for identities in devices + devices + devices {
                 let (uri, body) = Self.upload(identities, sequence: sequence)
                 sequence += 1
                 #expect(try await services.gateway.execute(uri: uri, method: .post, body: body).status == .ok)
@@ -93,7 +95,7 @@ struct GatewayIdentityCacheTests {
             let mobile = try #require(try await owner("$identity_mobile", "race-m"))
             let hitsBefore = try await Self.metric("datong_gateway_identity_cache_hits_total", services.gateway)
             let missesBefore = try await Self.metric("datong_gateway_identity_cache_misses_total", services.gateway)
-            #expect(hitsBefore >= 3, "the second upload of each device was not answered from the gateway's cache")
+            #expect(hitsBefore >= 3, "no returning device was answered from the gateway's cache")
 
             // Three devices upload without pause while the changes are made.
             let shared = Uploads()

@@ -234,7 +234,9 @@ struct IdentityGraphTests {
         }
     }
 
-    @Test("a caller with its own cache (the gateway) is answered from PostgreSQL, told which users own all of a record's identities, and which identities the call moved")
+    @Test(
+        "a caller with its own cache (the gateway) is answered from PostgreSQL, told which users own all of a record's identities, and which identities the call moved"
+    )
     func resolveForCache() async throws {
         let url = try await TestDatabase.create()
         try await TestDatabase.withPool(url) { pool in
