@@ -174,7 +174,7 @@ let package = Package(
             dependencies: ["GatewayHarness", "Gateway", "BenchSupport", "DatongCrypto", "DatongContracts", .product(name: "NIOCore", package: "swift-nio")]
         ),
         // The four services as separate processes (release builds), driven like SDKs drive them.
-        .executableTarget(name: "E2EBench", dependencies: ["BenchSupport", "DatongPostgres"]),
+        .executableTarget(name: "E2EBench", dependencies: ["BenchSupport", "Collector", "DatongPostgres"]),
         // Kills and restarts each service and PostgreSQL under SDK-like load, then overloads the gateway.
         .executableTarget(name: "FailureDrills", dependencies: ["BenchSupport", "DatongPostgres"]),
         .executableTarget(
