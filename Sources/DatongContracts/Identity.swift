@@ -14,7 +14,7 @@ package struct ResolveRequest: Sendable, Equatable {
 }
 
 /// The identity-bearing fields of one record, exactly as the SDK sent them.
-package struct IdentityRecord: Sendable, Equatable {
+package struct IdentityRecord: Sendable, Hashable {
     package var project: String
     /// The record's `type` (`track`, `track_signup`, `profile_set`, …).
     package var type: String

@@ -106,7 +106,9 @@ struct VolumeDatabase {
 
     /// COPYs `rows` text rows made by `make`, `rowsPerCopy` per COPY and transaction, over the
     /// pool's two connections.
-    private static func copy(pool: PostgresPool, _ statement: String, rows: Int, make: @escaping @Sendable (Int, inout [UInt8]) -> Void)
+    private static func copy(
+        pool: PostgresPool, _ statement: String, rows: Int, make: @escaping @Sendable (Int, inout [UInt8]) -> Void
+    )
         async throws
     {
         let chunks = (rows + rowsPerCopy - 1) / rowsPerCopy
@@ -140,7 +142,8 @@ struct VolumeDatabase {
         out.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: max(0, 12 - id.utf8.count)))
         out.append(contentsOf: id.utf8)
         let event = ["$AppClick", "$AppViewScreen", "AddToCart", "$AppStart"][row % 4]
-        out.append(contentsOf: "\ttrack\t\(event)\t\(timestamp)\tvolume-device-\(device)\t\(device + 1)\tvolume-device-\(device)\t\\N\tiOS\t4.5.0\t2.3.0\tf\t".utf8)
+        out.append(
+            contentsOf: "\ttrack\t\(event)\t\(timestamp)\tvolume-device-\(device)\t\(device + 1)\tvolume-device-\(device)\t\\N\tiOS\t4.5.0\t2.3.0\tf\t".utf8)
         out.append(
             contentsOf: #"""
                 {"$os":"iOS","$os_version":"17.4","$model":"iPhone15,2","$manufacturer":"Apple","$screen_width":393,"$screen_height":852,"$wifi":true,"$network_type":"WIFI","$carrier":"中国移动","$app_id":"com.example.shop","$app_name":"Shop","$app_version":"2.3.0","$timezone_offset":-480,"$is_first_day":false,"$element_content":"加入购物车","$element_type":"UIButton","$screen_name":"ProductViewController","$title":"商品详情","price":129.5,"sku":"SKU-\#(row)","tags":["sale","new"]}
@@ -167,6 +170,7 @@ struct VolumeDatabase {
         func two(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
         let seconds = milliseconds / 1000
         let fraction = milliseconds % 1000
-        return "\(year)-\(two(month))-\(two(day)) \(two(seconds / 3600)):\(two(seconds / 60 % 60)):\(two(seconds % 60)).\(fraction < 100 ? "0" : "")\(two(fraction))+00"
+        return
+            "\(year)-\(two(month))-\(two(day)) \(two(seconds / 3600)):\(two(seconds / 60 % 60)):\(two(seconds % 60)).\(fraction < 100 ? "0" : "")\(two(fraction))+00"
     }
 }

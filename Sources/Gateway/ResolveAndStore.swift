@@ -31,59 +31,87 @@ struct ResolveAndStore: Sendable {
         )
     }
 
-    /// Sets `userId` of every record that names a user: from the cache when it knows every identity
-    /// of the record and they agree, the others (in their order) in one identity-service call.
+    /// Sets `userId` of every record that names a user. Records carrying the same ids (an upload's
+    /// records mostly come from one device) are resolved once. Each distinct one is answered from
+    /// the cache when it knows every identity of it and they agree; the others go, in their order,
+    /// in one identity-service call. A record that may change more than its own user (an unbind)
+    /// is resolved on its own, and the records after it neither count as repeats of those before
+    /// it nor come from the cache: they are resolved after it, as if they came in a later upload.
     private func resolveUsers(_ accepted: [NormalizedRecord], into records: inout [CollectRecord], context: DatongRequestContext) async throws {
+        var distinct: [DistinctIdentity] = []
+        var seen: [IdentityRecord: Int] = [:]
+        var afterChange = false
+        for index in accepted.indices {
+            guard let record = accepted[index].identity else { continue }
+            if let slot = seen[record] {
+                distinct[slot].positions.append(index)
+                continue
+            }
+            let plan = IdentityRules.plan(for: record)
+            // No legal identity: identity-service would answer no user.
+            guard !plan.identities.isEmpty else { continue }
+            if plan.answerableFromCache {
+                seen[record] = distinct.count
+            } else {
+                seen.removeAll(keepingCapacity: true)
+                afterChange = true
+            }
+            distinct.append(DistinctIdentity(record: record, plan: plan, fromCache: plan.answerableFromCache && !afterChange, positions: [index]))
+        }
         var asking: [Int] = []
-        var plans: [Int: IdentityPlan] = [:]
         if let cache {
             var lookups: [[ScopedIdentity]] = []
             var candidates: [Int] = []
-            for index in accepted.indices {
-                guard let record = accepted[index].identity else { continue }
-                let plan = IdentityRules.plan(for: record)
-                // No legal identity: identity-service would answer no user.
-                guard !plan.identities.isEmpty else { continue }
-                plans[index] = plan
-                if plan.answerableFromCache {
-                    lookups.append(plan.identities.map { ScopedIdentity(project: record.project, identity: $0) })
-                    candidates.append(index)
-                } else {
-                    asking.append(index)
-                }
+            for (slot, entry) in distinct.enumerated() where entry.fromCache {
+                lookups.append(entry.plan.identities.map { ScopedIdentity(project: entry.record.project, identity: $0) })
+                candidates.append(slot)
             }
+            let known = cache.users(of: lookups)
+            var answered = [Int64?](repeating: nil, count: distinct.count)
+            for (slot, user) in zip(candidates, known) { answered[slot] = user }
             var hits = 0
-            for (index, user) in zip(candidates, cache.users(of: lookups)) {
-                if let user {
-                    records[index].userId = user
-                    hits += 1
+            for (slot, entry) in distinct.enumerated() {
+                if let user = answered[slot] {
+                    for position in entry.positions { records[position].userId = user }
+                    hits += entry.positions.count
                 } else {
-                    asking.append(index)
+                    asking.append(slot)  // in the records' order: identity-service applies them in it
                 }
             }
-            asking.sort()  // identity-service applies records in the order they were sent
             metrics?.count(hits: hits, asked: asking.count)
         } else {
-            asking = accepted.indices.filter { accepted[$0].identity != nil }
+            asking = Array(distinct.indices)
         }
         guard !asking.isEmpty else { return }
         let epoch = cache?.epoch ?? 0
         let resolved = try await identity.post(
-            "/v1/resolve", ResolveRequest(records: asking.map { accepted[$0].identity! }, forCache: cache != nil),
+            "/v1/resolve", ResolveRequest(records: asking.map { distinct[$0].record }, forCache: cache != nil),
             as: ResolveResponse.self, requestID: context.requestID, logger: context.logger
         )
         guard resolved.users.count == asking.count else {
             throw ServiceError.unavailable(.identityBadAnswer, "identity-service answered for \(resolved.users.count) of \(asking.count) records")
         }
-        for (index, user) in zip(asking, resolved.users) { records[index].userId = user.userId }
+        for (slot, user) in zip(asking, resolved.users) {
+            for position in distinct[slot].positions { records[position].userId = user.userId }
+        }
         guard let cache else { return }
         var learned: [(ScopedIdentity, Int64)] = []
-        for (index, user) in zip(asking, resolved.users) where user.owned {
-            guard let userId = user.userId, let plan = plans[index], let project = accepted[index].identity?.project else { continue }
-            for identity in plan.identities { learned.append((ScopedIdentity(project: project, identity: identity), userId)) }
+        for (slot, user) in zip(asking, resolved.users) where user.owned {
+            guard let userId = user.userId else { continue }
+            let entry = distinct[slot]
+            for identity in entry.plan.identities { learned.append((ScopedIdentity(project: entry.record.project, identity: identity), userId)) }
         }
         let forgetting = resolved.invalidated.map { ScopedIdentity(project: $0.project, identity: IdentityKey(key: $0.key, value: $0.value)) }
         cache.update(learned: learned, readAt: epoch, forgetting: forgetting)
+    }
+
+    /// One distinct identity record of a batch and the positions of the records that carry it.
+    private struct DistinctIdentity {
+        let record: IdentityRecord
+        let plan: IdentityPlan
+        /// False for an unbind and for every record after one in the batch.
+        let fromCache: Bool
+        var positions: [Int]
     }
 
     /// Why a record the gateway accepted was refused by the collector (the reason in full is in
@@ -116,7 +144,7 @@ func readRequestBody(_ request: Request, limits: UploadLimits) async throws -> [
 }
 
 /// `datong_gateway_identity_cache_hits_total` and `…_misses_total`: records whose user the
-/// gateway's identity cache answered, and records it sent to identity-service.
+/// gateway's identity cache answered, and distinct identity records it sent to identity-service.
 struct IdentityCacheMetrics: Sendable {
     let hits: Counter
     let misses: Counter
@@ -130,7 +158,7 @@ struct IdentityCacheMetrics: Sendable {
         misses = registry.makeCounter(
             descriptor: MetricNameDescriptor(
                 namespace: "datong", subsystem: "gateway", metricName: "identity_cache_misses", unitName: "total",
-                helpText: "Records the gateway sent to identity-service to resolve"
+                helpText: "Distinct identity records the gateway sent to identity-service to resolve (repeats in one upload are sent once)"
             ))
     }
 

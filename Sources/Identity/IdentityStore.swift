@@ -62,14 +62,16 @@ package struct PostgresIdentityStore: IdentityStore {
         var misses: [Int] = []
         let epoch = cache?.epoch ?? 0
         // A caller with its own cache must learn only what PostgreSQL says now: this cache may be
-        // older than the invalidations that caller has already read.
+        // older than the invalidations that caller has already read. Records after an unbind are
+        // resolved after it, never from memory (the unbind may detach one of their identities).
+        let firstChange = plans.firstIndex { !$0.answerableFromCache && !$0.identities.isEmpty } ?? plans.endIndex
         let known =
             request.forCache
             ? nil
             : cache?.users(
                 of: plans.indices.map { index in
                     let plan = plans[index]
-                    guard plan.answerableFromCache else { return [] }
+                    guard plan.answerableFromCache, index < firstChange else { return [] }
                     return plan.identities.map { ScopedIdentity(project: records[index].project, identity: $0) }
                 })
         for index in records.indices {

@@ -176,4 +176,39 @@ struct GatewayIdentityCacheTests {
             #expect(misses < 20, "\(misses) records went to identity-service")
         }
     }
+
+    @Test("an upload's records from one device are resolved in one identity record; a record after an unbind is resolved after it")
+    func repeatsResolvedOnce() async throws {
+        try await RunningServices.run(gatewayIdentityCacheRefreshMilliseconds: Self.refreshMilliseconds) { services in
+            try await Task.sleep(for: Self.refresh * 3)
+            let before = try await Self.metric("datong_gateway_identity_cache_misses_total", services.gateway)
+            let device = #""identities":{"$identity_idfv":"once-d","$identity_anonymous_id":"once-d","$identity_mobile":"once-m"}"#
+            let records = (0..<20).map { index in
+                #"{"type":"track","event":"Probe","time":\#(Self.base + Int64(index)),"distinct_id":"once-d",\#(device),"lib":{"$lib":"iOS"},"properties":{}}"#
+            }
+            let (uri, body) = EndToEndTests.form("[" + records.joined(separator: ",") + "]")
+            #expect(try await services.gateway.execute(uri: uri, method: .post, body: body).status == .ok)
+            let asked = try await Self.metric("datong_gateway_identity_cache_misses_total", services.gateway) - before
+            #expect(asked == 1, "20 records of one new device went to identity-service as \(asked) records")
+            let stored = try await TestDatabase.rows(
+                services.databaseURL, "SELECT count(*), count(DISTINCT user_id), min(user_id) FROM collector.events WHERE distinct_id = 'once-d'")
+            #expect(stored.first?[0] == "20" && stored.first?[1] == "1")
+            let user = try #require(stored.first?[2])
+
+            // The same device, its mobile unbound in between: the record after the unbind links it
+            // again, as it would had the three come in three uploads.
+            let unbind =
+                #"{"type":"track_id_unbind","event":"$UnbindID","time":\#(Self.base + 100),"distinct_id":"once-d","identities":{"$identity_mobile":"once-m"},"lib":{"$lib":"iOS"},"properties":{}}"#
+            let again = [
+                records[0].replacingOccurrences(of: "\(Self.base)", with: "\(Self.base + 99)"), unbind,
+                records[0].replacingOccurrences(of: "\(Self.base)", with: "\(Self.base + 101)"),
+            ]
+            let (uri2, body2) = EndToEndTests.form("[" + again.joined(separator: ",") + "]")
+            #expect(try await services.gateway.execute(uri: uri2, method: .post, body: body2).status == .ok)
+            let owner = try await services.identity.execute(
+                uri: "/v1/projects/default/identities?key=%24identity_mobile&value=once-m", method: .get, headers: Self.service)
+            #expect(owner.status == .ok, "the record after the unbind did not link the mobile again: \(owner.text)")
+            #expect((try owner.json()["userId"] as? NSNumber)?.stringValue == user)
+        }
+    }
 }

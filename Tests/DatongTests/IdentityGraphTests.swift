@@ -275,6 +275,15 @@ struct IdentityGraphTests {
                 ResolveRequest(records: [Self.record("track_id_unbind", [Self.idfv: "D2"])], forCache: true), requestID: "r")
             #expect(unbind.users.first?.owned == false)
             #expect(unbind.invalidated.map(\.value) == ["D2"])
+
+            // From this replica's cache too, a record after an unbind in the same batch is resolved
+            // after it: it links the identity again, as it would in a later upload.
+            let phoneRecord = Self.record("track", [Self.idfv: "D5", "$identity_mobile": "M5"])
+            let owner = try #require(try await store.resolve([phoneRecord]).first?.userId)
+            _ = try await store.resolve([phoneRecord])  // now known to the cache
+            let batch = [phoneRecord, Self.record("track_id_unbind", ["$identity_mobile": "M5"]), phoneRecord]
+            #expect(try await store.resolve(batch).map(\.userId) == [owner, owner, owner])
+            #expect(try await Self.owner(store, "$identity_mobile", "M5") == owner, "the record after the unbind was answered from memory")
         }
     }
 
