@@ -88,6 +88,8 @@ struct VolumeDatabase {
         do {
             try await admin.withConnection { try $0.execute("CREATE DATABASE \(copy) TEMPLATE \(name) STRATEGY FILE_COPY") }
             await admin.close()
+            // The copy's gigabytes reach the disk now, not as stalls of the round's commits.
+            sync()
         } catch {
             await admin.close()
             throw error
@@ -102,6 +104,7 @@ struct VolumeDatabase {
         let admin = PostgresPool(url: adminURL, maxConnections: 1, logger: logger)
         _ = try? await admin.withConnection { try $0.execute("DROP DATABASE IF EXISTS \(name)") }
         await admin.close()
+        sync()
     }
 
     /// COPYs `rows` text rows made by `make`, `rowsPerCopy` per COPY and transaction, over the
