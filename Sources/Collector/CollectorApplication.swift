@@ -163,6 +163,16 @@ extension CollectRecord {
         guard ProjectName.isValid(project) else { return "project '\(UntrustedText.quoted(project))' is not a valid project name" }
         guard (0...StoredTime.latestMillis).contains(time) else { return "time \(time) is not a time from 1970 to 9999 in milliseconds" }
         guard !type.isEmpty, type.utf8.count <= 64 else { return "type must be 1 to 64 bytes" }
+        // Almost every record has no NUL: found without building the list below.
+        func hasNUL(_ text: String?) -> Bool {
+            guard var text else { return false }
+            return text.withUTF8 { $0.contains(0) }
+        }
+        guard
+            hasNUL(type) || hasNUL(event) || hasNUL(distinctId) || hasNUL(anonymousId) || hasNUL(loginId) || hasNUL(lib)
+                || hasNUL(libVersion) || hasNUL(appVersion) || hasNUL(itemType) || hasNUL(itemId) || hasNUL(libMethod)
+                || hasNUL(libDetail) || hasNUL(originalId) || (identities?.contains { hasNUL($0.key) || hasNUL($0.value) } ?? false)
+        else { return nil }
         let texts: [(String, String?)] = [
             ("type", type), ("event", event), ("distinctId", distinctId), ("anonymousId", anonymousId), ("loginId", loginId),
             ("lib", lib), ("libVersion", libVersion), ("appVersion", appVersion), ("itemType", itemType), ("itemId", itemId),

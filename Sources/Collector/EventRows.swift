@@ -44,16 +44,19 @@ package enum EventRows {
             case .libMethod: writer.text(record.libMethod)
             case .libDetail: writer.text(record.libDetail)
             case .originalId: writer.text(record.originalId)
-            case .identities: writer.jsonb(record.identities.map(identitiesJSON))
+            case .identities:
+                // jsonb keeps no key order: the object is written as it is, straight into the row.
+                if let identities = record.identities {
+                    writer.jsonb { out in
+                        var object = JSONObjectWriter(&out)
+                        for (key, value) in identities { object.string(dynamic: key, value, &out) }
+                        object.finish(&out)
+                    }
+                } else {
+                    writer.null()
+                }
             case .itemType, .itemId: preconditionFailure("\(field) is not an event column")
             }
         }
-    }
-
-    /// The identities as a JSON object, keys sorted.
-    static func identitiesJSON(_ identities: [String: String]) -> String {
-        var out: [UInt8] = []
-        JSONObjectWriter.sortedStrings(identities, to: &out)
-        return String(decoding: out, as: UTF8.self)
     }
 }

@@ -55,6 +55,18 @@ package struct BinaryCopyWriter: Sendable {
     }
 
     /// A `jsonb` value from JSON text (binary jsonb is a version byte followed by the text).
+    /// A `jsonb` field whose text `write` appends (the field's length is filled in afterwards).
+    package mutating func jsonb(writing write: (inout [UInt8]) -> Void) {
+        let start = bytes.count
+        appendInteger(Int32(0))
+        bytes.append(1)
+        write(&bytes)
+        let length = Int32(bytes.count - start - 4).bigEndian
+        withUnsafeBytes(of: length) { raw in
+            for offset in 0..<4 { bytes[start + offset] = raw[offset] }
+        }
+    }
+
     package mutating func jsonb(_ json: String?) {
         guard var json else { return null() }
         json.withUTF8 { utf8 in
