@@ -28,16 +28,22 @@ package enum Bench {
 
     /// A new empty database on the server `adminURL` points at; returns its URL.
     package static func freshDatabase(adminURL: String, logger: Logger) async throws -> String {
-        let admin = PostgresPool(url: adminURL, maxConnections: 1, logger: logger)
         let name = "datong_bench_\(UInt64.random(in: 0...UInt64.max))"
+        try await administer(adminURL: adminURL, "CREATE DATABASE \(name)", logger: logger)
+        return try replacingDatabase(in: adminURL, with: name)
+    }
+
+    /// Runs `statement` (CREATE or DROP DATABASE, which cannot run in a transaction) on its own
+    /// connection to `adminURL`.
+    package static func administer(adminURL: String, _ statement: String, logger: Logger) async throws {
+        let admin = PostgresPool(url: adminURL, maxConnections: 1, logger: logger)
         do {
-            try await admin.withConnection { try $0.execute("CREATE DATABASE \(name)") }
+            try await admin.withConnection { try $0.execute(statement) }
             await admin.close()
         } catch {
             await admin.close()
             throw error
         }
-        return try replacingDatabase(in: adminURL, with: name)
     }
 
     /// `url` (a libpq URI, one host or several) naming database `name` instead.

@@ -70,9 +70,8 @@ struct VolumeDatabase {
                 }
             }
             await pool.close()
-            let name = String(url[url.range(of: "datong_bench_")!.lowerBound...].prefix { $0 != "?" })
             return VolumeDatabase(
-                name: name, url: url, events: events, identities: devices * 2,
+                name: databaseName(in: url)!, url: url, events: events, identities: devices * 2,
                 loadSeconds: Bench.seconds(loading), vacuumSeconds: Bench.seconds(vacuum)
             )
         } catch {
@@ -83,28 +82,23 @@ struct VolumeDatabase {
 
     /// A copy of the loaded database for one round (`CREATE DATABASE … TEMPLATE`, file by file).
     func copy(adminURL: String) async throws -> String {
-        let admin = PostgresPool(url: adminURL, maxConnections: 1, logger: logger)
         let copy = "\(name)_r\(UInt32.random(in: 0...UInt32.max))"
-        do {
-            try await admin.withConnection { try $0.execute("CREATE DATABASE \(copy) TEMPLATE \(name) STRATEGY FILE_COPY") }
-            await admin.close()
-            // The copy's gigabytes reach the disk now, not as stalls of the round's commits.
-            sync()
-        } catch {
-            await admin.close()
-            throw error
-        }
+        try await Bench.administer(adminURL: adminURL, "CREATE DATABASE \(copy) TEMPLATE \(name) STRATEGY FILE_COPY", logger: logger)
+        // The copy's gigabytes reach the disk now, not as stalls of the round's commits.
+        sync()
         return try Bench.replacingDatabase(in: adminURL, with: copy)
     }
 
     /// Drops a round's copy.
     static func drop(_ url: String, adminURL: String) async {
-        guard let range = url.range(of: "datong_bench_") else { return }
-        let name = url[range.lowerBound...].prefix { $0 != "?" }
-        let admin = PostgresPool(url: adminURL, maxConnections: 1, logger: logger)
-        _ = try? await admin.withConnection { try $0.execute("DROP DATABASE IF EXISTS \(name)") }
-        await admin.close()
+        guard let name = databaseName(in: url) else { return }
+        try? await Bench.administer(adminURL: adminURL, "DROP DATABASE IF EXISTS \(name)", logger: logger)
         sync()
+    }
+
+    /// The name of the bench database `url` names (`Bench.freshDatabase` made it).
+    static func databaseName(in url: String) -> String? {
+        url.range(of: "datong_bench_").map { String(url[$0.lowerBound...].prefix { $0 != "?" }) }
     }
 
     /// COPYs `rows` text rows made by `make`, `rowsPerCopy` per COPY and transaction, over the
