@@ -25,7 +25,7 @@ let replicas = Bench.option("--replicas", default: 1)
 let recordsPerRequest = 50
 let outDirectory = Bench.text("--out") ?? "docs/benchmarks"
 /// Events and identities already stored in the at-volume rounds (0: no such rounds).
-let volumeEvents = Bench.option("--volume", default: 0) > 1 ? Bench.option("--volume", default: 0) : 0
+let volumeEvents = Bench.option("--volume", default: 0)
 let volumeIdentities = Bench.option("--volume-identities", default: 2_000_000)
 /// `--set SERVICE:VARIABLE=VALUE`, as often as needed.
 let serviceSettings: [String: [String: String]] = {

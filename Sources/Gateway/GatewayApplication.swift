@@ -20,7 +20,7 @@ package func buildGatewayApplication(
     var ingest = ResolveAndStore(identity: identity, collector: collector)
     var services: [any Service] = []
     if settings.identityCacheEntries > 0 {
-        let cache = IdentityCache(capacity: settings.identityCacheEntries, maxStaleness: settings.identityCacheMaxStaleness)
+        let cache = IdentityCache(capacity: settings.identityCacheEntries, refreshInterval: .milliseconds(settings.identityCacheRefreshMilliseconds))
         ingest.cache = cache
         ingest.metrics = IdentityCacheMetrics(registry: runtime.metrics)
         services.append(

@@ -86,9 +86,6 @@ package struct GatewaySettings: Sendable {
                 "IDENTITY_CACHE_REFRESH_MS", default: settings.identityCacheRefreshMilliseconds, range: 50...60_000)
         )
     }
-
-    /// How long the identity cache answers without a successful look at the invalidation log.
-    var identityCacheMaxStaleness: Duration { .milliseconds(max(4 * identityCacheRefreshMilliseconds, 2000)) }
 }
 
 /// Limits on what an upload may contain, each enforced before the work it guards.

@@ -19,7 +19,7 @@ package func buildIdentityApplication(
     var store = PostgresIdentityStore(pool: database.pool)
     let log = PostgresInvalidationLog(pool: database.pool)
     if settings.cacheEntries > 0 {
-        let cache = IdentityCache(capacity: settings.cacheEntries, maxStaleness: settings.cacheMaxStaleness)
+        let cache = IdentityCache(capacity: settings.cacheEntries, refreshInterval: .milliseconds(settings.cacheRefreshMilliseconds))
         store.cache = cache
         services.append(
             CacheFeed(

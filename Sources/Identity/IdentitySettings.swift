@@ -36,7 +36,4 @@ package struct IdentitySettings: Sendable {
             cacheRefreshMilliseconds: try reader.int("IDENTITY_CACHE_REFRESH_MS", default: defaults.cacheRefreshMilliseconds, range: 50...60_000)
         )
     }
-
-    /// How long the cache answers without a successful refresh before it stops answering.
-    var cacheMaxStaleness: Duration { .milliseconds(max(4 * cacheRefreshMilliseconds, 2000)) }
 }

@@ -66,6 +66,6 @@ package final class PostgresInvalidationLog: InvalidationSource {
 
     /// True for an `after` a caller may pass: an xid8, as a previous look answered it.
     static func isHorizon(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.count <= 20 && text.utf8.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") } && UInt64(text) != nil
+        text.utf8.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") } && UInt64(text) != nil
     }
 }

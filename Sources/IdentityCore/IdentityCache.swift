@@ -8,11 +8,11 @@ import Synchronization
 /// those writes the identity to `identity.invalidations`. A `CacheFeed` (reading PostgreSQL in
 /// identity-service, identity-service's `GET /v1/invalidations` in the gateway) reads the entries
 /// of every transaction that finished since its last look, every refresh interval, and forgets
-/// those identities. A change
-/// made elsewhere is therefore seen here within one refresh interval plus the time of one refresh. From the first failed refresh until one succeeds again,
-/// the cache does not answer (every resolve goes to PostgreSQL) and learns nothing; a refresh that
-/// has not succeeded for `maxStaleness` (one that hangs) stops it answering too, and failing for
-/// that long forgets everything.
+/// those identities. A change made elsewhere is therefore seen here within one refresh interval
+/// plus the time of one refresh. From the first failed refresh until one succeeds again, the cache
+/// does not answer (every resolve goes to PostgreSQL) and learns nothing; a refresh that has not
+/// succeeded for `maxStaleness` (one that hangs) stops it answering too, and failing for that long
+/// forgets everything.
 ///
 /// A different database server (a promoted standby after a failover, or a restart) may not have
 /// every transaction this replica saw: with asynchronous replication a merge committed on the old
@@ -42,6 +42,12 @@ package final class IdentityCache: Sendable {
     package init(capacity: Int, maxStaleness: Duration) {
         generationSize = max(1, capacity / 2)
         self.maxStaleness = maxStaleness
+    }
+
+    /// A cache refreshed every `refreshInterval`: it stops answering after four intervals (at
+    /// least 2 s) without a successful refresh.
+    package convenience init(capacity: Int, refreshInterval: Duration) {
+        self.init(capacity: capacity, maxStaleness: max(refreshInterval * 4, .seconds(2)))
     }
 
     /// The epoch to pass to `update` with what a read that starts now learns.

@@ -211,4 +211,27 @@ struct GatewayIdentityCacheTests {
             #expect((try owner.json()["userId"] as? NSNumber)?.stringValue == user)
         }
     }
+
+    @Test("GET /v1/invalidations answers the horizon to start from, then what changed since it; a horizon that is not one is a 400")
+    func invalidationLog() async throws {
+        try await RunningServices.run { services in
+            let first = try await services.identity.execute(uri: "/v1/invalidations", method: .get, headers: Self.service)
+            #expect(first.status == .ok)
+            let log = try InvalidationLog(jsonBytes: Array(first.body.readableBytesView))
+            #expect(log.identities.isEmpty && log.complete && UInt64(log.horizon) != nil)
+            let (_, _) = try await Self.change(services, "links", #"{"identities":{"$identity_mobile":"log-m"}}"#)
+            let (_, _) = try await Self.change(services, "unbind", #"{"key":"$identity_mobile","value":"log-m"}"#)
+            let next = try await services.identity.execute(uri: "/v1/invalidations?after=\(log.horizon)", method: .get, headers: Self.service)
+            let changed = try InvalidationLog(jsonBytes: Array(next.body.readableBytesView))
+            #expect(changed.identities == [IdentityName(project: "default", key: "$identity_mobile", value: "log-m")])
+            #expect(changed.server == log.server)
+            for bad in ["abc", "-1", "%2B1", "99999999999999999999999"] {
+                let refused = try await services.identity.execute(uri: "/v1/invalidations?after=\(bad)", method: .get, headers: Self.service)
+                #expect(refused.status == .badRequest, "after=\(bad): \(refused.status)")
+                #expect(refused.text.contains("invalid_horizon"))
+            }
+            let anonymous = try await services.identity.execute(uri: "/v1/invalidations", method: .get)
+            #expect(anonymous.status == .unauthorized)
+        }
+    }
 }
