@@ -206,7 +206,8 @@ let package = Package(
         ),
 
         // libFuzzer targets for every parser of untrusted bytes (scripts/fuzz, docs/RELIABILITY.md).
-        .executableTarget(name: "Fuzz", dependencies: ["GatewayHarness", "Gateway", "DatongJSON", "DatongContracts", "DatongCrypto", "CLibFuzzer"]),
+        .executableTarget(
+            name: "Fuzz", dependencies: ["GatewayHarness", "Gateway", "Collector", "DatongJSON", "DatongContracts", "DatongCrypto", "CLibFuzzer"]),
 
         .testTarget(
             name: "DatongTests",

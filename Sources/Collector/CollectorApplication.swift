@@ -93,13 +93,12 @@ struct CollectorAPI: ServiceAPI {
 
     func write(_ request: Request, context: DatongRequestContext) async throws -> Response {
         try serviceToken.check(request)
-        let batch = try await readContractBody(CollectBatch.self, from: request, limit: maxBatchBytes, what: "the batch")
+        let batch = try await readContractBody(IncomingBatch.self, from: request, limit: maxBatchBytes, what: "the batch")
         if let problem = batch.problem {
             throw ServiceError.badRequest(.invalidBatch, problem)
         }
-        let (storable, kept) = batch.separatingUnstorable()
-        var result = try await store.write(storable)
-        if let kept { result = result.mapped(to: kept, of: batch.records.count) }
+        var result = try await store.write(batch)
+        if let kept = batch.kept { result = result.mapped(to: kept, of: batch.sentCount) }
         context.logger.debug(
             "batch.committed",
             metadata: [
@@ -111,55 +110,11 @@ struct CollectorAPI: ServiceAPI {
     }
 }
 
-extension CollectBatch {
-
-    /// Why the whole batch cannot be written, or nil. Only what concerns every record is checked
-    /// here; a bad record is refused alone (`separatingUnstorable`).
-    var problem: String? {
-        guard (0...StoredTime.latestMillis).contains(receivedAt) else { return "receivedAt \(receivedAt) is not a time from 1970 to 9999 in milliseconds" }
-        return nil
-    }
-
-    /// The batch without the records it cannot store, which join `rejected` with the reason, and
-    /// the positions (in `records`) of the records kept. The gateway only sends records that pass;
-    /// the check keeps any other caller from failing the write of the good records beside them.
-    /// Rejected entries are made storable too: an invalid project becomes `default`.
-    func separatingUnstorable() -> (batch: CollectBatch, kept: [Int]?) {
-        var refusals: [Int: String] = [:]
-        for (index, record) in records.enumerated() {
-            if let problem = record.storageProblem { refusals[index] = problem }
-        }
-        let badRejected = rejected.contains { !ProjectName.isValid($0.project) }
-        guard !refusals.isEmpty || badRejected else { return (self, nil) }
-        var batch = CollectBatch(
-            receivedAt: receivedAt, records: [],
-            rejected: rejected.map { entry in
-                guard !ProjectName.isValid(entry.project) else { return entry }
-                return RejectedRecord(
-                    project: "default", reason: "(for project '\(UntrustedText.quoted(entry.project))', not a valid name) \(entry.reason)", raw: entry.raw
-                )
-            })
-        var kept: [Int] = []
-        for (index, record) in records.enumerated() {
-            if let problem = refusals[index] {
-                batch.rejected.append(
-                    RejectedRecord(
-                        project: ProjectName.isValid(record.project) ? record.project : "default",
-                        reason: "collector: \(problem)", raw: record.jsonText
-                    ))
-            } else {
-                batch.records.append(record)
-                kept.append(index)
-            }
-        }
-        return (batch, kept)
-    }
-}
-
 extension CollectRecord {
     /// Why the collector cannot store this record, or nil: what its columns hold (project name,
     /// a time from 1970 to 9999, a type) and no NUL in any text, which PostgreSQL refuses.
-    var storageProblem: String? {
+    /// `IncomingBatch` applies the same rules to the events it reads from a batch's bytes.
+    package var storageProblem: String? {
         guard ProjectName.isValid(project) else { return "project '\(UntrustedText.quoted(project))' is not a valid project name" }
         guard (0...StoredTime.latestMillis).contains(time) else { return "time \(time) is not a time from 1970 to 9999 in milliseconds" }
         guard !type.isEmpty, type.utf8.count <= 64 else { return "type must be 1 to 64 bytes" }

@@ -5,7 +5,7 @@ import DatongPostgres
 /// Where the collector writes batches.
 protocol EventStore: Sendable {
     /// Writes the whole batch in one transaction and returns only after it committed.
-    func write(_ batch: CollectBatch) async throws -> CollectResult
+    func write(_ batch: IncomingBatch) async throws -> CollectResult
 }
 
 /// Writes batches to PostgreSQL by binary COPY: events straight into `collector.events` (see
@@ -34,7 +34,7 @@ final class PostgresEventStore: EventStore {
         }
     }
 
-    func write(_ batch: CollectBatch) async throws -> CollectResult {
+    func write(_ batch: IncomingBatch) async throws -> CollectResult {
         do {
             return try await group.submit(batch)
         } catch let error as PostgresError where error.isDataException {
@@ -50,7 +50,7 @@ final class PostgresEventStore: EventStore {
     /// bad record costs about log2(records) extra transactions, and never a good record. The
     /// halves commit separately, which is safe: a retry of the batch finds the committed records
     /// as duplicates.
-    private func isolate(_ batch: CollectBatch, cause: PostgresError) async throws -> CollectResult {
+    private func isolate(_ batch: IncomingBatch, cause: PostgresError) async throws -> CollectResult {
         guard batch.records.count > 1 else {
             var refused = batch
             if let record = batch.records.first {
@@ -59,7 +59,7 @@ final class PostgresEventStore: EventStore {
                     RejectedRecord(
                         project: record.project,
                         reason: "collector: PostgreSQL cannot store a value of this record (SQLSTATE \(cause.sqlState ?? "?"))",
-                        raw: record.jsonText
+                        raw: batch.rawText(of: record)
                     ))
             }
             var result = try await Self.commit([refused], pool: pool, partitions: partitions)[0]
@@ -67,10 +67,7 @@ final class PostgresEventStore: EventStore {
             return result
         }
         let middle = batch.records.count / 2
-        let halves = [
-            CollectBatch(receivedAt: batch.receivedAt, records: Array(batch.records[..<middle]), rejected: batch.rejected),
-            CollectBatch(receivedAt: batch.receivedAt, records: Array(batch.records[middle...]), rejected: []),
-        ]
+        let halves = [batch.part(0..<middle), batch.part(middle..<batch.records.count)]
         var total = CollectResult(stored: 0, duplicates: 0, rejected: 0)
         for (half, offset) in zip(halves, [0, middle]) {
             let result: CollectResult
@@ -104,7 +101,7 @@ final class PostgresEventStore: EventStore {
 
     /// Writes `batches` in one transaction and returns each batch's result after the commit,
     /// trying the next `EventWriting` when an event turns out to be stored already.
-    static func commit(_ batches: [CollectBatch], pool: PostgresPool, partitions: EventPartitions) async throws -> [CollectResult] {
+    static func commit(_ batches: [IncomingBatch], pool: PostgresPool, partitions: EventPartitions) async throws -> [CollectResult] {
         var writing = EventWriting.optimistic
         var forgotPartitions = false
         while true {
@@ -122,7 +119,7 @@ final class PostgresEventStore: EventStore {
     }
 
     static func commit(
-        _ batches: [CollectBatch], pool: PostgresPool, partitions: EventPartitions, writing: EventWriting
+        _ batches: [IncomingBatch], pool: PostgresPool, partitions: EventPartitions, writing: EventWriting
     ) async throws -> [CollectResult] {
         var events = BinaryCopyWriter()
         var profiles = BinaryCopyWriter()
@@ -139,23 +136,20 @@ final class PostgresEventStore: EventStore {
         for batch in batches {
             let minute = IngestCounts.minute(of: batch.receivedAt)
             for record in batch.records {
-                let key = RecordKey(of: record)
-                keys.append(key)
+                keys.append(record.key)
                 recordProjects.append(record.project)
                 recordMinutes.append(minute)
-                if RecordTypes.isEvent(record.type) {
+                switch record.content {
+                case .event(let row):
                     eventCount += 1
                     months.insert(MonthPartition(unixMillis: record.time))
                     let start = events.bytes.count
-                    EventRows.append(record, key: key, receivedAt: batch.receivedAt, to: &events)
-                    eventRows.append(
-                        EventRow(
-                            project: record.project, time: record.time, id: key, bytes: start..<events.bytes.count
-                        ))
-                } else {
+                    events.appendEncodedRow(batch.eventRows[row])
+                    eventRows.append(EventRow(project: record.project, time: record.time, id: record.key, bytes: start..<events.bytes.count))
+                case .profile(let profile):
                     profileCount += 1
-                    profileKeys.add(record, id: key)
-                    appendProfileRecord(record, key: key, receivedAt: batch.receivedAt, to: &profiles)
+                    profileKeys.add(profile, id: record.key)
+                    appendProfileRecord(profile, key: record.key, receivedAt: batch.receivedAt, to: &profiles)
                 }
             }
             for record in batch.rejected {

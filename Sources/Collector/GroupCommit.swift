@@ -11,10 +11,10 @@ import Synchronization
 /// The queue is bounded: beyond `maxWaitingRecords` a batch is refused with a 503 and `Retry-After`
 /// rather than held in memory, which is how an overload reaches the SDKs (they retry 5xx).
 final class GroupCommit: Sendable {
-    typealias Commit = @Sendable ([CollectBatch]) async throws -> [CollectResult]
+    typealias Commit = @Sendable ([IncomingBatch]) async throws -> [CollectResult]
 
     private struct Waiting {
-        let batch: CollectBatch
+        let batch: IncomingBatch
         let continuation: CheckedContinuation<CollectResult, any Error>
     }
 
@@ -37,14 +37,11 @@ final class GroupCommit: Sendable {
         self.commit = commit
     }
 
-    /// Records a batch brings to the queue (stored and rejected alike).
-    static func weight(_ batch: CollectBatch) -> Int { max(1, batch.records.count + batch.rejected.count) }
-
     /// Queues `batch` and returns its result once the transaction holding it committed.
-    func submit(_ batch: CollectBatch) async throws -> CollectResult {
+    func submit(_ batch: IncomingBatch) async throws -> CollectResult {
         try await withCheckedThrowingContinuation { continuation in
             let start: Bool = state.withLock { state in
-                if state.waitingRecords > 0, state.waitingRecords + Self.weight(batch) > maxWaitingRecords {
+                if state.waitingRecords > 0, state.waitingRecords + batch.weight > maxWaitingRecords {
                     continuation.resume(
                         throwing: ServiceError.unavailable(
                             .collectorBusy, "the collector has \(state.waitingRecords) records waiting to be written; retry shortly"
@@ -52,7 +49,7 @@ final class GroupCommit: Sendable {
                     return false
                 }
                 state.waiting.append(Waiting(batch: batch, continuation: continuation))
-                state.waitingRecords += Self.weight(batch)
+                state.waitingRecords += batch.weight
                 guard state.writers < maxWriters else { return false }
                 state.writers += 1
                 return true
@@ -77,8 +74,8 @@ final class GroupCommit: Sendable {
             var records = 0
             var count = 0
             for waiting in state.waiting {
-                if count > 0, records + Self.weight(waiting.batch) > maxRecordsPerGroup { break }
-                records += Self.weight(waiting.batch)
+                if count > 0, records + waiting.batch.weight > maxRecordsPerGroup { break }
+                records += waiting.batch.weight
                 count += 1
             }
             let group = Array(state.waiting.prefix(count))

@@ -70,14 +70,8 @@ extension RecordKey {
         var input: [UInt8] = []
         input.reserveCapacity(record.properties.utf8.count + 128)
         func field(_ value: String?) {
-            guard let value else {
-                input.append(0)
-                return
-            }
-            input.append(1)
-            var length = UInt32(value.utf8.count).bigEndian
-            withUnsafeBytes(of: &length) { input.append(contentsOf: $0) }
-            input.append(contentsOf: value.utf8)
+            guard var value else { return Self.appendField(nil, to: &input) }
+            value.withUTF8 { Self.appendField($0, to: &input) }
         }
         field(record.project)
         field(record.type)
@@ -87,8 +81,24 @@ extension RecordKey {
         field(record.itemType)
         field(record.itemId)
         field(record.properties)
+        self.init(hashing: input)
+    }
+
+    /// Appends one field of a key's input: 0 for none, else 1, the length (4 bytes, big-endian)
+    /// and the bytes. `IncomingBatch` builds the same input from a batch's bytes.
+    static func appendField(_ value: UnsafeBufferPointer<UInt8>?, to input: inout [UInt8]) {
+        guard let value else {
+            input.append(0)
+            return
+        }
+        input.append(1)
+        withUnsafeBytes(of: UInt32(value.count).bigEndian) { input.append(contentsOf: $0) }
+        input.append(contentsOf: value)
+    }
+
+    /// The key of a finished input: its SHA-256, marked as an RFC 9562 version-8 (custom) UUID.
+    init(hashing input: [UInt8]) {
         var digest = SHA256Digest.hash(input)
-        // Mark it as an RFC 9562 version-8 (custom) UUID.
         digest[6] = (digest[6] & 0x0F) | 0x80
         digest[8] = (digest[8] & 0x3F) | 0x80
         self.init(digest)

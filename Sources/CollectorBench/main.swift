@@ -107,11 +107,12 @@ func throughCollector() async throws -> Duration {
 }
 
 /// `collector.events` rows of `batches` exactly as the collector encodes them.
-func eventRows(_ batches: [CollectBatch]) -> [UInt8] {
+func eventRows(_ batches: [CollectBatch]) throws -> [UInt8] {
     var writer = BinaryCopyWriter()
     for batch in batches {
-        for record in batch.records where RecordTypes.isEvent(record.type) {
-            EventRows.append(record, key: RecordKey(of: record), receivedAt: batch.receivedAt, to: &writer)
+        let incoming = try IncomingBatch(jsonBytes: batch.jsonBytes)
+        for record in incoming.records {
+            if case .event(let row) = record.content { writer.appendEncodedRow(incoming.eventRows[row]) }
         }
     }
     return writer.finish()
@@ -124,7 +125,7 @@ func rawCopy() async throws -> Duration {
     let chunks = stride(from: 0, to: batches.count, by: 200).map { start in
         Array(batches[start..<min(start + 200, batches.count)])
     }
-    let data = chunks.map(eventRows)
+    let data = try chunks.map(eventRows)
     let pool = PostgresPool(url: url, maxConnections: connections, logger: logger)
     try await pool.withConnection { connection in
         for month in Set(batches.flatMap { $0.records.map { MonthPartition(unixMillis: $0.time) } }) {

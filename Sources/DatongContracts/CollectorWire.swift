@@ -29,11 +29,11 @@ extension CollectBatch: WireCodable {
             } else if key.textEquals("records") {
                 records.reserveCapacity(Int(value.entry.count))
                 for (index, element) in try WireField.array(value, "records").enumerated() {
-                    records.append(try CollectRecord(element, path: "records[\(index)]"))
+                    records.append(try CollectRecord(wire: element, path: "records[\(index)]"))
                 }
             } else if key.textEquals("rejected") {
                 for (index, element) in try WireField.array(value, "rejected").enumerated() {
-                    rejected.append(try RejectedRecord(element, path: "rejected[\(index)]"))
+                    rejected.append(try RejectedRecord(wire: element, path: "rejected[\(index)]"))
                 }
             }
         }
@@ -97,7 +97,7 @@ extension CollectRecord {
     }
 
     /// Reads a record of a batch: unknown members are ignored, a required `Field` must be there.
-    fileprivate init(_ value: JSONRef, path: @autoclosure () -> String) throws(ContractDecodingError) {
+    package init(wire value: JSONRef, path: @autoclosure () -> String) throws(ContractDecodingError) {
         guard value.isObject else { throw ContractDecodingError("\(path()) is not an object") }
         self.init(project: "", type: "", event: nil, time: 0, distinctId: nil, userId: nil, properties: "")
         var seen = 0
@@ -147,7 +147,8 @@ extension RejectedRecord {
         record.finish(&out)
     }
 
-    fileprivate init(_ value: JSONRef, path: String) throws(ContractDecodingError) {
+    /// Reads an entry of a batch's `rejected`.
+    package init(wire value: JSONRef, path: String) throws(ContractDecodingError) {
         guard value.isObject else { throw ContractDecodingError("\(path) is not an object") }
         var project: String?
         var reason: String?

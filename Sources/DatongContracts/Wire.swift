@@ -3,9 +3,14 @@ import DatongJSON
 /// A contract between services with its one codec: JSON written and read by hand over the tape
 /// parser (camelCase keys, absent optionals left out). There is no second (`Codable`) form to keep
 /// in step: `ServiceClient` and the services' handlers use this one.
-package protocol WireCodable: Sendable {
+package protocol WireCodable: WireDecodable {
     /// The value as JSON text.
     var jsonBytes: [UInt8] { get }
+}
+
+/// What a service reads from a request body: a contract, or a service's own reading of one (the
+/// collector reads a batch straight into its COPY rows).
+package protocol WireDecodable: Sendable {
     /// Reads the value from JSON text; a problem names the field.
     init(jsonBytes: [UInt8]) throws(ContractDecodingError)
 }
@@ -19,9 +24,9 @@ package struct ContractDecodingError: Error, Sendable, Equatable {
 
 /// Reading one field; `null` is an absent optional. The path that names the field in a problem
 /// is only built when there is one: records are read by the thousand.
-enum WireField {
+package enum WireField {
     /// The document's root, which must be an object; `what` names the document in problems.
-    static func object(_ bytes: [UInt8], maxDepth: Int, _ what: String) throws(ContractDecodingError) -> JSONRef {
+    package static func object(_ bytes: [UInt8], maxDepth: Int, _ what: String) throws(ContractDecodingError) -> JSONRef {
         let root: JSONRef
         do {
             root = try JSONParser.parse(bytes, maxDepth: maxDepth).root
@@ -32,12 +37,12 @@ enum WireField {
         return root
     }
 
-    static func array(_ value: JSONRef, _ path: @autoclosure () -> String) throws(ContractDecodingError) -> JSONRef.Elements {
+    package static func array(_ value: JSONRef, _ path: @autoclosure () -> String) throws(ContractDecodingError) -> JSONRef.Elements {
         guard value.kind == .array else { throw ContractDecodingError("\(path()) is not an array") }
         return value.elements
     }
 
-    static func string(_ value: JSONRef, _ path: @autoclosure () -> String) throws(ContractDecodingError) -> String? {
+    package static func string(_ value: JSONRef, _ path: @autoclosure () -> String) throws(ContractDecodingError) -> String? {
         switch value.kind {
         case .null: return nil
         case .string: return value.stringValue
@@ -45,27 +50,27 @@ enum WireField {
         }
     }
 
-    static func requiredString(_ value: JSONRef, _ path: @autoclosure () -> String) throws(ContractDecodingError) -> String {
+    package static func requiredString(_ value: JSONRef, _ path: @autoclosure () -> String) throws(ContractDecodingError) -> String {
         guard let text = try string(value, path()) else { throw ContractDecodingError("\(path()) is null") }
         return text
     }
 
-    static func bool(_ value: JSONRef, _ path: @autoclosure () -> String) throws(ContractDecodingError) -> Bool {
+    package static func bool(_ value: JSONRef, _ path: @autoclosure () -> String) throws(ContractDecodingError) -> Bool {
         guard value.kind == .bool else { throw ContractDecodingError("\(path()) is not a boolean") }
         return value.isTrue
     }
 
-    static func int(_ value: JSONRef, _ path: @autoclosure () -> String) throws(ContractDecodingError) -> Int64 {
+    package static func int(_ value: JSONRef, _ path: @autoclosure () -> String) throws(ContractDecodingError) -> Int64 {
         guard let int = value.int64Value else { throw ContractDecodingError("\(path()) is not an integer") }
         return int
     }
 
-    static func optionalInt(_ value: JSONRef, _ path: @autoclosure () -> String) throws(ContractDecodingError) -> Int64? {
+    package static func optionalInt(_ value: JSONRef, _ path: @autoclosure () -> String) throws(ContractDecodingError) -> Int64? {
         value.kind == .null ? nil : try int(value, path())
     }
 
     /// A list of non-negative positions (`CollectResult`'s indexes).
-    static func positions(_ value: JSONRef, _ path: @autoclosure () -> String) throws(ContractDecodingError) -> [Int] {
+    package static func positions(_ value: JSONRef, _ path: @autoclosure () -> String) throws(ContractDecodingError) -> [Int] {
         var list: [Int] = []
         for (index, element) in try array(value, path()).enumerated() {
             guard let position = element.int64Value, position >= 0, position <= Int64(Int32.max) else {
@@ -77,7 +82,7 @@ enum WireField {
     }
 
     /// An `identities` object of string values; nil for null.
-    static func identities(_ value: JSONRef, _ path: @autoclosure () -> String) throws(ContractDecodingError) -> [String: String]? {
+    package static func identities(_ value: JSONRef, _ path: @autoclosure () -> String) throws(ContractDecodingError) -> [String: String]? {
         if value.kind == .null { return nil }
         guard value.isObject else { throw ContractDecodingError("\(path()) is not an object") }
         var found: [String: String] = [:]

@@ -35,6 +35,13 @@ package struct BinaryCopyWriter: Sendable {
         }
     }
 
+    /// A `text` field from UTF-8 bytes; nil is NULL.
+    package mutating func text(utf8: UnsafeBufferPointer<UInt8>?) {
+        guard let utf8 else { return null() }
+        appendInteger(Int32(utf8.count))
+        bytes.append(contentsOf: utf8)
+    }
+
     package mutating func bigint(_ value: Int64?) {
         guard let value else { return null() }
         appendInteger(Int32(8))
@@ -74,6 +81,13 @@ package struct BinaryCopyWriter: Sendable {
             bytes.append(1)
             bytes.append(contentsOf: utf8)
         }
+    }
+
+    /// A `jsonb` field from JSON text's UTF-8 bytes.
+    package mutating func jsonb(utf8: UnsafeBufferPointer<UInt8>) {
+        appendInteger(Int32(utf8.count + 1))
+        bytes.append(1)
+        bytes.append(contentsOf: utf8)
     }
 
     /// A `uuid` from its 16 bytes.

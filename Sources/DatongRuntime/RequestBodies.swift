@@ -89,7 +89,7 @@ package func decodeJSONBody<T: Decodable>(_ type: T.Type, from request: Request,
 
 /// Reads an internal call's body, of at most `limit` bytes, as the contract type `T`; a body that
 /// does not match is a 400 `invalid_body` naming `what` and the field at fault.
-package func readContractBody<T: WireCodable>(_ type: T.Type, from request: Request, limit: Int, what: String) async throws -> T {
+package func readContractBody<T: WireDecodable>(_ type: T.Type, from request: Request, limit: Int, what: String) async throws -> T {
     let body = try await collectBody(request, limit: limit)
     do {
         return try T(jsonBytes: Array(body.readableBytesView))

@@ -14,10 +14,13 @@
 //   gzip    the bounded multi-member gzip inflater; never more output than the limit
 //   json    the tape parser and its readers: unescaping, integers, numbers, entry links in bounds
 //   url     the WHATWG-style URL reader for server_url and page hosts; hosts hold no forbidden byte
-//   batch   the collector's batch decoding and the batch writer: what decodes writes back the same
+//   batch   the collector's batch decoding and the batch writer: what decodes writes back the same;
+//           the collector's own reader (`IncomingBatch`) agrees with the contract's on what is a
+//           batch, on every record's key, and on which records cannot be stored
 //   envelopes  an encrypted upload's data_list (gzip=9/13 envelopes) with the published test keys of
 //           Tests/Fixtures/sensors: unwrapping, AES, gunzip, records; the storability oracle
 import CLibFuzzer
+import Collector
 import DatongContracts
 import DatongCrypto
 import DatongJSON
@@ -123,8 +126,27 @@ let targets: [String: ([UInt8]) -> Void] = [
         checkStorable(outcome, input)
     },
     "batch": { input in
-        guard let batch = try? CollectBatch(jsonBytes: input) else { return }
+        let read = try? IncomingBatch(jsonBytes: input)
+        guard let batch = try? CollectBatch(jsonBytes: input) else {
+            if read != nil { violated("the collector reads a batch the contract refuses", input) }
+            return
+        }
         guard let again = try? CollectBatch(jsonBytes: batch.jsonBytes), again == batch else { violated("a batch does not survive its writer", input) }
+        guard let read else { violated("the collector refuses a batch the contract reads", input) }
+        // Each record is kept with RecordKey(of:)'s key, or refused with CollectRecord's reason.
+        var kept = read.records.makeIterator()
+        var refused = read.rejected.dropFirst(batch.rejected.count).makeIterator()
+        for record in batch.records {
+            if let problem = record.storageProblem {
+                guard refused.next()?.reason == "collector: \(problem)" else { violated("a record refused without its reason", input) }
+            } else {
+                guard let mine = kept.next(), mine.key == RecordKey(of: record), mine.project == record.project, mine.time == record.time
+                else { violated("a record read with another key", input) }
+                if case .profile(let profile) = mine.content, profile != record { violated("a profile record read differently", input) }
+                if case .event = mine.content, !RecordTypes.isEvent(record.type) { violated("a profile record read as an event", input) }
+            }
+        }
+        if kept.next() != nil || refused.next() != nil { violated("the collector read more records than the batch holds", input) }
     },
 ]
 

@@ -13,18 +13,18 @@ import Testing
 /// An `EventStore` in memory: it keeps what it was given and deduplicates by the collector's own
 /// key, so a test sees exactly what the API passed on and can make the store fail.
 final class InMemoryEventStore: EventStore {
-    private let state = Mutex<(batches: [CollectBatch], keys: Set<RecordKey>)>(([], []))
+    private let state = Mutex<(batches: [IncomingBatch], keys: Set<RecordKey>)>(([], []))
     /// Thrown by every write while set.
     let failure = Mutex<(any Error)?>(nil)
 
-    var batches: [CollectBatch] { state.withLock { $0.batches } }
+    var batches: [IncomingBatch] { state.withLock { $0.batches } }
 
-    func write(_ batch: CollectBatch) async throws -> CollectResult {
+    func write(_ batch: IncomingBatch) async throws -> CollectResult {
         if let error = failure.withLock({ $0 }) { throw error }
         return state.withLock { state in
             state.batches.append(batch)
             var duplicates: [Int] = []
-            for (index, record) in batch.records.enumerated() where !state.keys.insert(RecordKey(of: record)).inserted {
+            for (index, record) in batch.records.enumerated() where !state.keys.insert(record.key).inserted {
                 duplicates.append(index)
             }
             return CollectResult(
@@ -130,7 +130,7 @@ struct CollectorAPITests {
             #expect(result.duplicateIndexes == [3] && result.rejectedIndexes == [1])
             let written = try #require(store.batches.first)
             #expect(store.batches.count == 1)
-            #expect(written.records.map(\.event) == ["a", "c", "c"])
+            #expect(try written.collectRecords().map(\.event) == ["a", "c", "c"])
             #expect(written.rejected.count == 1 && written.rejected[0].reason.contains("event contains a NUL"))
         }
     }

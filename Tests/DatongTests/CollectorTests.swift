@@ -1,10 +1,45 @@
 import DatongContracts
+import DatongJSON
 import DatongPostgres
 import Foundation
 import Synchronization
 import Testing
 
 @testable import Collector
+
+/// Tests build batches as values; the store reads them from the bytes the gateway would send,
+/// as the collector reads a request.
+extension IncomingBatch {
+    init(_ batch: CollectBatch) throws { try self.init(jsonBytes: batch.jsonBytes) }
+
+    /// The records, read again from their JSON as `CollectRecord`s.
+    func collectRecords() throws -> [CollectRecord] {
+        try records.map { record in
+            let document = try JSONParser.parse(Array(body[record.raw]), maxDepth: CollectBatch.maxDepth)
+            return try CollectRecord(wire: document.root, path: "record")
+        }
+    }
+}
+
+extension PostgresEventStore {
+    /// Writes `batch` as the collector's API does, positions in the answer as sent.
+    func write(_ batch: CollectBatch) async throws -> CollectResult {
+        let incoming = try IncomingBatch(batch)
+        let result = try await write(incoming)
+        guard let kept = incoming.kept else { return result }
+        return result.mapped(to: kept, of: incoming.sentCount)
+    }
+
+    static func commit(_ batches: [CollectBatch], pool: PostgresPool, partitions: EventPartitions) async throws -> [CollectResult] {
+        try await commit(batches.map(IncomingBatch.init), pool: pool, partitions: partitions)
+    }
+
+    static func commit(
+        _ batches: [CollectBatch], pool: PostgresPool, partitions: EventPartitions, writing: EventWriting
+    ) async throws -> [CollectResult] {
+        try await commit(batches.map(IncomingBatch.init), pool: pool, partitions: partitions, writing: writing)
+    }
+}
 
 /// The collector's store against a real PostgreSQL: profile and item semantics, and counts that add up.
 @Suite("collector: profiles, items and ingest counts")

@@ -12,19 +12,19 @@ struct GroupCommitTests {
     final class FakeDatabase: Sendable {
         let groups = Mutex<[[Int]]>([])
 
-        /// Each batch's first record's time names it; a batch whose name is negative is refused.
-        func commit(_ batches: [CollectBatch]) async throws -> [CollectResult] {
+        /// Each batch's `receivedAt` names it; a batch whose name is negative is refused.
+        func commit(_ batches: [IncomingBatch]) async throws -> [CollectResult] {
             try await Task.sleep(for: .milliseconds(20))
-            let names = batches.map { Int($0.records.first?.time ?? 0) }
+            let names = batches.map { Int($0.receivedAt) }
             groups.withLock { $0.append(names) }
             if names.contains(where: { $0 < 0 }) { throw ServiceError.badRequest(ErrorCode("test_refusal"), "refused") }
-            return batches.map { CollectResult(stored: Int($0.records.first?.time ?? 0), duplicates: 0, rejected: 0) }
+            return batches.map { CollectResult(stored: Int($0.receivedAt), duplicates: 0, rejected: 0) }
         }
     }
 
-    private func batch(_ name: Int, records: Int = 1) -> CollectBatch {
-        let record = CollectRecord(project: "p", type: "track", event: "E", time: Int64(name), distinctId: "d", userId: nil, properties: "{}")
-        return CollectBatch(receivedAt: 0, records: Array(repeating: record, count: records))
+    private func batch(_ name: Int, records: Int = 1) throws -> IncomingBatch {
+        let record = CollectRecord(project: "p", type: "track", event: "E", time: 1, distinctId: "d", userId: nil, properties: "{}")
+        return try IncomingBatch(CollectBatch(receivedAt: Int64(name), records: Array(repeating: record, count: records)))
     }
 
     @Test("concurrent batches share transactions, and each caller gets its own batch's result")
@@ -32,7 +32,7 @@ struct GroupCommitTests {
         let database = FakeDatabase()
         let group = GroupCommit(maxWriters: 2, maxRecordsPerGroup: 1_000, maxWaitingRecords: 10_000) { try await database.commit($0) }
         let answers = try await withThrowingTaskGroup(of: (Int, Int).self) { tasks in
-            for name in 1...40 { tasks.addTask { (name, try await group.submit(batch(name)).stored) } }
+            for name in 1...40 { tasks.addTask { (name, try await group.submit(try batch(name)).stored) } }
             return try await tasks.reduce(into: [:]) { $0[$1.0] = $1.1 }
         }
         #expect(answers.count == 40)
@@ -48,7 +48,7 @@ struct GroupCommitTests {
         let group = GroupCommit(maxWriters: 1, maxRecordsPerGroup: 1_000, maxWaitingRecords: 10_000) { try await database.commit($0) }
         let outcomes = await withTaskGroup(of: (Int, Bool).self) { tasks in
             for name in [1, 2, -3, 4, 5] {
-                tasks.addTask { (name, (try? await group.submit(batch(name))) != nil) }
+                tasks.addTask { (name, (try? await group.submit(try batch(name))) != nil) }
             }
             return await tasks.reduce(into: [:]) { $0[$1.0] = $1.1 }
         }
@@ -63,7 +63,7 @@ struct GroupCommitTests {
             for name in 1...10 {
                 tasks.addTask {
                     do {
-                        _ = try await group.submit(batch(name, records: 40))
+                        _ = try await group.submit(try batch(name, records: 40))
                         return nil
                     } catch {
                         return error as? ServiceError
