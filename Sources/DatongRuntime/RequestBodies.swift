@@ -14,6 +14,13 @@ package func jsonResponse(_ status: HTTPResponse.Status, _ json: String, headers
     return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: json)))
 }
 
+/// A JSON response from already-encoded UTF-8 bytes.
+package func jsonResponse(_ status: HTTPResponse.Status, bytes: [UInt8], headers: HTTPFields = [:]) -> Response {
+    var headers = headers
+    headers[.contentType] = "application/json; charset=utf-8"
+    return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+}
+
 /// Answers have their keys sorted (the same value is the same text) and slashes unescaped.
 private let answerEncoder: JSONEncoder = {
     let encoder = JSONEncoder()

@@ -49,11 +49,8 @@ package struct BridgeHandler: Sendable {
                 "bridge.project": "\(project)", "bridge.stored": "\(stored.stored)", "bridge.duplicates": "\(stored.duplicates)",
                 "bridge.rejected": "\(stored.rejected)", "bridge.ignored": "\(ignored)",
             ])
-        return try jsonResponse(
-            .ok,
-            encoding: BridgeAnswer(
-                stored: stored.stored, duplicates: stored.duplicates, rejected: stored.rejected, ignored: ignored, results: results
-            ))
+        let answer = BridgeAnswer(stored: stored.stored, duplicates: stored.duplicates, rejected: stored.rejected, ignored: ignored, results: results)
+        return jsonResponse(.ok, bytes: answer.jsonBytes)
     }
 }
 
@@ -163,4 +160,28 @@ struct BridgeAnswer: Codable, Sendable, Equatable {
     let rejected: Int
     let ignored: Int
     let results: [MessageResult]
+}
+
+extension BridgeAnswer {
+    /// The answer as JSON, keys sorted as `jsonResponse(encoding:)` writes them, by hand: a relay
+    /// answers one result per message, and `JSONEncoder` cost 1.5% of the gateway's time.
+    var jsonBytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(80 + results.count * 40)
+        var answer = JSONObjectWriter(&out)
+        answer.int("duplicates", Int64(duplicates), &out)
+        answer.int("ignored", Int64(ignored), &out)
+        answer.int("rejected", Int64(rejected), &out)
+        answer.array("results", count: results.count, &out) { position, out in
+            let result = results[position]
+            var object = JSONObjectWriter(&out)
+            object.int("index", Int64(result.index), &out)
+            object.string("reason", result.reason, &out)
+            object.string("status", result.status.rawValue, &out)
+            object.finish(&out)
+        }
+        answer.int("stored", Int64(stored), &out)
+        answer.finish(&out)
+        return out
+    }
 }

@@ -63,6 +63,20 @@ struct BridgeRulesTests {
         return object
     }
 
+    @Test("the relay's answer is written by hand as JSONEncoder wrote it: keys sorted, the same text")
+    func answerText() throws {
+        let answer = BridgeAnswer(
+            stored: 2, duplicates: 1, rejected: 1, ignored: 1,
+            results: [
+                MessageResult(index: 0, status: .stored), MessageResult(index: 1, status: .duplicate),
+                MessageResult(index: 2, status: .rejected, reason: "a/b \"q\" é\n\u{1}\\"), MessageResult(index: 3, status: .ignored),
+            ])
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        #expect(String(decoding: answer.jsonBytes, as: UTF8.self) == String(decoding: try encoder.encode(answer), as: UTF8.self))
+        #expect(try JSONDecoder().decode(BridgeAnswer.self, from: Data(answer.jsonBytes)) == answer)
+    }
+
     @Test("all three message forms carry the same record", arguments: ["ios", "ios_old", "android"])
     func forms(scenario: String) throws {
         let records = try Self.messages(scenario).map(record)

@@ -45,8 +45,8 @@ struct IncomingBatchTests {
                 #expect(RecordTypes.isEvent(record.type))
             }
         }
-        // SHA-256 of the documented input (docs/DATA-MODEL: project, type, event, time, distinct id,
-        // item type and id, properties), computed apart from this code.
+        // SHA-256 of the documented input (docs/RELIABILITY.md: project, type, event, time, distinct
+        // id, item type and id, properties), computed apart from this code.
         #expect(batch.records[0].key.uuidText == "1f655aa3-b493-808c-b831-4116ad2a9886")
     }
 
