@@ -2,7 +2,7 @@
 // commit, dedup, all indexes) into PostgreSQL, next to a raw binary COPY of the same rows into the
 // same table in the same run.
 //
-//   scripts/bench collector [--rounds N] [--batches N] [--concurrency N] [--connections N] [--only collector|copy]
+//   scripts/bench collector [--rounds N] [--batches N] [--records N] [--concurrency N] [--connections N] [--only collector|copy]
 //
 // (the script starts a throwaway PostgreSQL and sets DATABASE_URL; the bench creates a fresh
 // database in it for each path and round).
@@ -19,7 +19,7 @@ import NIOCore
 let rounds = Bench.option("--rounds", default: 3)
 let batchCount = Bench.option("--batches", default: 2_000)
 let concurrency = Bench.option("--concurrency", default: 64)
-let recordsPerBatch = 50
+let recordsPerBatch = Bench.option("--records", default: 50)
 let connections = Bench.option("--connections", default: 4)
 /// The collector's internal API always wants the service token.
 let serviceToken = "collector-bench-service-token"
