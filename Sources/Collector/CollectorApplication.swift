@@ -37,6 +37,7 @@ struct CollectorAPI: ServiceAPI {
 
     func register(on router: Router<DatongRequestContext>) {
         router.post("/v1/batches") { request, context in try await write(request, context: context) }
+        router.post("/v1/batch-groups") { request, context in try await writeGroup(request, context: context) }
         let projects = router.group("/v1/projects/:project")
         projects.get("events") { request, context in
             let project = try authorize(request, context)
@@ -94,19 +95,67 @@ struct CollectorAPI: ServiceAPI {
     func write(_ request: Request, context: DatongRequestContext) async throws -> Response {
         try serviceToken.check(request)
         let batch = try await readContractBody(IncomingBatch.self, from: request, limit: maxBatchBytes, what: "the batch")
+        let result = try await write(batch, logger: context.logger)
+        return Response(
+            status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: result.jsonBytes))
+        )
+    }
+
+    /// `POST /v1/batch-groups`: several uploads' batches, which the group commit folds into shared
+    /// transactions; each batch is answered as it would be alone, in order, and one refused (not
+    /// a batch, or not written) costs the others nothing.
+    func writeGroup(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        try serviceToken.check(request)
+        let body = try await collectBody(request, limit: maxBatchBytes)
+        let batches: [Result<IncomingBatch, ContractDecodingError>]
+        do {
+            batches = try IncomingBatch.group(jsonBytes: Array(body.readableBytesView))
+        } catch {
+            throw ServiceError.badRequest(.invalidBody, "the group does not match the contract: \(error.message)")
+        }
+        let logger = context.logger
+        let outcomes = await withTaskGroup(of: (Int, CollectOutcome).self) { group in
+            for (index, batch) in batches.enumerated() {
+                group.addTask {
+                    do {
+                        let batch = try batch.mapError { ServiceError.badRequest(.invalidBody, "the batch does not match the contract: \($0.message)") }.get()
+                        return (index, .written(try await write(batch, logger: logger)))
+                    } catch {
+                        // What the batch would have been answered alone.
+                        let answer = ErrorMiddleware.answer(for: error, logger: logger) as? ServiceError
+                        return (
+                            index,
+                            .refused(
+                                status: Int(answer?.status.code ?? 500), error: answer?.code.rawValue ?? ErrorCode.internalError.rawValue,
+                                message: answer?.message ?? "the batch failed unexpectedly; it is logged with its request id"
+                            )
+                        )
+                    }
+                }
+            }
+            var outcomes = [CollectOutcome?](repeating: nil, count: batches.count)
+            for await (index, outcome) in group { outcomes[index] = outcome }
+            return outcomes.map { $0! }
+        }
+        return Response(
+            status: .ok, headers: [.contentType: "application/json"],
+            body: .init(byteBuffer: ByteBuffer(bytes: CollectGroupResult(outcomes: outcomes).jsonBytes))
+        )
+    }
+
+    /// Writes one batch and answers after the commit, positions as sent.
+    private func write(_ batch: IncomingBatch, logger: Logger) async throws -> CollectResult {
         if let problem = batch.problem {
             throw ServiceError.badRequest(.invalidBatch, problem)
         }
         var result = try await store.write(batch)
         if let kept = batch.kept { result = result.mapped(to: kept, of: batch.sentCount) }
-        context.logger.debug(
+        logger.debug(
             "batch.committed",
             metadata: [
                 "batch.stored": "\(result.stored)", "batch.duplicates": "\(result.duplicates)", "batch.rejected": "\(result.rejected)",
             ])
-        return Response(
-            status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: result.jsonBytes))
-        )
+        return result
     }
 }
 

@@ -15,7 +15,7 @@ import DatongRuntime
 package struct IncomingBatch: Sendable {
     /// When the gateway received the upload, in milliseconds since the Unix epoch.
     package let receivedAt: Int64
-    /// The batch's JSON, into which `Record.raw` points.
+    /// The request's JSON (the batch, or the group holding it), into which `Record.raw` points.
     let body: [UInt8]
     /// The events' COPY rows (after the COPY header), into which `Content.event` points.
     package let eventRows: [UInt8]
@@ -70,33 +70,53 @@ package struct IncomingBatch: Sendable {
 
 extension IncomingBatch: WireDecodable {
     package init(jsonBytes body: [UInt8]) throws(ContractDecodingError) {
-        let root = try WireField.object(body, maxDepth: CollectBatch.maxDepth, "the batch")
+        try self.init(wire: try WireField.object(body, maxDepth: CollectBatch.maxDepth, "the batch"), path: nil)
+    }
+
+    /// The batches of a group (`POST /v1/batch-groups`), each read on its own: a batch that is
+    /// not one is refused alone, with the problem `CollectBatch(wire:path:)` names.
+    static func group(jsonBytes body: [UInt8]) throws(ContractDecodingError) -> [Result<IncomingBatch, ContractDecodingError>] {
+        let root = try WireField.object(body, maxDepth: CollectBatch.maxDepth + 2, "the group")
+        guard let list = root["batches"] else { throw ContractDecodingError("batches is missing") }
+        return try WireField.array(list, "batches").enumerated().map { index, element in
+            do throws(ContractDecodingError) {
+                return .success(try IncomingBatch(wire: element, path: "batches[\(index)]"))
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
+    /// Reads a batch from its object in a parsed body; `path` names it inside a group.
+    init(wire root: JSONRef, path: String?) throws(ContractDecodingError) {
+        guard root.isObject else { throw ContractDecodingError("\(path ?? "the batch") is not an object") }
+        func at(_ name: String) -> String { path.map { "\($0).\(name)" } ?? name }
         var receivedAt: Int64?
         var recordIndexes: [Int] = []
         var rejected: [RejectedRecord] = []
         for (key, value) in root.members {
             if key.textEquals("receivedAt") {
-                receivedAt = try WireField.int(value, "receivedAt")
+                receivedAt = try WireField.int(value, at("receivedAt"))
             } else if key.textEquals("records") {
                 recordIndexes.reserveCapacity(Int(value.entry.count))
-                for element in try WireField.array(value, "records") { recordIndexes.append(element.index) }
+                for element in try WireField.array(value, at("records")) { recordIndexes.append(element.index) }
             } else if key.textEquals("rejected") {
-                for (index, element) in try WireField.array(value, "rejected").enumerated() {
-                    rejected.append(try RejectedRecord(wire: element, path: "rejected[\(index)]").storable)
+                for (index, element) in try WireField.array(value, at("rejected")).enumerated() {
+                    rejected.append(try RejectedRecord(wire: element, path: at("rejected[\(index)]")).storable)
                 }
             }
         }
-        guard let receivedAt else { throw ContractDecodingError("receivedAt is missing") }
+        guard let receivedAt else { throw ContractDecodingError("\(at("receivedAt")) is missing") }
         var reader = RecordReader(document: root.document, receivedAt: receivedAt, rejected: rejected, count: recordIndexes.count)
         try root.document.bytes.withUnsafeBufferPointer { (bytes) throws(ContractDecodingError) in
             try root.document.entries.withUnsafeBufferPointer { (entries) throws(ContractDecodingError) in
                 for (position, index) in recordIndexes.enumerated() {
-                    try reader.read(at: index, position: position, bytes: bytes, entries: entries)
+                    try reader.read(at: index, position: position, path: path, bytes: bytes, entries: entries)
                 }
             }
         }
         self.init(
-            receivedAt: receivedAt, body: body, eventRows: reader.rows.bytes, records: reader.records, rejected: reader.rejected,
+            receivedAt: receivedAt, body: root.document.bytes, eventRows: reader.rows.bytes, records: reader.records, rejected: reader.rejected,
             kept: reader.refusedAny ? reader.kept : nil, sentCount: recordIndexes.count
         )
     }
@@ -165,8 +185,8 @@ private struct RecordReader {
         Bytes(rebasing: bytes[Int(entry.start)..<Int(entry.end)])
     }
 
-    mutating func read(at index: Int, position: Int, bytes: Bytes, entries: Entries) throws(ContractDecodingError) {
-        func path() -> String { "records[\(position)]" }
+    mutating func read(at index: Int, position: Int, path batch: String?, bytes: Bytes, entries: Entries) throws(ContractDecodingError) {
+        func path() -> String { batch.map { "\($0).records[\(position)]" } ?? "records[\(position)]" }
         let object = entries[index]
         guard object.kind == .object else { throw ContractDecodingError("\(path()) is not an object") }
         for field in slots.indices { slots[field] = -1 }

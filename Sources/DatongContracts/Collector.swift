@@ -200,3 +200,27 @@ package struct CollectResult: Sendable, Equatable {
         self.rejectedIndexes = rejectedIndexes
     }
 }
+
+/// `POST /v1/batch-groups` on the collector: the batches of several uploads in one call. The
+/// gateway folds the uploads that wait while its calls to the collector are busy, so a busy
+/// gateway makes fewer, larger calls. Each batch is answered on its own (`CollectOutcome`), in
+/// order: one batch refused never costs the others.
+package struct CollectBatchGroup: Sendable, Equatable {
+    package var batches: [CollectBatch]
+
+    package init(batches: [CollectBatch]) { self.batches = batches }
+}
+
+/// What became of one batch of a group: its result after the commit, or why it was not written
+/// (the answer it would have had alone: a 400 for a batch that is not one, a 503 to retry).
+package enum CollectOutcome: Sendable, Equatable {
+    case written(CollectResult)
+    case refused(status: Int, error: String, message: String)
+}
+
+/// The answer to a `CollectBatchGroup`: one outcome per batch, in the order sent.
+package struct CollectGroupResult: Sendable, Equatable {
+    package var outcomes: [CollectOutcome]
+
+    package init(outcomes: [CollectOutcome]) { self.outcomes = outcomes }
+}

@@ -19,25 +19,31 @@ extension CollectBatch: WireCodable {
     }
 
     package init(jsonBytes: [UInt8]) throws(ContractDecodingError) {
-        let root = try WireField.object(jsonBytes, maxDepth: Self.maxDepth, "the batch")
+        try self.init(wire: try WireField.object(jsonBytes, maxDepth: Self.maxDepth, "the batch"), path: nil)
+    }
+
+    /// Reads a batch from its JSON object; `path` names it inside a group (nil: the whole body).
+    package init(wire root: JSONRef, path: String?) throws(ContractDecodingError) {
+        guard root.isObject else { throw ContractDecodingError("\(path ?? "the batch") is not an object") }
+        func at(_ name: String) -> String { path.map { "\($0).\(name)" } ?? name }
         var receivedAt: Int64?
         var records: [CollectRecord] = []
         var rejected: [RejectedRecord] = []
         for (key, value) in root.members {
             if key.textEquals("receivedAt") {
-                receivedAt = try WireField.int(value, "receivedAt")
+                receivedAt = try WireField.int(value, at("receivedAt"))
             } else if key.textEquals("records") {
                 records.reserveCapacity(Int(value.entry.count))
-                for (index, element) in try WireField.array(value, "records").enumerated() {
-                    records.append(try CollectRecord(wire: element, path: "records[\(index)]"))
+                for (index, element) in try WireField.array(value, at("records")).enumerated() {
+                    records.append(try CollectRecord(wire: element, path: at("records[\(index)]")))
                 }
             } else if key.textEquals("rejected") {
-                for (index, element) in try WireField.array(value, "rejected").enumerated() {
-                    rejected.append(try RejectedRecord(wire: element, path: "rejected[\(index)]"))
+                for (index, element) in try WireField.array(value, at("rejected")).enumerated() {
+                    rejected.append(try RejectedRecord(wire: element, path: at("rejected[\(index)]")))
                 }
             }
         }
-        guard let receivedAt else { throw ContractDecodingError("receivedAt is missing") }
+        guard let receivedAt else { throw ContractDecodingError("\(at("receivedAt")) is missing") }
         self.init(receivedAt: receivedAt, records: records, rejected: rejected)
     }
 }
@@ -186,30 +192,103 @@ extension CollectResult: WireCodable {
     }
 
     package init(jsonBytes: [UInt8]) throws(ContractDecodingError) {
-        let root = try WireField.object(jsonBytes, maxDepth: 3, "the collector's answer")
+        try self.init(wire: try WireField.object(jsonBytes, maxDepth: 3, "the collector's answer"), path: nil)
+    }
+
+    /// Reads a result from its JSON object; `path` names it inside a group's answer.
+    package init(wire root: JSONRef, path: String?) throws(ContractDecodingError) {
+        func at(_ name: String) -> String { path.map { "\($0).\(name)" } ?? name }
         var counts: [Int64?] = [nil, nil, nil]
         var duplicateIndexes: [Int] = []
         var rejectedIndexes: [Int] = []
         for (key, value) in root.members {
             if key.textEquals("stored") {
-                counts[0] = try WireField.int(value, "stored")
+                counts[0] = try WireField.int(value, at("stored"))
             } else if key.textEquals("duplicates") {
-                counts[1] = try WireField.int(value, "duplicates")
+                counts[1] = try WireField.int(value, at("duplicates"))
             } else if key.textEquals("rejected") {
-                counts[2] = try WireField.int(value, "rejected")
+                counts[2] = try WireField.int(value, at("rejected"))
             } else if key.textEquals("duplicateIndexes") {
-                duplicateIndexes = try WireField.positions(value, "duplicateIndexes")
+                duplicateIndexes = try WireField.positions(value, at("duplicateIndexes"))
             } else if key.textEquals("rejectedIndexes") {
-                rejectedIndexes = try WireField.positions(value, "rejectedIndexes")
+                rejectedIndexes = try WireField.positions(value, at("rejectedIndexes"))
             }
         }
         for (count, name) in zip(counts, ["stored", "duplicates", "rejected"]) {
-            guard let count else { throw ContractDecodingError("\(name) is missing") }
-            guard (0...Int64(Int32.max)).contains(count) else { throw ContractDecodingError("\(name) is not a count") }
+            guard let count else { throw ContractDecodingError("\(at(name)) is missing") }
+            guard (0...Int64(Int32.max)).contains(count) else { throw ContractDecodingError("\(at(name)) is not a count") }
         }
         self.init(
             stored: Int(counts[0]!), duplicates: Int(counts[1]!), rejected: Int(counts[2]!),
             duplicateIndexes: duplicateIndexes, rejectedIndexes: rejectedIndexes
         )
+    }
+}
+
+extension CollectBatchGroup: WireCodable {
+    package var jsonBytes: [UInt8] { Self.jsonBytes(joining: batches.map(\.jsonBytes)) }
+
+    /// A group's text from its batches' texts, which the gateway encodes as each upload arrives.
+    package static func jsonBytes(joining batches: [[UInt8]]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(16 + batches.reduce(0) { $0 + $1.count + 1 })
+        var group = JSONObjectWriter(&out)
+        group.array("batches", count: batches.count, &out) { $1.append(contentsOf: batches[$0]) }
+        group.finish(&out)
+        return out
+    }
+
+    package init(jsonBytes: [UInt8]) throws(ContractDecodingError) {
+        let root = try WireField.object(jsonBytes, maxDepth: CollectBatch.maxDepth + 2, "the group")
+        guard let list = root["batches"] else { throw ContractDecodingError("batches is missing") }
+        var batches: [CollectBatch] = []
+        for (index, element) in try WireField.array(list, "batches").enumerated() {
+            batches.append(try CollectBatch(wire: element, path: "batches[\(index)]"))
+        }
+        self.init(batches: batches)
+    }
+}
+
+extension CollectGroupResult: WireCodable {
+    package var jsonBytes: [UInt8] {
+        var out: [UInt8] = []
+        var answer = JSONObjectWriter(&out)
+        answer.array("outcomes", count: outcomes.count, &out) { position, out in
+            switch outcomes[position] {
+            case .written(let result): out.append(contentsOf: result.jsonBytes)
+            case .refused(let status, let error, let message):
+                var refusal = JSONObjectWriter(&out)
+                refusal.int("status", Int64(status), &out)
+                refusal.string("error", error, &out)
+                refusal.string("message", message, &out)
+                refusal.finish(&out)
+            }
+        }
+        answer.finish(&out)
+        return out
+    }
+
+    package init(jsonBytes: [UInt8]) throws(ContractDecodingError) {
+        let root = try WireField.object(jsonBytes, maxDepth: 4, "the collector's answer")
+        guard let list = root["outcomes"] else { throw ContractDecodingError("outcomes is missing") }
+        var outcomes: [CollectOutcome] = []
+        for (index, element) in try WireField.array(list, "outcomes").enumerated() {
+            guard element.isObject else { throw ContractDecodingError("outcomes[\(index)] is not an object") }
+            if let error = element["error"] {
+                guard let status = element["status"], let message = element["message"] else {
+                    throw ContractDecodingError("outcomes[\(index)] needs status, error and message")
+                }
+                let code = try WireField.int(status, "outcomes[\(index)].status")
+                guard (400...599).contains(code) else { throw ContractDecodingError("outcomes[\(index)].status is not an error status") }
+                outcomes.append(
+                    .refused(
+                        status: Int(code), error: try WireField.requiredString(error, "outcomes[\(index)].error"),
+                        message: try WireField.requiredString(message, "outcomes[\(index)].message")
+                    ))
+            } else {
+                outcomes.append(.written(try CollectResult(wire: element, path: "outcomes[\(index)]")))
+            }
+        }
+        self.init(outcomes: outcomes)
     }
 }

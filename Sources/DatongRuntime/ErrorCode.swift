@@ -40,4 +40,6 @@ extension ErrorCode {
     package static func unavailable(_ service: String) -> ErrorCode { ErrorCode("\(service)_unavailable") }
     /// `<service>_bad_answer`: another service answered with what the caller cannot read.
     package static func badAnswer(from service: String) -> ErrorCode { ErrorCode("\(service)_bad_answer") }
+    /// A service answered 404 to one of its own routes: an older version, during an upgrade.
+    package static func lacksRoute(_ service: String) -> ErrorCode { ErrorCode("\(service)_lacks_route") }
 }

@@ -90,7 +90,7 @@ package struct ErrorMiddleware: RouterMiddleware {
     }
 
     /// What `error` is answered with (every refusal is counted by its code in `datong_refusals_total`).
-    static func answer(for error: any Error, logger: Logger) -> any Error {
+    package static func answer(for error: any Error, logger: Logger) -> any Error {
         switch error {
         case let error as any HTTPResponseError:
             return error

@@ -17,7 +17,11 @@ package func buildGatewayApplication(
     let identity = ServiceClient(name: "identity-service", baseURL: settings.identityURL, http: http, timeout: timeout, serviceToken: token)
     let collector = ServiceClient(name: "collector", baseURL: settings.collectorURL, http: http, timeout: timeout, serviceToken: token)
     let config = ServiceClient(name: "config-service", baseURL: settings.configURL, http: http, timeout: timeout, serviceToken: token)
-    var ingest = ResolveAndStore(identity: identity, collector: collector)
+    var ingest = ResolveAndStore(
+        identity: identity,
+        collector: CollectorCalls(
+            collector: collector, maxCalls: settings.collectorCalls, maxGroupBytes: settings.collectorGroupBytes, registry: runtime.metrics)
+    )
     var services: [any Service] = []
     if settings.identityCacheEntries > 0 {
         let cache = IdentityCache(capacity: settings.identityCacheEntries, refreshInterval: .milliseconds(settings.identityCacheRefreshMilliseconds))

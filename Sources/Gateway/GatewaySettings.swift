@@ -30,6 +30,12 @@ package struct GatewaySettings: Sendable {
     /// How often the cache reads identity-service's invalidation log, in milliseconds
     /// (`IDENTITY_CACHE_REFRESH_MS`): a merge, undo or unbind is seen within it.
     package var identityCacheRefreshMilliseconds: Int
+    /// Calls to the collector in flight at once (`COLLECTOR_CALLS`); the batches of uploads that
+    /// arrive while all are busy go together in the next (`CollectorCalls`).
+    package var collectorCalls: Int
+    /// The most one such call carries, in bytes of batch JSON (`COLLECTOR_GROUP_BYTES`); keep it
+    /// under the collector's `COLLECTOR_MAX_BATCH_BYTES`.
+    package var collectorGroupBytes: Int
 
     package static let defaultPort = 8106
 
@@ -38,8 +44,11 @@ package struct GatewaySettings: Sendable {
         identityURL: String = "http://127.0.0.1:8107", collectorURL: String = "http://127.0.0.1:8109",
         configURL: String = "http://127.0.0.1:8108", upstreamTimeoutSeconds: Int = 10, whitelistRefreshSeconds: Int = 2,
         limits: UploadLimits = UploadLimits(), maxInFlightRequests: Int = 512, appLinksProject: String = "default",
-        sealer: KeySealer? = nil, identityCacheEntries: Int = 200_000, identityCacheRefreshMilliseconds: Int = 500
+        sealer: KeySealer? = nil, identityCacheEntries: Int = 200_000, identityCacheRefreshMilliseconds: Int = 500, collectorCalls: Int = 8,
+        collectorGroupBytes: Int = 8 << 20
     ) {
+        self.collectorCalls = collectorCalls
+        self.collectorGroupBytes = collectorGroupBytes
         self.sealer = sealer
         self.identityCacheEntries = identityCacheEntries
         self.identityCacheRefreshMilliseconds = identityCacheRefreshMilliseconds
@@ -83,7 +92,9 @@ package struct GatewaySettings: Sendable {
             sealer: try reader.masterKey(),
             identityCacheEntries: try reader.int("IDENTITY_CACHE_ENTRIES", default: settings.identityCacheEntries, range: 0...100_000_000),
             identityCacheRefreshMilliseconds: try reader.int(
-                "IDENTITY_CACHE_REFRESH_MS", default: settings.identityCacheRefreshMilliseconds, range: 50...60_000)
+                "IDENTITY_CACHE_REFRESH_MS", default: settings.identityCacheRefreshMilliseconds, range: 50...60_000),
+            collectorCalls: try reader.int("COLLECTOR_CALLS", default: settings.collectorCalls, range: 1...1024),
+            collectorGroupBytes: try reader.int("COLLECTOR_GROUP_BYTES", default: settings.collectorGroupBytes, range: 1024...(1 << 30))
         )
     }
 }

@@ -9,11 +9,11 @@ import Prometheus
 
 /// The path every accepted record takes, whether it came in an upload or a bridge relay: the users
 /// of the whole batch are resolved (from the gateway's identity cache, the rest in one
-/// identity-service call), one collector call stores it, and the answer comes only after the
-/// collector committed.
+/// identity-service call), one collector call stores it (with the batches of other uploads that
+/// waited for it, `CollectorCalls`), and the answer comes only after the collector committed.
 struct ResolveAndStore: Sendable {
     let identity: ServiceClient
-    let collector: ServiceClient
+    let collector: CollectorCalls
     /// The owners of identities resolved before, kept fresh by `CacheFeed` from identity-service's
     /// invalidation log: a returning device costs no identity call. nil: every record asks.
     var cache: IdentityCache? = nil
@@ -25,9 +25,8 @@ struct ResolveAndStore: Sendable {
         guard !accepted.isEmpty || !rejected.isEmpty else { return CollectResult(stored: 0, duplicates: 0, rejected: 0) }
         var records = accepted.map(\.collect)
         try await resolveUsers(accepted, into: &records, context: context)
-        return try await collector.post(
-            "/v1/batches", CollectBatch(receivedAt: receivedAt, records: records, rejected: rejected),
-            as: CollectResult.self, requestID: context.requestID, logger: context.logger
+        return try await collector.store(
+            CollectBatch(receivedAt: receivedAt, records: records, rejected: rejected), requestID: context.requestID, logger: context.logger
         )
     }
 

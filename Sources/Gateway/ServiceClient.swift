@@ -24,11 +24,16 @@ struct ServiceClient: Sendable {
     func post<Body: WireCodable, Answer: WireCodable>(
         _ path: String, _ body: Body, as: Answer.Type, requestID: String, logger: Logger
     ) async throws -> Answer {
+        try await post(path, bytes: body.jsonBytes, as: Answer.self, requestID: requestID, logger: logger)
+    }
+
+    /// `post` of a body already encoded.
+    func post<Answer: WireCodable>(_ path: String, bytes: [UInt8], as: Answer.Type, requestID: String, logger: Logger) async throws -> Answer {
         var request = HTTPClientRequest(url: baseURL + path)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
         request.headers.add(name: DatongHeader.requestID, value: requestID)
-        request.body = .bytes(ByteBuffer(bytes: body.jsonBytes))
+        request.body = .bytes(ByteBuffer(bytes: bytes))
         return try await answer(to: request, as: Answer.self, logger: logger)
     }
 
@@ -50,15 +55,27 @@ struct ServiceClient: Sendable {
                 logger.error("upstream.bad_answer", metadata: ["upstream": "\(name)", "error": "\(error)"])
                 throw ServiceError.unavailable(.badAnswer(from: name), "\(name) gave an answer the gateway cannot read")
             }
-        case 400..<500:
-            let problem = try? JSONDecoder().decode(ProblemBody.self, from: Data(buffer: payload))
-            logger.warning("upstream.refused", metadata: ["upstream": "\(name)", "status": "\(response.status.code)"])
-            throw ServiceError.badRequest(
-                problem.map { ErrorCode(passedOn: $0.error) } ?? .refused,
-                "\(name) refused the request: \(problem?.message ?? "status \(response.status.code)")")
+        case 404:
+            // The service has no such route: during a rolling upgrade, an older version. The
+            // caller's data is not at fault, so it is told to retry, never to drop it.
+            logger.warning("upstream.lacks_route", metadata: ["upstream": "\(name)", "url": "\(request.url)"])
+            throw ServiceError.unavailable(.lacksRoute(name), "\(name) does not offer this call (an older version?); try again later")
         default:
-            throw ServiceError.unavailable(.unavailable(name), "\(name) answered \(response.status.code); try again later")
+            let problem = try? JSONDecoder().decode(ProblemBody.self, from: Data(buffer: payload))
+            if (400..<500).contains(response.status.code) {
+                logger.warning("upstream.refused", metadata: ["upstream": "\(name)", "status": "\(response.status.code)"])
+            }
+            throw refusal(status: Int(response.status.code), error: problem?.error, message: problem?.message)
         }
+    }
+
+    /// The caller's answer when this service refused a request with `status`: a 4xx is the
+    /// caller's 400 with the reason (passed on), anything else a 503 to retry.
+    func refusal(status: Int, error: String?, message: String?) -> ServiceError {
+        guard (400..<500).contains(status) else {
+            return ServiceError.unavailable(.unavailable(name), "\(name) answered \(status); try again later")
+        }
+        return ServiceError.badRequest(error.map { ErrorCode(passedOn: $0) } ?? .refused, "\(name) refused the request: \(message ?? "status \(status)")")
     }
 
     /// What a conditional GET of a config-service document found.

@@ -135,6 +135,50 @@ struct CollectorAPITests {
         }
     }
 
+    @Test("a group's batches are answered each on its own, in order: one that is not a batch, or has a bad time, costs the others nothing")
+    func group() async throws {
+        try await Self.withAPI { store, client in
+            let good = CollectBatch(receivedAt: 1_795_273_000_000, records: [Self.record("a"), Self.record("b\u{0}"), Self.record("a")])
+            let late = CollectBatch(receivedAt: -1, records: [Self.record("late")])
+            let again = CollectBatch(receivedAt: 1_795_273_000_001, records: [Self.record("a"), Self.record("c")])
+            let body = CollectBatchGroup.jsonBytes(joining: [good.jsonBytes, late.jsonBytes, Array(#"{"records":[]}"#.utf8), again.jsonBytes])
+            let answer = try await client.execute(
+                uri: "/v1/batch-groups", method: .post, headers: [.authorization: "Bearer \(Self.token)"], body: ByteBuffer(bytes: body))
+            #expect(answer.status == .ok)
+            let outcomes = try CollectGroupResult(jsonBytes: Array(buffer: answer.body)).outcomes
+            #expect(outcomes.count == 4)
+            #expect(
+                outcomes[0]
+                    == .written(CollectResult(stored: 1, duplicates: 1, rejected: 1, duplicateIndexes: [2], rejectedIndexes: [1])))
+            if case .refused(400, "invalid_batch", let late) = outcomes[1] {
+                #expect(late.contains("receivedAt -1"))
+            } else {
+                Issue.record("a batch with a bad time: \(outcomes[1])")
+            }
+            if case .refused(400, "invalid_body", let missing) = outcomes[2] {
+                #expect(missing.contains("batches[2].receivedAt is missing"))
+            } else {
+                Issue.record("a body that is not a batch: \(outcomes[2])")
+            }
+            #expect(outcomes[3] == .written(CollectResult(stored: 1, duplicates: 1, rejected: 0, duplicateIndexes: [0])))
+            #expect(try store.batches.flatMap { try $0.collectRecords().compactMap(\.event) }.sorted() == ["a", "a", "a", "c"])
+
+            // When the store fails, each batch is told to retry; a body that is no group is a 400.
+            store.failure.withLock { $0 = ServiceError(.serviceUnavailable, .collectorBusy, "too many batches waiting") }
+            let busy = try await client.execute(
+                uri: "/v1/batch-groups", method: .post, headers: [.authorization: "Bearer \(Self.token)"], body: ByteBuffer(bytes: body))
+            let refused = try CollectGroupResult(jsonBytes: Array(buffer: busy.body)).outcomes
+            #expect(refused[0] == .refused(status: 503, error: "collector_busy", message: "too many batches waiting"))
+            for text in [#"{"batches":5}"#, #"{}"#, "[]"] {
+                let answer = try await client.execute(
+                    uri: "/v1/batch-groups", method: .post, headers: [.authorization: "Bearer \(Self.token)"], body: ByteBuffer(string: text))
+                #expect(answer.status == .badRequest, "\(text)")
+            }
+            let anonymous = try await client.execute(uri: "/v1/batch-groups", method: .post, body: ByteBuffer(bytes: body))
+            #expect(anonymous.status == .unauthorized)
+        }
+    }
+
     @Test("nothing reaches the store without the service token, or from a body that is not a batch")
     func refusedBeforeTheStore() async throws {
         try await Self.withAPI { store, client in

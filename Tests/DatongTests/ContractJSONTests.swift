@@ -36,6 +36,17 @@ struct ContractJSONTests {
         #expect(try CollectBatch(jsonBytes: Self.batch.jsonBytes) == Self.batch)
         let full = CollectBatch(receivedAt: 1, records: [Self.full])
         #expect(try CollectBatch(jsonBytes: full.jsonBytes) == full)
+        // A group of batches, and its answer of one outcome per batch.
+        let group = CollectBatchGroup(batches: [Self.batch, full])
+        #expect(try CollectBatchGroup(jsonBytes: group.jsonBytes) == group)
+        let answer = CollectGroupResult(outcomes: [
+            .written(CollectResult(stored: 1, duplicates: 1, rejected: 0, duplicateIndexes: [1])),
+            .refused(status: 503, error: "collector_busy", message: "retry \"soon\""),
+        ])
+        #expect(try CollectGroupResult(jsonBytes: answer.jsonBytes) == answer)
+        for bad in [#"{"outcomes":[{"error":"x","status":200,"message":"m"}]}"#, #"{"outcomes":[{"error":"x"}]}"#, #"{}"#] {
+            #expect(throws: ContractDecodingError.self) { try CollectGroupResult(jsonBytes: Array(bad.utf8)) }
+        }
     }
 
     @Test("a field's column is its name in snake_case; item fields have none in collector.events")

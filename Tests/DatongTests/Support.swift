@@ -153,6 +153,7 @@ struct RunningServices: Sendable {
         databaseSetup: String? = nil,
         gatewayHasMasterKey: Bool = true,
         gatewayIdentityCacheRefreshMilliseconds: Int = GatewaySettings().identityCacheRefreshMilliseconds,
+        gatewayCollectorCalls: Int = GatewaySettings().collectorCalls,
         _ body: @escaping @Sendable (RunningServices) async throws -> Void
     ) async throws {
         let url = try await TestDatabase.create()
@@ -197,7 +198,8 @@ struct RunningServices: Sendable {
                                 upstreamTimeoutSeconds: 5,
                                 limits: limits,
                                 sealer: gatewayHasMasterKey ? try KeySealer(masterKeyBase64: masterKey) : nil,
-                                identityCacheRefreshMilliseconds: gatewayIdentityCacheRefreshMilliseconds
+                                identityCacheRefreshMilliseconds: gatewayIdentityCacheRefreshMilliseconds,
+                                collectorCalls: gatewayCollectorCalls
                             ),
                             runtime: runtime
                         )

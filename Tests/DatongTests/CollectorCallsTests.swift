@@ -1,0 +1,96 @@
+import BenchSupport
+import DatongContracts
+import DatongRuntime
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Synchronization
+import Testing
+
+@testable import Gateway
+
+/// The gateway folds the batches of uploads that wait for a call to the collector into one
+/// `POST /v1/batch-groups`, and answers each upload with its own batch's outcome.
+@Suite("gateway: uploads that wait for the collector go in one call")
+struct CollectorCallsTests {
+    static let base: Int64 = 1_795_273_119_000
+    static let uploads = 48
+
+    /// Upload `number`: two events of its own device, the second repeating the first (a duplicate).
+    static func upload(_ number: Int) -> (String, ByteBuffer) {
+        let event =
+            #"{"type":"track","event":"Folded","time":\#(base + Int64(number)),"distinct_id":"device-\#(number)","#
+            + #""lib":{"$lib":"iOS","$lib_version":"4.5.0"},"properties":{"upload":\#(number)}}"#
+        return EndToEndTests.form("[\(event),\(event)]")
+    }
+
+    /// Sends every upload at once, on as many connections (the test client has one), and returns
+    /// each answer's status and body.
+    static func uploadAll(to gateway: any TestClientProtocol) async throws -> [(Int, String)] {
+        let requests = (0..<uploads).map { number in
+            let (uri, body) = upload(number)
+            return HTTPLoad.Request(
+                "POST", uri, body: Array(body.readableBytesView), headers: [("Content-Type", "application/x-www-form-urlencoded")])
+        }
+        let answers = Mutex([(Int, String)](repeating: (0, ""), count: uploads))
+        _ = try await HTTPLoad.run(port: gateway.port!, requests: requests, connections: uploads) { index, answer in
+            answers.withLock { $0[index] = (answer.status, answer.text) }
+        }
+        return answers.withLock { $0 }
+    }
+
+    @Test("many uploads at once with one call slot: fewer calls than uploads, every event stored once, every upload answered 200")
+    func folded() async throws {
+        try await RunningServices.run(gatewayCollectorCalls: 1) { services in
+            let answers = try await Self.uploadAll(to: services.gateway)
+            for (status, text) in answers { #expect(status == 200, "\(text)") }
+            let calls = try await GatewayIdentityCacheTests.metric("datong_gateway_collector_calls_total", services.gateway)
+            let batches = try await GatewayIdentityCacheTests.metric("datong_gateway_collector_batches_total", services.gateway)
+            #expect(batches == Double(Self.uploads))
+            #expect(calls < batches, "\(Int(calls)) calls carried \(Int(batches)) uploads")
+            let rows = try await TestDatabase.rows(
+                services.databaseURL, "SELECT count(*), count(DISTINCT distinct_id) FROM analytics.events WHERE event = 'Folded'")
+            #expect(rows == [[String(Self.uploads), String(Self.uploads)]])
+            let counts = try await TestDatabase.rows(
+                services.databaseURL, "SELECT sum(received), sum(stored), sum(duplicates) FROM analytics.ingest_counts")
+            #expect(counts == [[String(2 * Self.uploads), String(Self.uploads), String(Self.uploads)]])
+        }
+    }
+
+    @Test("a collector without groups (an older version, mid-upgrade): the gateway sends each batch alone and loses nothing")
+    func olderCollector() async throws {
+        // A collector that knows only `POST /v1/batches`, and takes its time, so uploads wait.
+        let seen = Mutex<(batches: Int, records: Int, groups: Int)>((0, 0, 0))
+        let router = Router()
+        router.post("/v1/batches") { request, _ -> Response in
+            let body = try await request.body.collect(upTo: 1 << 20)
+            let batch = try CollectBatch(jsonBytes: Array(body.readableBytesView))
+            seen.withLock {
+                $0.batches += 1
+                $0.records += batch.records.count
+            }
+            try await Task.sleep(for: .milliseconds(20))
+            let result = CollectResult(stored: batch.records.count, duplicates: 0, rejected: batch.rejected.count)
+            return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: result.jsonBytes)))
+        }
+        router.post("/v1/batch-groups") { _, _ -> Response in
+            seen.withLock { $0.groups += 1 }
+            return Response(status: .notFound)
+        }
+        let stub = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+        let outcome: Result<Void, any Error> = try await stub.test(.live) { collector in
+            await captured {
+                try await RunningServices.run(collectorURL: "http://127.0.0.1:\(collector.port!)", gatewayCollectorCalls: 1) { services in
+                    let answers = try await Self.uploadAll(to: services.gateway)
+                    for (status, text) in answers { #expect(status == 200, "\(text)") }
+                }
+            }
+        }
+        try outcome.get()
+        let (batches, records, groups) = seen.withLock { $0 }
+        #expect(groups >= 1, "the gateway tried a group")
+        #expect(batches == Self.uploads && records == 2 * Self.uploads, "every batch went alone, once")
+    }
+}
