@@ -107,7 +107,9 @@ extension IncomingBatch: WireDecodable {
             }
         }
         guard let receivedAt else { throw ContractDecodingError("\(at("receivedAt")) is missing") }
-        var reader = RecordReader(document: root.document, receivedAt: receivedAt, rejected: rejected, count: recordIndexes.count)
+        var reader = RecordReader(
+            document: root.document, receivedAt: receivedAt, rejected: rejected, count: recordIndexes.count,
+            bytes: Int(root.entry.end - root.entry.start))
         try root.document.bytes.withUnsafeBufferPointer { (bytes) throws(ContractDecodingError) in
             try root.document.entries.withUnsafeBufferPointer { (entries) throws(ContractDecodingError) in
                 for (position, index) in recordIndexes.enumerated() {
@@ -139,7 +141,7 @@ private struct RecordReader {
 
     let document: JSONDocument
     let receivedAt: Int64
-    var rows = BinaryCopyWriter(reservingCapacity: 1 << 12)
+    var rows: BinaryCopyWriter
     var records: [IncomingBatch.Record] = []
     var rejected: [RejectedRecord]
     var kept: [Int] = []
@@ -159,11 +161,13 @@ private struct RecordReader {
         var range: Range<Int>
     }
 
-    init(document: JSONDocument, receivedAt: Int64, rejected: [RejectedRecord], count: Int) {
+    /// `bytes`: the size of the batch's JSON (in a group, not the whole body), which its rows
+    /// take about as much of.
+    init(document: JSONDocument, receivedAt: Int64, rejected: [RejectedRecord], count: Int, bytes: Int) {
         self.document = document
         self.receivedAt = receivedAt
         self.rejected = rejected
-        rows = BinaryCopyWriter(reservingCapacity: 64 + document.bytes.count + count * 96)
+        rows = BinaryCopyWriter(reservingCapacity: 64 + bytes + count * 96)
         records.reserveCapacity(count)
         keyInput.reserveCapacity(1024)
     }

@@ -12,124 +12,94 @@ import Synchronization
 /// call rather than per record (docs/BENCHMARKS.md). Each upload is answered with its own batch's
 /// outcome, as if it had been sent alone.
 final class CollectorCalls: Sendable {
-    private struct Waiting {
-        let body: [UInt8]
-        let requestID: String
-        let logger: Logger
-        let continuation: CheckedContinuation<CollectResult, any Error>
-    }
-
-    private struct State {
-        var waiting: [Waiting] = []
-        var calls = 0
-        /// The collector answered 404 to a group: an older version, during an upgrade. Batches go
-        /// alone from then on (until the gateway restarts).
-        var groupsUnsupported = false
-    }
-
-    private let collector: ServiceClient
-    private let maxCalls: Int
-    private let maxGroupBytes: Int
-    private let state = Mutex(State())
-    private let metrics: CollectorCallMetrics?
+    private let queue: FoldingQueue<Batch, CollectResult>
 
     /// - Parameters:
     ///   - maxCalls: calls in flight at once (`COLLECTOR_CALLS`).
     ///   - maxGroupBytes: the most one group's batches hold (`COLLECTOR_GROUP_BYTES`); a batch larger
     ///     than it goes alone. Keep it under the collector's `COLLECTOR_MAX_BATCH_BYTES`.
     init(collector: ServiceClient, maxCalls: Int, maxGroupBytes: Int, registry: PrometheusCollectorRegistry? = nil) {
-        self.collector = collector
-        self.maxCalls = max(1, maxCalls)
-        self.maxGroupBytes = maxGroupBytes
-        metrics = registry.map(CollectorCallMetrics.init)
+        let sender = Sender(collector: collector, metrics: registry.map(CollectorCallMetrics.init))
+        queue = FoldingQueue(maxWorkers: maxCalls, maxGroupWeight: maxGroupBytes) { group in await sender.send(group) }
     }
 
     /// Stores `batch` and returns its result after the collector committed it.
     func store(_ batch: CollectBatch, requestID: String, logger: Logger) async throws -> CollectResult {
         let body = batch.jsonBytes
-        return try await withCheckedThrowingContinuation { continuation in
-            let start: Bool = state.withLock { state in
-                state.waiting.append(Waiting(body: body, requestID: requestID, logger: logger, continuation: continuation))
-                guard state.calls < maxCalls else { return false }
-                state.calls += 1
-                return true
-            }
-            if start { Task { await self.drain() } }
-        }
+        return try await queue.submit(Batch(body: body, requestID: requestID, logger: logger), weight: body.count)
     }
 
-    /// One call slot: sends what waits, until nothing does.
-    private func drain() async {
-        while let group = nextGroup() {
-            await send(group)
-        }
+    /// One upload's batch, encoded.
+    private struct Batch: Sendable {
+        let body: [UInt8]
+        let requestID: String
+        let logger: Logger
     }
 
-    private func nextGroup() -> [Waiting]? {
-        state.withLock { state in
-            guard !state.waiting.isEmpty else {
-                state.calls -= 1
-                return nil
-            }
-            var bytes = 0
-            var count = 0
-            for waiting in state.waiting {
-                if count > 0, bytes + waiting.body.count > maxGroupBytes { break }
-                bytes += waiting.body.count
-                count += 1
-                if state.groupsUnsupported { break }
-            }
-            let group = Array(state.waiting.prefix(count))
-            state.waiting.removeFirst(count)
-            return group
-        }
-    }
+    /// Makes the calls: a batch alone, or a group with each batch's outcome taken from the answer.
+    private struct Sender: Sendable {
+        let collector: ServiceClient
+        let metrics: CollectorCallMetrics?
+        /// Set when the collector answered 404 to a group: an older version, during an upgrade.
+        /// Batches go alone from then on (until the gateway restarts).
+        let groupsUnsupported = Flag()
 
-    private func send(_ group: [Waiting]) async {
-        metrics?.calls.increment()
-        metrics?.batches.increment(by: Int64(group.count))
-        guard group.count > 1 else {
-            let waiting = group[0]
+        func send(_ group: [Batch]) async -> [Result<CollectResult, any Error>] {
+            guard group.count > 1, !groupsUnsupported.isSet else {
+                var outcomes: [Result<CollectResult, any Error>] = []
+                for batch in group { outcomes.append(await alone(batch)) }
+                return outcomes
+            }
+            // Every call is counted; every batch once, whichever call carried it.
+            metrics?.count(calls: 1, batches: 0)
+            let first = group[0]
+            let answer: CollectGroupResult
             do {
-                let result = try await collector.post(
-                    "/v1/batches", bytes: waiting.body, as: CollectResult.self, requestID: waiting.requestID, logger: waiting.logger
+                answer = try await collector.post(
+                    "/v1/batch-groups", bytes: CollectBatchGroup.jsonBytes(joining: group.map(\.body)), as: CollectGroupResult.self,
+                    requestID: first.requestID, logger: first.logger
                 )
-                waiting.continuation.resume(returning: result)
+            } catch let error as ServiceError where error.code == .lacksRoute(collector.name) {
+                first.logger.warning("collector.no_groups", metadata: ["detail": "the collector has no /v1/batch-groups: batches go alone"])
+                groupsUnsupported.set()
+                var outcomes: [Result<CollectResult, any Error>] = []
+                for batch in group { outcomes.append(await alone(batch)) }
+                return outcomes
             } catch {
-                waiting.continuation.resume(throwing: error)
+                metrics?.count(calls: 0, batches: group.count)
+                return group.map { _ in .failure(error) }
             }
-            return
-        }
-        let first = group[0]
-        let answer: CollectGroupResult
-        do {
-            answer = try await collector.post(
-                "/v1/batch-groups", bytes: CollectBatchGroup.jsonBytes(joining: group.map(\.body)), as: CollectGroupResult.self,
-                requestID: first.requestID, logger: first.logger
-            )
-        } catch let error as ServiceError where error.code == .lacksRoute(collector.name) {
-            first.logger.warning("collector.no_groups", metadata: ["detail": "the collector has no /v1/batch-groups: batches go alone"])
-            state.withLock { $0.groupsUnsupported = true }
-            for waiting in group { await send([waiting]) }
-            return
-        } catch {
-            for waiting in group { waiting.continuation.resume(throwing: error) }
-            return
-        }
-        guard answer.outcomes.count == group.count else {
-            first.logger.error(
-                "upstream.bad_answer", metadata: ["upstream": "collector", "error": "\(answer.outcomes.count) outcomes for \(group.count) batches"])
-            let error = ServiceError.unavailable(.badAnswer(from: collector.name), "the collector gave an answer the gateway cannot read")
-            for waiting in group { waiting.continuation.resume(throwing: error) }
-            return
-        }
-        for (waiting, outcome) in zip(group, answer.outcomes) {
-            switch outcome {
-            case .written(let result): waiting.continuation.resume(returning: result)
-            case .refused(let status, let error, let message):
-                waiting.continuation.resume(throwing: collector.refusal(status: status, error: error, message: message))
+            metrics?.count(calls: 0, batches: group.count)
+            guard answer.outcomes.count == group.count else {
+                first.logger.error(
+                    "upstream.bad_answer", metadata: ["upstream": "collector", "error": "\(answer.outcomes.count) outcomes for \(group.count) batches"])
+                let error = ServiceError.unavailable(.badAnswer(from: collector.name), "the collector gave an answer the gateway cannot read")
+                return group.map { _ in .failure(error) }
+            }
+            return answer.outcomes.map { outcome in
+                switch outcome {
+                case .written(let result): .success(result)
+                case .refused(let status, let error, let message): .failure(collector.refusal(status: status, error: error, message: message))
+                }
             }
         }
+
+        private func alone(_ batch: Batch) async -> Result<CollectResult, any Error> {
+            metrics?.count(calls: 1, batches: 1)
+            do {
+                return .success(
+                    try await collector.post("/v1/batches", bytes: batch.body, as: CollectResult.self, requestID: batch.requestID, logger: batch.logger))
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
+    /// A flag set once, read by every call.
+    private final class Flag: Sendable {
+        private let value = Atomic<Bool>(false)
+        var isSet: Bool { value.load(ordering: .relaxed) }
+        func set() { value.store(true, ordering: .relaxed) }
     }
 }
 
@@ -138,6 +108,11 @@ final class CollectorCalls: Sendable {
 struct CollectorCallMetrics: Sendable {
     let calls: Counter
     let batches: Counter
+
+    func count(calls: Int, batches: Int) {
+        self.calls.increment(by: Int64(calls))
+        self.batches.increment(by: Int64(batches))
+    }
 
     init(registry: PrometheusCollectorRegistry) {
         calls = registry.makeCounter(
