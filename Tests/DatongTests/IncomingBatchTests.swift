@@ -74,6 +74,9 @@ struct IncomingBatchTests {
             #"{"receivedAt":1,"records":[{"project":"p","type":"track","time":1,"hybridH5":false,"properties":{},"identities":"a"}]}"#,
             #"{"receivedAt":1,"records":[{"project":"p","type":"track","time":99999999999999999999,"hybridH5":false,"properties":{}}]}"#,
             #"{"receivedAt":1,"records":[],"rejected":[{"project":"p"}]}"#,
+            // A field twice: the first of the wrong kind (the fuzzer's find), then both valid.
+            #"{"receivedAt":1,"records":[{"project":"p","type":"track","time":{"a":1},"hybridH5":false,"properties":{},"time":2}]}"#,
+            #"{"receivedAt":1,"records":[{"project":"p","type":"track","time":1,"hybridH5":false,"properties":{},"time":2,"event":"a","event":"b"}]}"#,
             #"[]"#, #"{"#, "",
         ]
         for body in bodies {
