@@ -142,8 +142,11 @@ let targets: [String: ([UInt8]) -> Void] = [
             } else {
                 guard let mine = kept.next(), mine.key == RecordKey(of: record), mine.project == record.project, mine.time == record.time
                 else { violated("a record read with another key", input) }
-                if case .profile(let profile) = mine.content, profile != record { violated("a profile record read differently", input) }
-                if case .event = mine.content, !RecordTypes.isEvent(record.type) { violated("a profile record read as an event", input) }
+                switch mine.content {
+                case .event: if !RecordTypes.isEvent(record.type) { violated("a profile record read as an event", input) }
+                case .profile(let profile):
+                    if RecordTypes.isEvent(record.type) || profile != record { violated("a record read as another profile record", input) }
+                }
             }
         }
         if kept.next() != nil || refused.next() != nil { violated("the collector read more records than the batch holds", input) }
