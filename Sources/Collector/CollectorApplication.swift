@@ -148,8 +148,7 @@ struct CollectorAPI: ServiceAPI {
         if let problem = batch.problem {
             throw ServiceError.badRequest(.invalidBatch, problem)
         }
-        var result = try await store.write(batch)
-        if let kept = batch.kept { result = result.mapped(to: kept, of: batch.sentCount) }
+        let result = batch.asSent(try await store.write(batch))
         logger.debug(
             "batch.committed",
             metadata: [
@@ -187,18 +186,5 @@ extension CollectRecord {
             return "identities contain a NUL character"
         }
         return nil
-    }
-}
-
-extension CollectResult {
-    /// This result, for a batch from which the records not at `kept` were refused before writing:
-    /// positions mapped back to the batch as sent, the refused ones named in `rejectedIndexes`.
-    func mapped(to kept: [Int], of count: Int) -> CollectResult {
-        let keptSet = Set(kept)
-        let refused = (0..<count).filter { !keptSet.contains($0) }
-        return CollectResult(
-            stored: stored, duplicates: duplicates, rejected: rejected,
-            duplicateIndexes: duplicateIndexes.map { kept[$0] }, rejectedIndexes: (rejectedIndexes.map { kept[$0] } + refused).sorted()
-        )
     }
 }

@@ -66,6 +66,18 @@ package struct IncomingBatch: Sendable {
 
     /// The records a batch brings to the group commit's queue (stored and rejected alike).
     var weight: Int { max(1, records.count + rejected.count) }
+
+    /// `result` (of writing `records`) with positions in the batch as sent: the records refused
+    /// while reading named in `rejectedIndexes`.
+    func asSent(_ result: CollectResult) -> CollectResult {
+        guard let kept else { return result }
+        let keptSet = Set(kept)
+        let refused = (0..<sentCount).filter { !keptSet.contains($0) }
+        var sent = result
+        sent.duplicateIndexes = result.duplicateIndexes.map { kept[$0] }
+        sent.rejectedIndexes = (result.rejectedIndexes.map { kept[$0] } + refused).sorted()
+        return sent
+    }
 }
 
 extension IncomingBatch: WireDecodable {
@@ -209,7 +221,7 @@ private struct RecordReader {
         // A field named twice: the last counts, as in the contract's reader, which also refuses
         // the record when an earlier one is of the wrong kind (found by the `batch` fuzz target).
         if repeated { _ = try CollectRecord(wire: JSONRef(document: document, index: index), path: path()) }
-        try checkKinds(entries: entries, path: path)
+        let time = try checkKinds(entries: entries, path: path)
         readTexts(bytes: bytes, entries: entries)
         let type = escaped.withUnsafeBufferPointer { String(decoding: text(.type, bytes: bytes, escaped: $0)!, as: UTF8.self) }
         guard RecordTypes.isEvent(type) else {
@@ -222,7 +234,6 @@ private struct RecordReader {
             }
             return
         }
-        let time = JSONRef(document: document, index: slots[Field.time.rawValue]).int64Value!
         let project = internedProject(bytes: bytes)
         if let problem = storageProblem(project: project, time: time, bytes: bytes, entries: entries) {
             refuse(position, project: project, problem: problem, raw: object, bytes: bytes)
@@ -248,8 +259,9 @@ private struct RecordReader {
             ))
     }
 
-    /// The contract's checks of each field's kind, with `WireField`'s messages.
-    private func checkKinds(entries: Entries, path: () -> String) throws(ContractDecodingError) {
+    /// The contract's checks of each field's kind, with `WireField`'s messages; returns the time.
+    private func checkKinds(entries: Entries, path: () -> String) throws(ContractDecodingError) -> Int64 {
+        var time: Int64 = 0
         for field in Field.all {
             let slot = slots[field.rawValue]
             guard slot >= 0 else {
@@ -260,7 +272,7 @@ private struct RecordReader {
             func at() -> String { "\(path()).\(field.name)" }
             switch field {
             case .project, .type: _ = try WireField.requiredString(JSONRef(document: document, index: slot), at())
-            case .time: _ = try WireField.int(JSONRef(document: document, index: slot), at())
+            case .time: time = try WireField.int(JSONRef(document: document, index: slot), at())
             case .userId: _ = try WireField.optionalInt(JSONRef(document: document, index: slot), at())
             case .hybridH5: guard kind == .bool else { throw ContractDecodingError("\(at()) is not a boolean") }
             case .properties: guard kind == .object else { throw ContractDecodingError("\(at()) is not an object") }
@@ -281,6 +293,7 @@ private struct RecordReader {
                 guard kind == .string || kind == .null else { throw ContractDecodingError("\(at()) is not a string") }
             }
         }
+        return time
     }
 
     /// Finds every text field's bytes; a string with escapes is unescaped once, into `escaped`.

@@ -93,4 +93,20 @@ struct CollectorCallsTests {
         #expect(groups >= 1, "the gateway tried a group")
         #expect(batches == Self.uploads && records == 2 * Self.uploads, "every batch went alone, once")
     }
+
+    @Test("a collector without the route it is called on (404) makes the upload a 503 the SDK retries, never a 400 it drops")
+    func routeMissing() async throws {
+        let stub = Application(router: Router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+        let outcome: Result<Void, any Error> = try await stub.test(.live) { collector in
+            await captured {
+                try await RunningServices.run(collectorURL: "http://127.0.0.1:\(collector.port!)") { services in
+                    let (uri, body) = Self.upload(0)
+                    let answer = try await services.gateway.execute(uri: uri, method: .post, body: body)
+                    #expect(answer.status == .serviceUnavailable, "\(answer.text)")
+                    #expect(answer.text.contains("collector_lacks_route"))
+                }
+            }
+        }
+        try outcome.get()
+    }
 }

@@ -25,9 +25,7 @@ extension PostgresEventStore {
     /// Writes `batch` as the collector's API does, positions in the answer as sent.
     func write(_ batch: CollectBatch) async throws -> CollectResult {
         let incoming = try IncomingBatch(batch)
-        let result = try await write(incoming)
-        guard let kept = incoming.kept else { return result }
-        return result.mapped(to: kept, of: incoming.sentCount)
+        return incoming.asSent(try await write(incoming))
     }
 
     static func commit(_ batches: [CollectBatch], pool: PostgresPool, partitions: EventPartitions) async throws -> [CollectResult] {
