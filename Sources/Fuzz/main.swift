@@ -133,6 +133,10 @@ let targets: [String: ([UInt8]) -> Void] = [
         }
         guard let again = try? CollectBatch(jsonBytes: batch.jsonBytes), again == batch else { violated("a batch does not survive its writer", input) }
         guard let read else { violated("the collector refuses a batch the contract reads", input) }
+        // Refused whole (a 400) only for a receivedAt PostgreSQL cannot hold; its records are read all the same.
+        if (read.problem != nil) == (0...StoredTime.latestMillis).contains(batch.receivedAt) {
+            violated("the collector refuses a batch it can write, or writes one it cannot", input)
+        }
         // Each record is kept with RecordKey(of:)'s key, or refused with CollectRecord's reason.
         var kept = read.records.makeIterator()
         var refused = read.rejected.dropFirst(batch.rejected.count).makeIterator()

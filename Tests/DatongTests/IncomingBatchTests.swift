@@ -77,6 +77,10 @@ struct IncomingBatchTests {
             // A field twice: the first of the wrong kind (the fuzzer's find), then both valid.
             #"{"receivedAt":1,"records":[{"project":"p","type":"track","time":{"a":1},"hybridH5":false,"properties":{},"time":2}]}"#,
             #"{"receivedAt":1,"records":[{"project":"p","type":"track","time":1,"hybridH5":false,"properties":{},"time":2,"event":"a","event":"b"}]}"#,
+            // A receivedAt whose microseconds overflow (the fuzzer's second find): the records are
+            // still checked, so a bad one refuses the batch as the contract does, and good ones read.
+            #"{"receivedAt":17952731197369736,"records":[\#(record),{"project":"p","type":"track","time":1,"hybridH5":false}]}"#,
+            #"{"receivedAt":9223372036854775807,"records":[\#(record)]}"#,
             #"[]"#, #"{"#, "",
         ]
         for body in bodies {
