@@ -3,6 +3,7 @@
 // same table in the same run.
 //
 //   scripts/bench collector [--rounds N] [--batches N] [--records N] [--concurrency N] [--connections N] [--only collector|copy]
+//   scripts/bench collector --storage [--rounds N] [--batches N]   (what the table's design costs: StorageVariants.swift)
 //
 // (the script starts a throwaway PostgreSQL and sets DATABASE_URL; the bench creates a fresh
 // database in it for each path and round).
@@ -161,6 +162,18 @@ func check(_ url: String) async throws {
 }
 
 // MARK: Run
+
+// `--storage` measures variants of the events table instead (StorageVariants.swift).
+if CommandLine.arguments.contains("--storage") {
+    print("storage variants: the collector's COPY rows written \(connections) COPYs at a time into each variant of the table")
+    let chunks = try stride(from: 0, to: batches.count, by: 200).map { start in
+        try eventRows(Array(batches[start..<min(start + 200, batches.count)]))
+    }
+    let months = Array(Set(batches.flatMap { $0.records.map { MonthPartition(unixMillis: $0.time) } }))
+    try await StorageBench.run(
+        rounds: rounds, chunks: chunks, events: totalEvents, months: months, connections: connections, adminURL: adminURL, logger: logger)
+    exit(0)
+}
 
 var collectorRates: [Double] = []
 var copyRates: [Double] = []
