@@ -18,36 +18,52 @@ struct FormParameters: Sendable {
 
     subscript(name: String) -> String? { values[name] }
 
+    /// Scans the bytes once for `&` and `=` (the generic `split` was a tenth of an encrypted
+    /// upload's time).
     private static func parse(_ bytes: [UInt8], into values: inout [String: String]) {
-        for pair in bytes.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
-            let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
-            let name = formDecode(parts[0])
-            guard !name.isEmpty else { continue }
-            values[name] = parts.count > 1 ? formDecode(parts[1]) : ""
+        bytes.withUnsafeBufferPointer { bytes in
+            var start = 0
+            while start < bytes.count {
+                let end = bytes[start...].firstIndex(of: UInt8(ascii: "&")) ?? bytes.count
+                defer { start = end + 1 }
+                guard end > start else { continue }
+                let equals = bytes[start..<end].firstIndex(of: UInt8(ascii: "=")) ?? end
+                let name = formDecode(UnsafeBufferPointer(rebasing: bytes[start..<equals]))
+                guard !name.isEmpty else { continue }
+                values[name] = equals < end ? formDecode(UnsafeBufferPointer(rebasing: bytes[(equals + 1)..<end])) : ""
+            }
         }
     }
 
     /// Form decoding: `+` is a space, `%XX` a byte; a malformed escape is kept as it is.
     static func formDecode(_ bytes: ArraySlice<UInt8>) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count)
-        var index = bytes.startIndex
-        while index < bytes.endIndex {
-            let byte = bytes[index]
-            if byte == UInt8(ascii: "+") {
-                out.append(UInt8(ascii: " "))
-            } else if byte == UInt8(ascii: "%"), index + 2 < bytes.endIndex,
-                let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2])
-            {
-                out.append(high << 4 | low)
-                index += 3
-                continue
-            } else {
-                out.append(byte)
+        bytes.withUnsafeBufferPointer { formDecode($0) }
+    }
+
+    /// The same over bytes, decoded straight into the string's storage.
+    static func formDecode(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+        String(unsafeUninitializedCapacity: bytes.count) { out in
+            var written = 0
+            var index = 0
+            while index < bytes.count {
+                let byte = bytes[index]
+                if byte == UInt8(ascii: "+") {
+                    out[written] = UInt8(ascii: " ")
+                } else if byte == UInt8(ascii: "%"), index + 2 < bytes.count,
+                    let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2])
+                {
+                    out[written] = high << 4 | low
+                    written += 1
+                    index += 3
+                    continue
+                } else {
+                    out[written] = byte
+                }
+                written += 1
+                index += 1
             }
-            index += 1
+            return written
         }
-        return String(decoding: out, as: UTF8.self)
     }
 
     private static func hexValue(_ byte: UInt8) -> UInt8? {
@@ -169,6 +185,32 @@ package enum UploadPayload {
     /// Java's `String.hashCode()`: 31·h + c over UTF-16 code units, wrapping at 32 bits; with
     /// `spaceAs`, a space counts as that unit.
     static func javaHashCode(_ text: String, spaceAs space: UInt16 = 0x20) -> Int32 {
+        var text = text
+        // The data is base64, so ASCII, whose UTF-16 units are its bytes: hashed from the bytes
+        // (walking the UTF-16 view was 9% of an encrypted upload's time).
+        let ascii: Int32? = text.withUTF8 { bytes in
+            func unit(_ byte: UInt8) -> Int32 { Int32(byte == 0x20 ? space : UInt16(byte)) }
+            var hash: Int32 = 0
+            var index = 0
+            // Four bytes a step (h·31⁴ + a·31³ + b·31² + c·31 + d), so the multiplications do not
+            // wait on each other; the same sum, wrapping alike.
+            while index + 4 <= bytes.count {
+                let a = bytes[index]
+                let b = bytes[index + 1]
+                let c = bytes[index + 2]
+                let d = bytes[index + 3]
+                guard (a | b | c | d) < 0x80 else { return nil }
+                hash = hash &* 923_521 &+ unit(a) &* 29_791 &+ unit(b) &* 961 &+ unit(c) &* 31 &+ unit(d)
+                index += 4
+            }
+            while index < bytes.count {
+                guard bytes[index] < 0x80 else { return nil }
+                hash = hash &* 31 &+ unit(bytes[index])
+                index += 1
+            }
+            return hash
+        }
+        if let ascii { return ascii }
         var hash: Int32 = 0
         for unit in text.utf16 { hash = hash &* 31 &+ Int32(unit == 0x20 ? space : unit) }
         return hash
@@ -193,42 +235,61 @@ package enum UploadPayload {
     /// Standard base64, leniently and in one pass over the bytes: a space is a '+' that form decoding
     /// turned into a space, line breaks are skipped, padding may be missing. nil for anything else.
     static func decodeBase64(_ text: String) -> [UInt8]? {
-        var out: [UInt8] = []
-        out.reserveCapacity(text.utf8.count / 4 * 3 + 3)
-        var accumulator: UInt32 = 0
-        var sextets = 0
-        var padding = 0
-        let table = base64Table
-        for byte in text.utf8 {
-            let value = table[Int(byte)]
-            if value < 64 {
-                guard padding == 0 else { return nil }
-                accumulator = accumulator << 6 | UInt32(value)
-                sextets += 1
-                if sextets & 3 == 0 {
-                    out.append(UInt8(truncatingIfNeeded: accumulator >> 16))
-                    out.append(UInt8(truncatingIfNeeded: accumulator >> 8))
-                    out.append(UInt8(truncatingIfNeeded: accumulator))
-                    accumulator = 0
+        var text = text
+        return text.withUTF8 { decodeBase64(utf8: $0) }
+    }
+
+    /// The same over bytes, written into the result's storage directly (appending byte by byte
+    /// through the `String`'s view was 12% of an encrypted upload's time).
+    static func decodeBase64(utf8 input: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        var valid = true
+        // Four sextets make three bytes, and a tail of two or three makes one or two.
+        let out = [UInt8](unsafeUninitializedCapacity: input.count / 4 * 3 + 2) { buffer, count in
+            var written = 0
+            var accumulator: UInt32 = 0
+            var sextets = 0
+            var padding = 0
+            base64Table.withUnsafeBufferPointer { table in
+                for byte in input {
+                    let value = table[Int(byte)]
+                    if value < 64 {
+                        guard padding == 0 else {
+                            valid = false
+                            return
+                        }
+                        accumulator = accumulator << 6 | UInt32(value)
+                        sextets += 1
+                        if sextets & 3 == 0 {
+                            buffer[written] = UInt8(truncatingIfNeeded: accumulator >> 16)
+                            buffer[written + 1] = UInt8(truncatingIfNeeded: accumulator >> 8)
+                            buffer[written + 2] = UInt8(truncatingIfNeeded: accumulator)
+                            written += 3
+                            accumulator = 0
+                        }
+                    } else if value == skip {
+                        continue
+                    } else if value == pad, padding < 2 {
+                        padding += 1
+                    } else {
+                        valid = false
+                        return
+                    }
                 }
-            } else if value == skip {
-                continue
-            } else if value == pad {
-                padding += 1
-                guard padding <= 2 else { return nil }
-            } else {
-                return nil
             }
+            switch sextets & 3 {
+            case 0: break
+            case 2:
+                buffer[written] = UInt8(truncatingIfNeeded: accumulator >> 4)
+                written += 1
+            case 3:
+                buffer[written] = UInt8(truncatingIfNeeded: accumulator >> 10)
+                buffer[written + 1] = UInt8(truncatingIfNeeded: accumulator >> 2)
+                written += 2
+            default: valid = false
+            }
+            count = valid ? written : 0
         }
-        switch sextets & 3 {
-        case 0: break
-        case 2: out.append(UInt8(truncatingIfNeeded: accumulator >> 4))
-        case 3:
-            out.append(UInt8(truncatingIfNeeded: accumulator >> 10))
-            out.append(UInt8(truncatingIfNeeded: accumulator >> 2))
-        default: return nil
-        }
-        return out
+        return valid ? out : nil
     }
 
     static func inflate(_ bytes: [UInt8], limit: Int) throws -> [UInt8] {

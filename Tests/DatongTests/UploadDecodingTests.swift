@@ -23,6 +23,11 @@ struct UploadDecodingTests {
         #expect(UploadPayload.javaHashCode("") == 0)
         #expect(UploadPayload.javaHashCode("hello") == 99_162_322)
         #expect(UploadPayload.javaHashCode("The quick brown fox jumps over the lazy dog") == -609_428_141)
+        // Beyond ASCII Java hashes UTF-16 units, a surrogate pair as two (values from jshell).
+        #expect(UploadPayload.javaHashCode("中文") == 646_394)
+        #expect(UploadPayload.javaHashCode("😀") == 1_772_899)
+        #expect(UploadPayload.javaHashCode("abc中 d") == -1_405_251_697)
+        #expect(UploadPayload.javaHashCode("Hello, 世界! 😀 ok") == -261_761_186)
     }
 
     @Test("every Python SDK request decodes to its records")
@@ -58,6 +63,20 @@ struct UploadDecodingTests {
         #expect(decoded >= 10)
     }
 
+    @Test("form decoding: + and %XX, a malformed escape kept, invalid UTF-8 repaired, a body parameter over the query's")
+    func formParameters() {
+        let parameters = FormParameters(
+            query: "gzip=0&project=q&crc=1", body: Array("data_list=a%2Bb%2F%3D+c&&=lost&project=p%E4%B8%AD&bad=%FF%zz%4&flag&gzip=9".utf8))
+        #expect(parameters["data_list"] == "a+b/= c")
+        #expect(parameters["project"] == "p中")
+        #expect(parameters["bad"] == "\u{FFFD}%zz%4")
+        #expect(parameters["flag"] == "")
+        #expect(parameters["gzip"] == "9")
+        #expect(parameters["crc"] == "1")
+        #expect(parameters[""] == nil)
+        #expect(parameters.values.count == 6)
+    }
+
     @Test("the base64 decoder agrees with Foundation, with or without padding, and refuses what is not base64")
     func base64() {
         for length in 0..<70 {
@@ -66,6 +85,8 @@ struct UploadDecodingTests {
             #expect(UploadPayload.decodeBase64(encoded) == bytes)
             #expect(UploadPayload.decodeBase64(encoded.replacingOccurrences(of: "=", with: "")) == bytes)
             #expect(UploadPayload.decodeBase64(encoded.replacingOccurrences(of: "+", with: " ")) == bytes)
+            // Android's Base64.DEFAULT breaks lines, as MIME does.
+            #expect(UploadPayload.decodeBase64(Data(bytes).base64EncodedString(options: [.lineLength64Characters, .endLineWithLineFeed])) == bytes)
         }
         for invalid in ["A", "AB*D", "AB=C", "ABC===", "éABC"] { #expect(UploadPayload.decodeBase64(invalid) == nil, "\(invalid)") }
     }
