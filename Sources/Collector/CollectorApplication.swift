@@ -20,7 +20,7 @@ package func buildCollectorApplication(
         name: "collector",
         api: CollectorAPI(
             store: store, reads: PostgresStoredDataReads(pool: database.pool), serviceToken: ServiceToken(settings.server.serviceToken),
-            maxBatchBytes: settings.maxBatchBytes
+            maxBatchBytes: settings.maxBatchBytes, refusals: Refusals(registry: runtime.metrics)
         ),
         schema: CollectorSchema.name, migrations: CollectorSchema.migrations, server: settings.server, runtime: runtime, services: [maintenance, replication]
     )
@@ -34,6 +34,8 @@ struct CollectorAPI: ServiceAPI {
     let reads: any StoredDataReads
     let serviceToken: ServiceToken
     let maxBatchBytes: Int
+    /// Counts the refusals of batches inside a group, which the group's 200 does not.
+    var refusals = Refusals(registry: nil)
 
     func register(on router: Router<DatongRequestContext>) {
         router.post("/v1/batches") { request, context in try await write(request, context: context) }
@@ -123,6 +125,7 @@ struct CollectorAPI: ServiceAPI {
                     } catch {
                         // What the batch would have been answered alone.
                         let answer = ErrorMiddleware.answer(for: error, logger: logger) as? ServiceError
+                        if let answer { refusals.count(answer) }
                         return (
                             index,
                             .refused(

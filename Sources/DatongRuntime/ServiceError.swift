@@ -53,6 +53,29 @@ package protocol ServiceErrorConvertible: Error {
     func serviceError(logger: Logger) -> ServiceError
 }
 
+/// `datong_refusals_total{code}`: every refusal a service answers, also those inside an answer that
+/// is itself a 200 (a batch refused within a group).
+package struct Refusals: Sendable {
+    /// nil counts nothing.
+    private let registry: PrometheusCollectorRegistry?
+
+    package init(registry: PrometheusCollectorRegistry?) {
+        self.registry = registry
+    }
+
+    package func count(_ refusal: ServiceError) {
+        registry?.makeCounter(descriptor: Self.name, labels: [("code", refusal.code.rawValue)]).increment()
+    }
+
+    /// A value type of constants, made per refusal.
+    private static var name: MetricNameDescriptor {
+        MetricNameDescriptor(
+            namespace: "datong", metricName: "refusals", unitName: "total",
+            helpText: "Requests refused (4xx and 5xx answers), by the code of the answer"
+        )
+    }
+}
+
 /// Turns every error a handler throws into an honest answer: typed errors keep their status;
 /// `ServiceErrorConvertible` errors say their own (an unreachable database becomes 503 with
 /// `Retry-After`); a body that does not decode becomes 400; anything else is logged in full and
@@ -60,11 +83,11 @@ package protocol ServiceErrorConvertible: Error {
 package struct ErrorMiddleware: RouterMiddleware {
     package typealias Context = DatongRequestContext
 
-    /// Where refusals are counted (`datong_refusals_total{code}`, exported at `/metrics`); nil counts nothing.
-    private let registry: PrometheusCollectorRegistry?
+    /// Where refusals are counted (`datong_refusals_total{code}`, exported at `/metrics`).
+    private let refusals: Refusals
 
     package init(registry: PrometheusCollectorRegistry? = nil) {
-        self.registry = registry
+        self.refusals = Refusals(registry: registry)
     }
 
     package func handle(
@@ -74,19 +97,9 @@ package struct ErrorMiddleware: RouterMiddleware {
             return try await next(request, context)
         } catch {
             let answer = Self.answer(for: error, logger: context.logger)
-            if let registry, let refusal = answer as? ServiceError {
-                registry.makeCounter(descriptor: Self.refusals, labels: [("code", refusal.code.rawValue)]).increment()
-            }
+            if let refusal = answer as? ServiceError { refusals.count(refusal) }
             throw answer
         }
-    }
-
-    /// `datong_refusals_total` (a value type of constants, made per refusal).
-    private static var refusals: MetricNameDescriptor {
-        MetricNameDescriptor(
-            namespace: "datong", metricName: "refusals", unitName: "total",
-            helpText: "Requests refused (4xx and 5xx answers), by the code of the answer"
-        )
     }
 
     /// What `error` is answered with (every refusal is counted by its code in `datong_refusals_total`).

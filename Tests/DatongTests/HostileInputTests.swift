@@ -212,6 +212,13 @@ struct HostileInputTests {
                 )
                 try Self.expectRefusal(refused, .badRequest, "invalid_batch")
             }
+            // Inside a group the same refusals come in a 200, and are counted all the same.
+            let group = #"{"batches":[{"receivedAt":-1,"records":[\#(good)]},{"records":[]}]}"#
+            let grouped = try await services.collector.execute(uri: "/v1/batch-groups", method: .post, headers: token, body: ByteBuffer(string: group))
+            #expect(grouped.status == .ok, "\(grouped.text)")
+            let metrics = try await services.collector.execute(uri: "/metrics", method: .get).text
+            #expect(metrics.contains(#"datong_refusals_total{code="invalid_batch"} 4"#), "\(metrics)")
+            #expect(metrics.contains(#"datong_refusals_total{code="invalid_body"} 1"#), "\(metrics)")
             for bad in badRecords {
                 let batch = #"{"receivedAt":1700000000000,"records":[\#(bad),\#(good)],"rejected":[]}"#
                 let answer = try await services.collector.execute(uri: "/v1/batches", method: .post, headers: token, body: ByteBuffer(string: batch))
