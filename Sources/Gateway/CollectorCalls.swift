@@ -18,8 +18,13 @@ final class CollectorCalls: Sendable {
     ///   - maxCalls: calls in flight at once (`COLLECTOR_CALLS`).
     ///   - maxGroupBytes: the most one group's batches hold (`COLLECTOR_GROUP_BYTES`); a batch larger
     ///     than it goes alone. Keep it under the collector's `COLLECTOR_MAX_BATCH_BYTES`.
-    init(collector: ServiceClient, maxCalls: Int, maxGroupBytes: Int, registry: PrometheusCollectorRegistry? = nil) {
-        let sender = Sender(collector: collector, metrics: registry.map(CollectorCallMetrics.init))
+    ///   - groupsRetry: after a collector answered a group with 404 (an older version), how long
+    ///     batches go alone before a group is tried again (the collectors may be upgraded by then).
+    init(
+        collector: ServiceClient, maxCalls: Int, maxGroupBytes: Int, registry: PrometheusCollectorRegistry? = nil,
+        groupsRetry: Duration = .seconds(60)
+    ) {
+        let sender = Sender(collector: collector, metrics: registry.map(CollectorCallMetrics.init), groupsRefused: Pause(length: groupsRetry))
         queue = FoldingQueue(maxWorkers: maxCalls, maxGroupWeight: maxGroupBytes) { group in await sender.send(group) }
     }
 
@@ -40,12 +45,12 @@ final class CollectorCalls: Sendable {
     private struct Sender: Sendable {
         let collector: ServiceClient
         let metrics: CollectorCallMetrics?
-        /// Set when the collector answered 404 to a group: an older version, during an upgrade.
-        /// Batches go alone from then on (until the gateway restarts).
-        let groupsUnsupported = Flag()
+        /// Started when the collector answered 404 to a group: an older version, during an
+        /// upgrade. Batches go alone until it ends, then a group is tried again.
+        let groupsRefused: Pause
 
         func send(_ group: [Batch]) async -> [Result<CollectResult, any Error>] {
-            guard group.count > 1, !groupsUnsupported.isSet else {
+            guard group.count > 1, !groupsRefused.isOn else {
                 var outcomes: [Result<CollectResult, any Error>] = []
                 for batch in group { outcomes.append(await alone(batch)) }
                 return outcomes
@@ -60,8 +65,9 @@ final class CollectorCalls: Sendable {
                     requestID: first.requestID, logger: first.logger
                 )
             } catch let error as ServiceError where error.code == .lacksRoute(collector.name) {
-                first.logger.warning("collector.no_groups", metadata: ["detail": "the collector has no /v1/batch-groups: batches go alone"])
-                groupsUnsupported.set()
+                first.logger.warning(
+                    "collector.no_groups", metadata: ["detail": "the collector has no /v1/batch-groups: batches go alone for \(groupsRefused.length)"])
+                groupsRefused.start()
                 var outcomes: [Result<CollectResult, any Error>] = []
                 for batch in group { outcomes.append(await alone(batch)) }
                 return outcomes
@@ -95,11 +101,27 @@ final class CollectorCalls: Sendable {
         }
     }
 
-    /// A flag set once, read by every call.
-    private final class Flag: Sendable {
-        private let value = Atomic<Bool>(false)
-        var isSet: Bool { value.load(ordering: .relaxed) }
-        func set() { value.store(true, ordering: .relaxed) }
+    /// A while during which something is off, started by one call and read by every call.
+    private final class Pause: Sendable {
+        let length: Duration
+        private let origin = ContinuousClock.now
+        /// When the pause ends, in nanoseconds after `origin`; 0 when it never started.
+        private let end = Atomic<Int64>(0)
+
+        init(length: Duration) { self.length = length }
+
+        var isOn: Bool {
+            let end = end.load(ordering: .relaxed)
+            return end != 0 && elapsed < end
+        }
+
+        func start() { end.store(elapsed + Self.nanoseconds(length), ordering: .relaxed) }
+
+        private var elapsed: Int64 { Self.nanoseconds(origin.duration(to: .now)) }
+
+        private static func nanoseconds(_ duration: Duration) -> Int64 {
+            duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
+        }
     }
 }
 

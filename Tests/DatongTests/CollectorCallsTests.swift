@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import BenchSupport
 import DatongContracts
 import DatongRuntime
@@ -5,6 +6,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import NIOCore
 import Synchronization
 import Testing
@@ -92,6 +94,65 @@ struct CollectorCallsTests {
         let (batches, records, groups) = seen.withLock { $0 }
         #expect(groups >= 1, "the gateway tried a group")
         #expect(batches == Self.uploads && records == 2 * Self.uploads, "every batch went alone, once")
+    }
+
+    @Test("after a collector refused a group (404), groups are tried again a while later: the collectors may have been upgraded")
+    func groupsTriedAgain() async throws {
+        let upgraded = Atomic<Bool>(false)
+        let seen = Mutex<(alone: Int, refused: Int, groups: Int)>((0, 0, 0))
+        let router = Router()
+        router.post("/v1/batches") { request, _ -> Response in
+            let batch = try CollectBatch(jsonBytes: Array(try await request.body.collect(upTo: 1 << 20).readableBytesView))
+            seen.withLock { $0.alone += 1 }
+            try await Task.sleep(for: .milliseconds(20))  // so the other batches wait, and fold
+            let result = CollectResult(stored: batch.records.count, duplicates: 0, rejected: 0)
+            return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: result.jsonBytes)))
+        }
+        router.post("/v1/batch-groups") { request, _ -> Response in
+            guard upgraded.load(ordering: .relaxed) else {
+                seen.withLock { $0.refused += 1 }
+                return Response(status: .notFound)
+            }
+            let group = try CollectBatchGroup(jsonBytes: Array(try await request.body.collect(upTo: 1 << 20).readableBytesView))
+            seen.withLock { $0.groups += 1 }
+            let answer = CollectGroupResult(
+                outcomes: group.batches.map { .written(CollectResult(stored: $0.records.count, duplicates: 0, rejected: 0)) })
+            return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: answer.jsonBytes)))
+        }
+        let stub = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+        try await stub.test(.live) { collector in
+            let http = HTTPClient.forServices(connectTimeout: .seconds(2))
+            let client = ServiceClient(name: "collector", baseURL: "http://127.0.0.1:\(collector.port!)", http: http, timeout: .seconds(5))
+            let calls = CollectorCalls(collector: client, maxCalls: 1, maxGroupBytes: 1 << 20, groupsRetry: .milliseconds(300))
+            // Twelve uploads at once with one call slot: the first goes alone, the others wait and fold.
+            func storeAtOnce() async throws {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for number in 0..<12 {
+                        group.addTask {
+                            let record = CollectRecord(
+                                project: "default", type: "track", event: "E", time: Self.base + Int64(number), distinctId: "d", userId: 1,
+                                properties: "{}")
+                            let result = try await calls.store(
+                                CollectBatch(receivedAt: Self.base, records: [record]), requestID: "r\(number)", logger: Logger(label: "test"))
+                            #expect(result.stored == 1)
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+            }
+            do {
+                try await storeAtOnce()
+                #expect(seen.withLock { $0.refused } >= 1 && seen.withLock { $0.alone } == 12, "the older collector took every batch alone")
+                upgraded.store(true, ordering: .relaxed)
+                try await Task.sleep(for: .milliseconds(400))
+                try await storeAtOnce()
+                #expect(seen.withLock { $0.groups } >= 1, "groups were tried again once the pause ended: \(seen.withLock { $0 })")
+            } catch {
+                try await http.shutdown()
+                throw error
+            }
+            try await http.shutdown()
+        }
     }
 
     @Test("a collector without the route it is called on (404) makes the upload a 503 the SDK retries, never a 400 it drops")
