@@ -84,7 +84,7 @@ extension IncomingBatch: WireDecodable {
 
     /// The batches of a group (`POST /v1/batch-groups`), each read on its own: a batch that is
     /// not one is refused alone, with the problem `CollectBatch(wire:path:)` names.
-    static func group(jsonBytes body: [UInt8]) throws(ContractDecodingError) -> [Result<IncomingBatch, ContractDecodingError>] {
+    package static func group(jsonBytes body: [UInt8]) throws(ContractDecodingError) -> [Result<IncomingBatch, ContractDecodingError>] {
         let root = try WireField.object(body, maxDepth: CollectBatch.maxDepth + 2, "the group")
         guard let list = root["batches"] else { throw ContractDecodingError("batches is missing") }
         return try WireField.array(list, "batches").enumerated().map { index, element in

@@ -17,6 +17,8 @@
 //   batch   the collector's batch decoding and the batch writer: what decodes writes back the same;
 //           the collector's own reader (`IncomingBatch`) agrees with the contract's on what is a
 //           batch, on every record's key, and on which records cannot be stored
+//   group   a group of batches (`POST /v1/batch-groups`): each batch is read on its own, refused
+//           alone exactly when the contract refuses it, and read whole otherwise
 //   envelopes  an encrypted upload's data_list (gzip=9/13 envelopes) with the published test keys of
 //           Tests/Fixtures/sensors: unwrapping, AES, gunzip, records; the storability oracle
 import CLibFuzzer
@@ -117,6 +119,39 @@ let targets: [String: ([UInt8]) -> Void] = [
             violated("a host with a forbidden byte: \(host.debugDescription)", input)
         }
     },
+    "group": { input in
+        func elements() -> [JSONRef]? {
+            guard let root = try? WireField.object(input, maxDepth: CollectBatch.maxDepth + 2, "the group"), let list = root["batches"] else {
+                return nil
+            }
+            return try? WireField.array(list, "batches").map { $0 }
+        }
+        guard let read = try? IncomingBatch.group(jsonBytes: input) else {
+            if elements() != nil { violated("the collector refuses a group whose batches it could read one by one", input) }
+            return
+        }
+        guard let elements = elements(), elements.count == read.count else { violated("the collector reads a group that is not one", input) }
+        for (index, (element, mine)) in zip(elements, read).enumerated() {
+            let contract: Result<CollectBatch, ContractDecodingError>
+            do throws(ContractDecodingError) {
+                contract = .success(try CollectBatch(wire: element, path: "batches[\(index)]"))
+            } catch {
+                contract = .failure(error)
+            }
+            switch (contract, mine) {
+            case (.success(let batch), .success(let incoming)):
+                guard incoming.records.count + incoming.rejected.count == batch.records.count + batch.rejected.count else {
+                    violated("a batch of a group read with other records than the contract's", input)
+                }
+            case (.failure, .failure):
+                // Both refuse; the messages may differ when a batch has several faults, since the
+                // readers check in another order (the first find: no receivedAt and a bad record).
+                break
+            default:
+                violated("a batch of a group read by one reader and refused by the other", input)
+            }
+        }
+    },
     "envelopes": { input in
         guard let keys = testKeys else { violated("run from the repository root: the test keys are missing", input) }
         let text = String(decoding: input, as: UTF8.self).addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
@@ -183,7 +218,9 @@ func writeSeeds(fixtures: URL, output: URL) throws {
                 try write("records", "python-\(index)", json)
                 try write("json", "python-\(index)", json)
                 if let outcome = try? GatewayHarness.prepareUpload(query: "project=default", body: Array(body.utf8), limits: limits, now: now) {
-                    try write("batch", "python-\(index)", CollectBatch(receivedAt: now, records: outcome.accepted).jsonBytes)
+                    let batch = CollectBatch(receivedAt: now, records: outcome.accepted).jsonBytes
+                    try write("batch", "python-\(index)", batch)
+                    try write("group", "python-\(index)", CollectBatchGroup.jsonBytes(joining: [batch, Array(#"{"receivedAt":-1,"records":[]}"#.utf8), batch]))
                 }
             }
         }
