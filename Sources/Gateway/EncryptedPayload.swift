@@ -56,6 +56,14 @@ enum EncryptedPayload {
         }
     }
 
+    /// The bytes of a base64 JSON string, decoded from the document's bytes (unescaped first only
+    /// when it holds an escape, as JSON encoders write `/` as `\/`); nil when it is not a string
+    /// or not base64.
+    private static func base64(_ value: JSONRef) -> [UInt8]? {
+        guard value.kind == .string else { return nil }
+        return value.textBytes.withUnsafeBufferPointer { UploadPayload.decodeBase64(utf8: $0) }
+    }
+
     private static func open(
         _ envelope: JSONRef, limits: UploadLimits, keys: ProjectKeys, budget: inout Int
     ) -> Result<[JSONRef], Problem> {
@@ -63,18 +71,18 @@ enum EncryptedPayload {
         // pkv is a JSON number (Android, iOS); a numeric string is accepted.
         guard let pkv = envelope["pkv"].flatMap({ $0.int64Value ?? $0.stringValue.flatMap { Int64($0) } }).flatMap({ Int(exactly: $0) }), pkv > 0
         else { return .failure(.malformed("no pkv")) }
-        guard let ekeyText = envelope["ekey"]?.stringValue, let ekey = UploadPayload.decodeBase64(ekeyText), !ekey.isEmpty else {
+        guard let ekey = envelope["ekey"].flatMap(Self.base64), !ekey.isEmpty else {
             return .failure(.malformed("no ekey in base64"))
         }
         // `payloads`: a list (gzip=9), a string (gzip=13); iOS rows before a flush say `payload`.
-        var payloads: [String] = []
+        var payloads: [JSONRef] = []
         if let list = envelope["payloads"] ?? envelope["payload"] {
             switch list.kind {
-            case .string: payloads = [list.stringValue ?? ""]
+            case .string: payloads = [list]
             case .array:
                 for item in list.elements {
-                    guard let text = item.stringValue else { return .failure(.malformed("a payload is not a string")) }
-                    payloads.append(text)
+                    guard item.kind == .string else { return .failure(.malformed("a payload is not a string")) }
+                    payloads.append(item)
                 }
             default: return .failure(.malformed("payloads is neither a list nor a string"))
             }
@@ -94,7 +102,7 @@ enum EncryptedPayload {
         }
         var records: [JSONRef] = []
         for payload in payloads {
-            guard let sealed = UploadPayload.decodeBase64(payload) else { return .failure(.malformed("a payload is not base64")) }
+            guard let sealed = Self.base64(payload) else { return .failure(.malformed("a payload is not base64")) }
             let json: [UInt8]
             do {
                 let gzipped = try EnvelopePayload.decrypt(sealed, key: aesKey)
