@@ -27,9 +27,9 @@ package struct IncomingBatch: Sendable {
     let kept: [Int]?
     /// How many records the batch as sent held.
     let sentCount: Int
-    /// Why the whole batch cannot be written, or nil: a batch with a problem is refused whole, its
-    /// rows (written with another `receivedAt`) unused.
-    /// Only what concerns every record is checked here; a bad record is refused alone while reading.
+    /// Why the whole batch cannot be written (only what concerns every record: a bad record is
+    /// refused alone while reading), or nil. A batch with a problem is refused whole; its rows,
+    /// written with another `receivedAt`, are never used.
     package let problem: String?
 
     package struct Record: Sendable {
