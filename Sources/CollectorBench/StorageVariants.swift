@@ -93,21 +93,7 @@ enum StorageBench {
                 _ = try connection.execute("CHECKPOINT")
                 return try connection.query("SELECT pg_current_wal_lsn()::text").rows.first?[0] ?? "0/0"
             }
-            let clock = ContinuousClock()
-            let elapsed = try await clock.measure {
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    let next = WorkCounter()
-                    for _ in 0..<connections {
-                        group.addTask {
-                            while let index = next.take(below: data.count) {
-                                let rows = data[index]
-                                try await pool.transaction { _ = try $0.copyIn(EventRows.copyIntoEvents, data: rows) }
-                            }
-                        }
-                    }
-                    try await group.waitForAll()
-                }
-            }
+            let elapsed = try await copy(data, into: pool, connections: connections)
             let figures = try await pool.withConnection { connection in
                 func number(_ sql: String) throws -> Double {
                     guard let text = try connection.query(sql).rows.first?[0] ?? nil, let value = Double(text) else {
@@ -145,6 +131,25 @@ enum StorageBench {
         } catch {
             await pool.close()
             throw error
+        }
+    }
+
+    /// COPYs each of `data` into `collector.events` in its own transaction, `connections` at a
+    /// time; returns how long it took.
+    static func copy(_ data: [[UInt8]], into pool: PostgresPool, connections: Int) async throws -> Duration {
+        try await ContinuousClock().measure {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                let next = WorkCounter()
+                for _ in 0..<connections {
+                    group.addTask {
+                        while let index = next.take(below: data.count) {
+                            let rows = data[index]
+                            try await pool.transaction { _ = try $0.copyIn(EventRows.copyIntoEvents, data: rows) }
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
         }
     }
 

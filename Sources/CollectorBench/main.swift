@@ -133,21 +133,7 @@ func rawCopy() async throws -> Duration {
             try connection.execute(month.createStatement)
         }
     }
-    let clock = ContinuousClock()
-    let elapsed = try await clock.measure {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            let next = WorkCounter()
-            for _ in 0..<connections {
-                group.addTask {
-                    while let index = next.take(below: data.count) {
-                        let rows = data[index]
-                        try await pool.transaction { _ = try $0.copyIn(EventRows.copyIntoEvents, data: rows) }
-                    }
-                }
-            }
-            try await group.waitForAll()
-        }
-    }
+    let elapsed = try await StorageBench.copy(data, into: pool, connections: connections)
     await pool.close()
     try await check(url)
     return elapsed
