@@ -101,27 +101,16 @@ final class CollectorCalls: Sendable {
         }
     }
 
-    /// A while during which something is off, started by one call and read by every call.
+    /// A while during which groups are not sent, started by one call and read by every call.
     private final class Pause: Sendable {
         let length: Duration
-        private let origin = ContinuousClock.now
-        /// When the pause ends, in nanoseconds after `origin`; 0 when it never started.
-        private let end = Atomic<Int64>(0)
+        private let end = Mutex<ContinuousClock.Instant?>(nil)
 
         init(length: Duration) { self.length = length }
 
-        var isOn: Bool {
-            let end = end.load(ordering: .relaxed)
-            return end != 0 && elapsed < end
-        }
+        var isOn: Bool { end.withLock { $0.map { ContinuousClock.now < $0 } ?? false } }
 
-        func start() { end.store(elapsed + Self.nanoseconds(length), ordering: .relaxed) }
-
-        private var elapsed: Int64 { Self.nanoseconds(origin.duration(to: .now)) }
-
-        private static func nanoseconds(_ duration: Duration) -> Int64 {
-            duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
-        }
+        func start() { end.withLock { $0 = ContinuousClock.now + length } }
     }
 }
 
