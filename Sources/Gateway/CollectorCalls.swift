@@ -126,15 +126,14 @@ struct CollectorCallMetrics: Sendable {
     }
 
     init(registry: PrometheusCollectorRegistry) {
-        calls = registry.makeCounter(
-            descriptor: MetricNameDescriptor(
-                namespace: "datong", subsystem: "gateway", metricName: "collector_calls", unitName: "total",
-                helpText: "Calls to the collector (one batch alone, or a group of the batches that waited)"
-            ))
-        batches = registry.makeCounter(
-            descriptor: MetricNameDescriptor(
-                namespace: "datong", subsystem: "gateway", metricName: "collector_batches", unitName: "total",
-                helpText: "Batches (one per upload or relay) sent to the collector"
-            ))
+        calls = registry.gatewayCounter("collector_calls", "Calls to the collector (one batch alone, or a group of the batches that waited)")
+        batches = registry.gatewayCounter("collector_batches", "Batches (one per upload or relay) sent to the collector")
+    }
+}
+
+extension PrometheusCollectorRegistry {
+    /// `datong_gateway_<name>_total`.
+    func gatewayCounter(_ name: String, _ help: String) -> Counter {
+        makeCounter(descriptor: MetricNameDescriptor(namespace: "datong", subsystem: "gateway", metricName: name, unitName: "total", helpText: help))
     }
 }

@@ -149,16 +149,10 @@ struct IdentityCacheMetrics: Sendable {
     let misses: Counter
 
     init(registry: PrometheusCollectorRegistry) {
-        hits = registry.makeCounter(
-            descriptor: MetricNameDescriptor(
-                namespace: "datong", subsystem: "gateway", metricName: "identity_cache_hits", unitName: "total",
-                helpText: "Records whose user the gateway's identity cache answered"
-            ))
-        misses = registry.makeCounter(
-            descriptor: MetricNameDescriptor(
-                namespace: "datong", subsystem: "gateway", metricName: "identity_cache_misses", unitName: "total",
-                helpText: "Distinct identity records the gateway sent to identity-service to resolve (repeats in one upload are sent once)"
-            ))
+        hits = registry.gatewayCounter("identity_cache_hits", "Records whose user the gateway's identity cache answered")
+        misses = registry.gatewayCounter(
+            "identity_cache_misses",
+            "Distinct identity records the gateway sent to identity-service to resolve (repeats in one upload are sent once)")
     }
 
     func count(hits: Int, asked: Int) {
