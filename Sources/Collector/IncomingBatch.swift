@@ -27,10 +27,6 @@ package struct IncomingBatch: Sendable {
     let kept: [Int]?
     /// How many records the batch as sent held.
     let sentCount: Int
-    /// Why the whole batch cannot be written (only what concerns every record: a bad record is
-    /// refused alone while reading), or nil. A batch with a problem is refused whole; its rows,
-    /// written with another `receivedAt`, are never used.
-    package let problem: String?
 
     package struct Record: Sendable {
         /// The deduplication key (`RecordKey(of:)`'s, computed over the same bytes).
@@ -50,6 +46,16 @@ package struct IncomingBatch: Sendable {
         case profile(CollectRecord)
     }
 
+    /// Why the whole batch cannot be written (only what concerns every record: a bad record is
+    /// refused alone while reading), or nil. A batch with a problem is refused whole; its rows,
+    /// written with another `receivedAt`, are never used.
+    package var problem: String? {
+        Self.canStore(receivedAt: receivedAt) ? nil : "receivedAt \(receivedAt) is not a time from 1970 to 9999 in milliseconds"
+    }
+
+    /// Every row holds `receivedAt` as a timestamp, whose microseconds overflow outside PostgreSQL's range.
+    static func canStore(receivedAt: Int64) -> Bool { (0...StoredTime.latestMillis).contains(receivedAt) }
+
     /// The JSON text of `record`, as it came.
     func rawText(of record: Record) -> String { String(decoding: body[record.raw], as: UTF8.self) }
 
@@ -57,7 +63,7 @@ package struct IncomingBatch: Sendable {
     func part(_ range: Range<Int>) -> IncomingBatch {
         IncomingBatch(
             receivedAt: receivedAt, body: body, eventRows: eventRows, records: Array(records[range]),
-            rejected: range.lowerBound == 0 ? rejected : [], kept: nil, sentCount: range.count, problem: problem
+            rejected: range.lowerBound == 0 ? rejected : [], kept: nil, sentCount: range.count
         )
     }
 
@@ -116,11 +122,10 @@ extension IncomingBatch: WireDecodable {
             }
         }
         guard let receivedAt else { throw ContractDecodingError("\(at("receivedAt")) is missing") }
-        // Every row holds receivedAt as a timestamp, whose microseconds overflow outside PostgreSQL's
-        // range; such a batch is read (its records are checked as always) but never written.
-        let problem = (0...StoredTime.latestMillis).contains(receivedAt) ? nil : "receivedAt \(receivedAt) is not a time from 1970 to 9999 in milliseconds"
+        // A batch PostgreSQL cannot hold is read all the same (its records checked as always), with
+        // rows that are never written.
         var reader = RecordReader(
-            document: root.document, receivedAt: problem == nil ? receivedAt : 0, rejected: rejected, count: recordIndexes.count,
+            document: root.document, receivedAt: Self.canStore(receivedAt: receivedAt) ? receivedAt : 0, rejected: rejected, count: recordIndexes.count,
             bytes: Int(root.entry.end - root.entry.start))
         try root.document.bytes.withUnsafeBufferPointer { (bytes) throws(ContractDecodingError) in
             try root.document.entries.withUnsafeBufferPointer { (entries) throws(ContractDecodingError) in
@@ -131,7 +136,7 @@ extension IncomingBatch: WireDecodable {
         }
         self.init(
             receivedAt: receivedAt, body: root.document.bytes, eventRows: reader.rows.bytes, records: reader.records, rejected: reader.rejected,
-            kept: reader.refusedAny ? reader.kept : nil, sentCount: recordIndexes.count, problem: problem
+            kept: reader.refusedAny ? reader.kept : nil, sentCount: recordIndexes.count
         )
     }
 }
