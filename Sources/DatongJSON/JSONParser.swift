@@ -372,10 +372,10 @@ package struct JSONParser {
         var escaped = false
         var ascii = true
         while true {
-            // Printable ASCII is nearly every byte of an SDK string: skip it in a tight loop.
-            while index < bytes.count, bytes[index] &- 0x20 < 0x60, bytes[index] != UInt8(ascii: "\""), bytes[index] != UInt8(ascii: "\\") {
-                index += 1
-            }
+            // Nearly every byte of an SDK string is plain: skip eight at a time, then byte by byte
+            // to the end of the run. After a first byte beyond ASCII, those are plain too (the
+            // whole string is checked as UTF-8 at its end).
+            index = JSONParser.plainRunEnd(bytes, from: index, beyondASCIIIsPlain: !ascii)
             guard index < bytes.count else { throw failure(.syntax) }
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") { break }
@@ -439,6 +439,40 @@ package struct JSONParser {
         append(.number, flag: isInteger, start: start, end: index)
     }
 
+    /// Where the run of plain string bytes starting at `start` ends: the first `"`, `\\`, control
+    /// byte, or (unless `beyondASCIIIsPlain`) byte ≥ 0x80, or the end of `bytes`. Eight bytes are
+    /// tested at once: a byte is flagged where it equals `"` or `\\`, is below 0x20, or has its high
+    /// bit set. The zero-byte test `(v - 0x01…) & ~v & 0x80…` can flag a byte above a true one (a
+    /// borrow carries upward), never one below it, so the lowest flag is exact.
+    @inline(__always)
+    static func plainRunEnd(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int, beyondASCIIIsPlain: Bool) -> Int {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        let highMask: UInt64 = beyondASCIIIsPlain ? 0 : highs
+        var index = start
+        if let base = bytes.baseAddress {
+            let raw = UnsafeRawPointer(base)
+            while index + 8 <= bytes.count {
+                let word = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: index, as: UInt64.self))
+                let quote = word ^ (ones &* 0x22)
+                let backslash = word ^ (ones &* 0x5C)
+                let flags =
+                    ((quote &- ones) & ~quote | (backslash &- ones) & ~backslash | (word &- ones &* 0x20) & ~word) & highs
+                    | word & highMask
+                if flags != 0 { return index + flags.trailingZeroBitCount / 8 }
+                index += 8
+            }
+        }
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 || (byte >= 0x80 && !beyondASCIIIsPlain) {
+                return index
+            }
+            index += 1
+        }
+        return index
+    }
+
     private func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
 
     package static func hexValue(_ byte: UInt8) -> UInt32? {
@@ -454,7 +488,13 @@ package struct JSONParser {
     package static func isValidUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         var index = 0
         let count = bytes.count
+        let raw = UnsafeRawPointer(bytes.baseAddress)
         while index < count {
+            // ASCII eight bytes at a time.
+            if let raw, index + 8 <= count, raw.loadUnaligned(fromByteOffset: index, as: UInt64.self) & 0x8080_8080_8080_8080 == 0 {
+                index += 8
+                continue
+            }
             let lead = bytes[index]
             if lead < 0x80 {
                 index += 1
@@ -495,49 +535,59 @@ package struct JSONParser {
     /// The UTF-8 text of a string the parser checked, escapes resolved. A lone surrogate becomes
     /// U+FFFD: browsers produce them and PostgreSQL cannot store them.
     package static func unescape(_ raw: UnsafeBufferPointer<UInt8>) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(raw.count)
-        var index = raw.startIndex
-        func hex4(at position: Int) -> UInt32 {
-            var value: UInt32 = 0
-            for offset in 0..<4 { value = value << 4 | (hexValue(raw[position + offset]) ?? 0) }
-            return value
-        }
-        while index < raw.endIndex {
-            // Copy the run up to the next backslash at once: most of an escaped string is plain.
-            var end = index
-            while end < raw.endIndex, raw[end] != UInt8(ascii: "\\") { end += 1 }
-            if end > index {
-                out.append(contentsOf: UnsafeBufferPointer(rebasing: raw[index..<end]))
-                index = end
-                continue
+        // Never longer than the escaped text: `\\X` is 2 bytes for 1, `\\uXXXX` 6 for at most 3,
+        // a surrogate pair 12 for 4.
+        [UInt8](unsafeUninitializedCapacity: raw.count) { out, written in
+            guard let source = raw.baseAddress, let target = out.baseAddress else { return }
+            var index = 0
+            var count = 0
+            func hex4(at position: Int) -> UInt32 {
+                var value: UInt32 = 0
+                for offset in 0..<4 { value = value << 4 | (hexValue(raw[position + offset]) ?? 0) }
+                return value
             }
-            let escaped = raw[index + 1]
-            index += 2
-            switch escaped {
-            case UInt8(ascii: "b"): out.append(0x08)
-            case UInt8(ascii: "f"): out.append(0x0C)
-            case UInt8(ascii: "n"): out.append(0x0A)
-            case UInt8(ascii: "r"): out.append(0x0D)
-            case UInt8(ascii: "t"): out.append(0x09)
-            case UInt8(ascii: "u"):
-                let first = hex4(at: index)
-                index += 4
-                var scalar = Unicode.Scalar(first) ?? "\u{FFFD}"
-                if (0xD800...0xDBFF).contains(first) {
-                    scalar = "\u{FFFD}"
-                    if index + 5 < raw.endIndex, raw[index] == UInt8(ascii: "\\"), raw[index + 1] == UInt8(ascii: "u") {
-                        let second = hex4(at: index + 2)
-                        if (0xDC00...0xDFFF).contains(second) {
-                            scalar = Unicode.Scalar(0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00))!
-                            index += 6
+            while index < raw.count {
+                // Copy the run up to the next backslash at once: most of an escaped string is plain.
+                var end = index
+                while end < raw.count, raw[end] != UInt8(ascii: "\\") { end += 1 }
+                if end > index {
+                    (target + count).update(from: source + index, count: end - index)
+                    count += end - index
+                    index = end
+                    continue
+                }
+                let escaped = raw[index + 1]
+                index += 2
+                switch escaped {
+                case UInt8(ascii: "b"): target[count] = 0x08
+                case UInt8(ascii: "f"): target[count] = 0x0C
+                case UInt8(ascii: "n"): target[count] = 0x0A
+                case UInt8(ascii: "r"): target[count] = 0x0D
+                case UInt8(ascii: "t"): target[count] = 0x09
+                case UInt8(ascii: "u"):
+                    let first = hex4(at: index)
+                    index += 4
+                    var scalar = Unicode.Scalar(first) ?? "\u{FFFD}"
+                    if (0xD800...0xDBFF).contains(first) {
+                        scalar = "\u{FFFD}"
+                        if index + 5 < raw.count, raw[index] == UInt8(ascii: "\\"), raw[index + 1] == UInt8(ascii: "u") {
+                            let second = hex4(at: index + 2)
+                            if (0xDC00...0xDFFF).contains(second) {
+                                scalar = Unicode.Scalar(0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00))!
+                                index += 6
+                            }
                         }
                     }
+                    for byte in UTF8.encode(scalar)! {
+                        target[count] = byte
+                        count += 1
+                    }
+                    continue
+                default: target[count] = escaped
                 }
-                UTF8.encode(scalar) { out.append($0) }
-            default: out.append(escaped)
+                count += 1
             }
+            written = count
         }
-        return out
     }
 }

@@ -41,6 +41,32 @@ struct JSONParserTests {
         #expect(try parse(#""x\ud800y""#) == .string("x\u{FFFD}y"))
     }
 
+    /// The parser skips plain string bytes eight at a time and unescapes into a buffer sized by
+    /// the escaped text, so a special byte or escape must be found wherever it falls in a word:
+    /// each is put at every position of strings 0–19 bytes long, after ASCII or after a byte
+    /// beyond it, and the answer must be Foundation's.
+    @Test("special bytes and escapes are read at every position of a string, as Foundation reads them")
+    func everyPosition() throws {
+        let pieces: [[UInt8]] = [
+            [0x22], Array(#"\""#.utf8), Array(#"\\"#.utf8), Array(#"\n"#.utf8), Array(#"\u00e9"#.utf8), Array(#"\ud83d\ude00"#.utf8),
+            [0x01], [0x1F], [0x20], [0x7F], [0xC3, 0xA9], [0xE5, 0xBC, 0x95], [0xFF], [0xC3, 0x61], [0x5C, 0x78],
+        ]
+        for lead in [[UInt8](), [0xC3, 0xA9]] {
+            for length in 0..<20 {
+                for position in 0...length {
+                    for piece in pieces {
+                        var text = lead + [UInt8](repeating: UInt8(ascii: "a"), count: length)
+                        text.insert(contentsOf: piece, at: lead.count + position)
+                        let document = [0x22] + text + [0x22]
+                        let expected = try? JSONSerialization.jsonObject(with: Data(document), options: .fragmentsAllowed) as? String
+                        let ours = try? JSONParser.parse(document, maxDepth: 4).root.stringValue
+                        #expect(ours == expected, "\(document)")
+                    }
+                }
+            }
+        }
+    }
+
     @Test(
         "malformed documents are refused",
         arguments: [
