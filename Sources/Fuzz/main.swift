@@ -12,7 +12,8 @@
 //   relay   a bridge relay body: the app context, the three message forms, verification, rewriting
 //           and record checks; the same storability oracle
 //   gzip    the bounded multi-member gzip inflater; never more output than the limit
-//   json    the tape parser and its readers: unescaping, integers, numbers, entry links in bounds
+//   json    the tape parser and its readers: unescaping, integers, numbers, entry links in bounds;
+//           every string reads as Foundation reads it, where Foundation reads it
 //   url     the WHATWG-style URL reader for server_url and page hosts; hosts hold no forbidden byte
 //   batch   the collector's batch decoding and the batch writer: what decodes writes back the same;
 //           the collector's own reader (`IncomingBatch`) agrees with the contract's on what is a
@@ -103,7 +104,16 @@ let targets: [String: ([UInt8]) -> Void] = [
             let value = JSONRef(document: document, index: index)
             switch entry.kind {
             case .string:
-                if !Array(value.textBytes).withUnsafeBufferPointer(JSONParser.isValidUTF8) { violated("unescaped text is not UTF-8", input) }
+                let text = Array(value.textBytes)
+                if !text.withUnsafeBufferPointer(JSONParser.isValidUTF8) { violated("unescaped text is not UTF-8", input) }
+                // Foundation reads the same string the same way, where it reads it (it refuses a
+                // lone surrogate, which the parser replaces).
+                let quoted = Data([0x22] + input[Int(entry.start)..<Int(entry.end)] + [0x22])
+                if index < 64, let expected = try? JSONSerialization.jsonObject(with: quoted, options: .fragmentsAllowed) as? String,
+                    Array(expected.utf8) != text
+                {
+                    violated("a string reads otherwise than with Foundation", input)
+                }
             case .number:
                 _ = value.int64Value
                 _ = value.doubleValue
