@@ -145,17 +145,20 @@ package struct RecordNormalizer: Sendable {
         let originalID = user?.originalID ?? fields.originalID?.stringValue
         let libMethod = lib?["$lib_method"]?.stringValue
         let libDetail = lib?["$lib_detail"]?.stringValue
-        if let detail = libDetail, detail.utf8.count > limits.maxStringLength || detail.utf8.contains(0) {
+        if var detail = libDetail, detail.withUTF8({ $0.count > limits.maxStringLength || $0.contains(0) }) {
             return reject("lib.$lib_detail is over \(limits.maxStringLength) bytes or holds a NUL character")
         }
-        var storedTexts: [(String, String?)] = [
+        let storedTexts: [(StaticString, String?)] = [
             ("distinct_id", distinctID), ("anonymous_id", anonymousID), ("login_id", loginID), ("original_id", originalID),
             ("item_id", itemID), ("lib.$lib", libName), ("lib.$lib_version", libVersion), ("lib.$app_version", appVersion),
             ("lib.$lib_method", libMethod),
         ]
-        for (key, value) in identities ?? [:] { storedTexts.append(("identity '\(key)'", value)) }
         for (field, value) in storedTexts {
             if let problem = Self.idProblem(value) { return reject("\(field) \(problem)") }
+        }
+        // The label is made only for a refusal: every record has identities.
+        for (key, value) in identities ?? [:] {
+            if let problem = Self.idProblem(value) { return reject("identity '\(key)' \(problem)") }
         }
 
         let presets = isEvent ? bridged?.presets ?? [] : []
@@ -284,9 +287,11 @@ package struct RecordNormalizer: Sendable {
     /// PostgreSQL refuses NUL characters, and ids are at most 255 bytes of UTF-8 (the SDKs cut
     /// them at 255, and identity-service links nothing longer).
     static func idProblem(_ value: String?) -> String? {
-        guard let value else { return nil }
-        if value.utf8.contains(0) { return "contains a NUL character" }
-        if value.utf8.count > IDRule.maxBytes { return "is \(value.utf8.count) bytes long; the limit is \(IDRule.maxBytes)" }
+        guard var value else { return nil }
+        // Over the contiguous bytes: the UTF-8 view's iterator was 1% of the gateway's samples.
+        let (count, hasNUL) = value.withUTF8 { ($0.count, $0.contains(0)) }
+        if hasNUL { return "contains a NUL character" }
+        if count > IDRule.maxBytes { return "is \(count) bytes long; the limit is \(IDRule.maxBytes)" }
         return nil
     }
 
