@@ -89,11 +89,9 @@ struct UploadHandler: Sendable {
                 body: .init(byteBuffer: ByteBuffer(bytes: Self.pixel))
             )
         case .upload:
-            return try jsonResponse(
+            return jsonResponse(
                 .ok,
-                encoding: UploadAnswer(
-                    stored: result.stored, duplicates: result.duplicates, rejected: result.rejected, problems: problems
-                ))
+                bytes: UploadAnswer(stored: result.stored, duplicates: result.duplicates, rejected: result.rejected, problems: problems).jsonBytes)
         }
     }
 
@@ -122,6 +120,27 @@ struct UploadAnswer: Codable, Sendable, Equatable {
     let duplicates: Int
     let rejected: Int
     let problems: [RecordProblem]
+}
+
+extension UploadAnswer {
+    /// The answer as JSON, keys sorted as `jsonResponse(encoding:)` writes them, by hand: one per
+    /// upload, and `JSONEncoder` was 0.8% of the gateway's samples.
+    var jsonBytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(64 + problems.count * 64)
+        var answer = JSONObjectWriter(&out)
+        answer.int("duplicates", Int64(duplicates), &out)
+        answer.array("problems", count: problems.count, &out) { position, out in
+            var object = JSONObjectWriter(&out)
+            object.int("index", Int64(problems[position].index), &out)
+            object.string("reason", problems[position].reason, &out)
+            object.finish(&out)
+        }
+        answer.int("rejected", Int64(rejected), &out)
+        answer.int("stored", Int64(stored), &out)
+        answer.finish(&out)
+        return out
+    }
 }
 
 private struct DebugProblems: Encodable {

@@ -63,7 +63,7 @@ struct BridgeRulesTests {
         return object
     }
 
-    @Test("the relay's answer is written by hand as JSONEncoder wrote it: keys sorted, the same text")
+    @Test("the relay's and the upload's answers are written by hand as JSONEncoder wrote them: keys sorted, the same text")
     func answerText() throws {
         let answer = BridgeAnswer(
             stored: 2, duplicates: 1, rejected: 1, ignored: 1,
@@ -75,6 +75,14 @@ struct BridgeRulesTests {
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         #expect(String(decoding: answer.jsonBytes, as: UTF8.self) == String(decoding: try encoder.encode(answer), as: UTF8.self))
         #expect(try JSONDecoder().decode(BridgeAnswer.self, from: Data(answer.jsonBytes)) == answer)
+        for upload in [
+            UploadAnswer(stored: 3, duplicates: 0, rejected: 0, problems: []),
+            UploadAnswer(
+                stored: 1, duplicates: 2, rejected: 2,
+                problems: [RecordProblem(index: 0, reason: "a/b \"q\" é\n\u{1}\\"), RecordProblem(index: 7, reason: "")]),
+        ] {
+            #expect(String(decoding: upload.jsonBytes, as: UTF8.self) == String(decoding: try encoder.encode(upload), as: UTF8.self))
+        }
     }
 
     @Test("all three message forms carry the same record", arguments: ["ios", "ios_old", "android"])
