@@ -439,9 +439,9 @@ package struct JSONParser {
         append(.number, flag: isInteger, start: start, end: index)
     }
 
-    /// Where the run of plain string bytes starting at `start` ends: the first `"`, `\\`, control
+    /// Where the run of plain string bytes starting at `start` ends: the first `"`, `\`, control
     /// byte, or (unless `beyondASCIIIsPlain`) byte ≥ 0x80, or the end of `bytes`. Eight bytes are
-    /// tested at once: a byte is flagged where it equals `"` or `\\`, is below 0x20, or has its high
+    /// tested at once: a byte is flagged where it equals `"` or `\`, is below 0x20, or has its high
     /// bit set. The zero-byte test `(v - 0x01…) & ~v & 0x80…` can flag a byte above a true one (a
     /// borrow carries upward), never one below it, so the lowest flag is exact.
     @inline(__always)
@@ -535,7 +535,7 @@ package struct JSONParser {
     /// The UTF-8 text of a string the parser checked, escapes resolved. A lone surrogate becomes
     /// U+FFFD: browsers produce them and PostgreSQL cannot store them.
     package static func unescape(_ raw: UnsafeBufferPointer<UInt8>) -> [UInt8] {
-        // Never longer than the escaped text: `\\X` is 2 bytes for 1, `\\uXXXX` 6 for at most 3,
+        // Never longer than the escaped text: `\X` is 2 bytes for 1, `\uXXXX` 6 for at most 3,
         // a surrogate pair 12 for 4.
         [UInt8](unsafeUninitializedCapacity: raw.count) { out, written in
             guard let source = raw.baseAddress, let target = out.baseAddress else { return }
@@ -551,7 +551,7 @@ package struct JSONParser {
                 var end = index
                 while end < raw.count, raw[end] != UInt8(ascii: "\\") { end += 1 }
                 if end > index {
-                    (target + count).update(from: source + index, count: end - index)
+                    (target + count).initialize(from: source + index, count: end - index)
                     count += end - index
                     index = end
                     continue
@@ -559,11 +559,11 @@ package struct JSONParser {
                 let escaped = raw[index + 1]
                 index += 2
                 switch escaped {
-                case UInt8(ascii: "b"): target[count] = 0x08
-                case UInt8(ascii: "f"): target[count] = 0x0C
-                case UInt8(ascii: "n"): target[count] = 0x0A
-                case UInt8(ascii: "r"): target[count] = 0x0D
-                case UInt8(ascii: "t"): target[count] = 0x09
+                case UInt8(ascii: "b"): (target + count).initialize(to: 0x08)
+                case UInt8(ascii: "f"): (target + count).initialize(to: 0x0C)
+                case UInt8(ascii: "n"): (target + count).initialize(to: 0x0A)
+                case UInt8(ascii: "r"): (target + count).initialize(to: 0x0D)
+                case UInt8(ascii: "t"): (target + count).initialize(to: 0x09)
                 case UInt8(ascii: "u"):
                     let first = hex4(at: index)
                     index += 4
@@ -579,11 +579,11 @@ package struct JSONParser {
                         }
                     }
                     for byte in UTF8.encode(scalar)! {
-                        target[count] = byte
+                        (target + count).initialize(to: byte)
                         count += 1
                     }
                     continue
-                default: target[count] = escaped
+                default: (target + count).initialize(to: escaped)
                 }
                 count += 1
             }
