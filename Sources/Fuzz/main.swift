@@ -108,8 +108,10 @@ let targets: [String: ([UInt8]) -> Void] = [
                 if !text.withUnsafeBufferPointer(JSONParser.isValidUTF8) { violated("unescaped text is not UTF-8", input) }
                 // Foundation reads the same string the same way, where it reads it (it refuses a
                 // lone surrogate, which the parser replaces).
-                let quoted = Data([0x22] + input[Int(entry.start)..<Int(entry.end)] + [0x22])
-                if index < 64, let expected = try? JSONSerialization.jsonObject(with: quoted, options: .fragmentsAllowed) as? String,
+                // The first 64 entries only: Foundation is slow, and the fuzzer's inputs are small.
+                if index < 64,
+                    let expected = try? JSONSerialization.jsonObject(
+                        with: Data([0x22] + input[Int(entry.start)..<Int(entry.end)] + [0x22]), options: .fragmentsAllowed) as? String,
                     Array(expected.utf8) != text
                 {
                     violated("a string reads otherwise than with Foundation", input)
