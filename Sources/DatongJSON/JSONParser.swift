@@ -548,8 +548,9 @@ package struct JSONParser {
             }
             while index < raw.count {
                 // Copy the run up to the next backslash at once: most of an escaped string is plain.
-                var end = index
-                while end < raw.count, raw[end] != UInt8(ascii: "\\") { end += 1 }
+                // A checked string holds no raw quote or control byte, so the parser's scan stops
+                // only at a backslash.
+                let end = plainRunEnd(raw, from: index, beyondASCIIIsPlain: true)
                 if end > index {
                     (target + count).initialize(from: source + index, count: end - index)
                     count += end - index
