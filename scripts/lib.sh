@@ -99,6 +99,17 @@ pg_synchronous() {
         -c "ALTER SYSTEM SET synchronous_standby_names = '$2'" -c "SELECT pg_reload_conf()" >/dev/null
 }
 
+# pg_warm_wal PORT: makes a new cluster write its WAL as one that has run for a while does, into
+# recycled segment files. A new cluster has almost none, so its first ~600 MB of WAL go into new
+# 16 MB files that PostgreSQL first fills with zeros (wal_init_zero), and a benchmark's first round
+# paid for that: p99 60-100 ms at half rate instead of 10-20 (docs/BENCHMARKS.md). About 600 MB of
+# WAL from a scratch table, then a checkpoint, which keeps the files for reuse.
+pg_warm_wal() {
+    psql -h 127.0.0.1 -p "$1" -U postgres -d postgres -q -v ON_ERROR_STOP=1 \
+        -c "CREATE TABLE datong_wal_warmup AS SELECT g, repeat('x', 1000) AS filler FROM generate_series(1, 600000) g" \
+        -c "DROP TABLE datong_wal_warmup" -c "CHECKPOINT" >/dev/null
+}
+
 # haproxy_config OUT SERVICE:PORT:REPLICA_PORT,REPLICA_PORT… …: deploy/haproxy/local.cfg with the
 # port each balancer listens on and one server line per replica filled in, written to OUT.
 haproxy_config() {
