@@ -172,6 +172,7 @@ func runRound(_ number: Int, url: String, preloaded: Int = 0) async throws -> Ro
     do {
         try await fleet.startAll()
         _ = try await HTTPLoad.run(port: fleet.gatewayPort, requests: warmUp, connections: connections, check: acknowledged)
+        try await analyze(url: url)
         let cpuBefore = cpuSnapshot(fleet)
         let full = try await HTTPLoad.run(port: fleet.gatewayPort, requests: fullSpeed, connections: connections, check: acknowledged)
         let cpuAfter = cpuSnapshot(fleet)
@@ -210,6 +211,22 @@ func runRound(_ number: Int, url: String, preloaded: Int = 0) async throws -> Ro
 /// Checks that every acknowledged event is stored exactly once (nothing rejected), then takes the
 /// stored rows out, empties the table and COPYs the same rows back into it over 4 connections,
 /// 10,000 rows per COPY and transaction, as collector-bench's baseline does.
+/// Gives the round's database the planner statistics a running deployment has: autovacuum analyzes
+/// a table within a minute of its first rows, but a round is over before then. Without statistics
+/// the planner takes `project = $1` to match 0.5% of a table, not all of it (one project), and the
+/// generic plan it caches for identity-service's owner lookup scans every identity of the project
+/// (docs/BENCHMARKS.md).
+func analyze(url: String) async throws {
+    let pool = PostgresPool(url: url, maxConnections: 1, logger: logger)
+    do {
+        try await pool.withConnection { _ = try $0.execute("ANALYZE") }
+        await pool.close()
+    } catch {
+        await pool.close()
+        throw error
+    }
+}
+
 func rawCopy(url: String, expected: Int) async throws -> Double {
     let pool = PostgresPool(url: url, maxConnections: 4, logger: logger)
     do {
