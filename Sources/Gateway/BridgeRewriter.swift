@@ -19,6 +19,9 @@ package struct AppContext: Sendable, Equatable {
     var pageURL: String?
     /// The presets of `properties` that replace the page's on bridged events, sorted by key.
     let presets: [PropertyPreset]
+    /// The `server_url` of the relay's last record and the server it names: a page's messages all
+    /// name the same one, and reading a URL (`WebURL`) for every message was 6% of a relay's time.
+    fileprivate var lastServer: KnownServerURL?
 
     /// Reads and checks the `app` object; a problem is a 400 for the whole relay. What the app sends
     /// ends up on every relayed event, so it meets the same rules as a record's own fields.
@@ -139,7 +142,14 @@ enum BridgeRewriter {
         guard let url = fields.serverURL?.stringValue else {
             return .failure(.init("the record has no server_url, so where the page meant to send it cannot be checked"))
         }
-        guard let target = ServerTarget(url: url) else {
+        let known: KnownServerURL
+        if let last = app.lastServer, last.url == url {
+            known = last
+        } else {
+            known = KnownServerURL(url: url, target: ServerTarget(url: url))
+            app.lastServer = known
+        }
+        guard let target = known.target else {
             return .failure(.init("the record's server_url '\(UntrustedText.quoted(url, limit: 200))' is not a URL with a host"))
         }
         let matchesApp = target == app.server && target.project == project
@@ -203,4 +213,10 @@ enum BridgeRewriter {
         }
         return .success(BridgeOverrides(user: user, appVersion: app.appVersion, presets: app.presets))
     }
+}
+
+/// A `server_url` as sent and the server it names (nil: not a URL with a host).
+private struct KnownServerURL: Sendable, Equatable {
+    let url: String
+    let target: ServerTarget?
 }
