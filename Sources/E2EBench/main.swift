@@ -495,8 +495,8 @@ let markdown = """
 
     Written by `scripts/bench e2e` on \(report.date) (\(report.machine); every service, PostgreSQL and the
     load generator on this one machine). \(rounds) rounds, medians; each round: a fresh database, the four
-    release-built services as separate processes, a warm-up of \(returningDevices) requests, then
-    \(requestCount) requests of \(recordsPerRequest) records as fast as \(connections) keep-alive connections
+    release-built services as separate processes, a warm-up of \(returningDevices) requests and `ANALYZE` (as
+    autovacuum does in a deployment), then \(requestCount) requests of \(recordsPerRequest) records as fast as \(connections) keep-alive connections
     are answered, then \(requestCount / 2) more at half that rate. Peak RSS is the highest `VmHWM` of any round.
     Events/s of each round at full speed: \(results.map { String(Int($0.eventsPerSecond)) }.joined(separator: ", "))\(
         volumeResults.isEmpty ? "" : "; at volume: " + volumeResults.map { String(Int($0.eventsPerSecond)) }.joined(separator: ", ")).\(
