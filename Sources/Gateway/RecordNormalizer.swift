@@ -122,6 +122,7 @@ package struct RecordNormalizer: Sendable {
         } else if let raw = fields.identities {
             guard raw.isObject else { return reject("identities is not a JSON object") }
             var pairs: [String: String] = [:]
+            pairs.reserveCapacity(Int(raw.entry.count))
             for (keyRef, value) in raw.members {
                 let key = keyRef.stringValue ?? ""
                 guard let text = value.stringValue else { return reject("identity '\(UntrustedText.quoted(key))' is not a string") }

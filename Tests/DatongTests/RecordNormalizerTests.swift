@@ -65,6 +65,26 @@ struct RecordNormalizerTests {
         #expect(a.collect.properties == #"{"a":"x\"y","b":1}"#)
     }
 
+    @Test("stored keys are in byte order however long the prefix they share, a repeated one keeping its last value")
+    func keyOrder() throws {
+        let keys = [
+            "$screen_height", "$screen_width", "$screen_", "$screen_heightx", "$lib", "$lib_version", "a", "A", "_", "$", "Z9",
+            "aaaaaaaa", "aaaaaaaab", "aaaaaaab", "aaaaaaa", "$screen_height",
+        ]
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<20 {
+            let sent = keys.enumerated().shuffled(using: &generator)
+            let members = sent.map { "\"\($0.element)\":\($0.offset)" }.joined(separator: ",")
+            let json = #"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"# + members + "}}"
+            // The oracle: byte order of the distinct keys, each with the value sent last.
+            var last: [String: Int] = [:]
+            for (offset, key) in sent { last[key] = offset }
+            let expected = last.keys.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+                .map { "\"\($0)\":\(last[$0]!)" }.joined(separator: ",")
+            #expect(try normalize(json).get().collect.properties == "{" + expected + "}")
+        }
+    }
+
     @Test("implicit event names for signup, bind and unbind")
     func implicitEvents() throws {
         let signup = try normalize(#"{"type":"track_signup","time":1795273119736,"distinct_id":"u","original_id":"a"}"#).get()
