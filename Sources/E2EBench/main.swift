@@ -208,9 +208,6 @@ func runRound(_ number: Int, url: String, preloaded: Int = 0) async throws -> Ro
     }
 }
 
-/// Checks that every acknowledged event is stored exactly once (nothing rejected), then takes the
-/// stored rows out, empties the table and COPYs the same rows back into it over 4 connections,
-/// 10,000 rows per COPY and transaction, as collector-bench's baseline does.
 /// Gives the round's database the planner statistics a running deployment has: autovacuum analyzes
 /// a table within a minute of its first rows, but a round is over before then. Without statistics
 /// the planner takes `project = $1` to match 0.5% of a table, not all of it (one project), and the
@@ -227,6 +224,9 @@ func analyze(url: String) async throws {
     }
 }
 
+/// Checks that every acknowledged event is stored exactly once (nothing rejected), then takes the
+/// stored rows out, empties the table and COPYs the same rows back into it over 4 connections,
+/// 10,000 rows per COPY and transaction, as collector-bench's baseline does.
 func rawCopy(url: String, expected: Int) async throws -> Double {
     let pool = PostgresPool(url: url, maxConnections: 4, logger: logger)
     do {
@@ -496,8 +496,8 @@ let markdown = """
     Written by `scripts/bench e2e` on \(report.date) (\(report.machine); every service, PostgreSQL and the
     load generator on this one machine). \(rounds) rounds, medians; each round: a fresh database, the four
     release-built services as separate processes, a warm-up of \(returningDevices) requests and `ANALYZE` (as
-    autovacuum does in a deployment), then \(requestCount) requests of \(recordsPerRequest) records as fast as \(connections) keep-alive connections
-    are answered, then \(requestCount / 2) more at half that rate. Peak RSS is the highest `VmHWM` of any round.
+    autovacuum does in a deployment), then \(requestCount) requests of \(recordsPerRequest) records as fast as
+    \(connections) keep-alive connections are answered, then \(requestCount / 2) more at half that rate. Peak RSS is the highest `VmHWM` of any round.
     Events/s of each round at full speed: \(results.map { String(Int($0.eventsPerSecond)) }.joined(separator: ", "))\(
         volumeResults.isEmpty ? "" : "; at volume: " + volumeResults.map { String(Int($0.eventsPerSecond)) }.joined(separator: ", ")).\(
         serviceSettings.isEmpty ? "" : " Settings: " + serviceSettings.sorted { $0.key < $1.key }.map { service, values in

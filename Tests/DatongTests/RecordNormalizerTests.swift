@@ -71,9 +71,13 @@ struct RecordNormalizerTests {
             "$screen_height", "$screen_width", "$screen_", "$screen_heightx", "$lib", "$lib_version", "a", "A", "_", "$", "Z9",
             "aaaaaaaa", "aaaaaaaab", "aaaaaaab", "aaaaaaa", "$screen_height",
         ]
-        var generator = SystemRandomNumberGenerator()
-        for _ in 0..<20 {
-            let sent = keys.enumerated().shuffled(using: &generator)
+        // Every rotation and its reverse: each key comes first, last and between the others.
+        let pairs = Array(keys.enumerated())
+        let orders = pairs.indices.flatMap { shift in
+            let rotated = Array(pairs[shift...] + pairs[..<shift])
+            return [rotated, rotated.reversed()]
+        }
+        for sent in orders {
             let members = sent.map { "\"\($0.element)\":\($0.offset)" }.joined(separator: ",")
             let json = #"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"# + members + "}}"
             // The oracle: byte order of the distinct keys, each with the value sent last.
