@@ -172,7 +172,7 @@ func runRound(_ number: Int, url: String, preloaded: Int = 0) async throws -> Ro
     do {
         try await fleet.startAll()
         _ = try await HTTPLoad.run(port: fleet.gatewayPort, requests: warmUp, connections: connections, check: acknowledged)
-        try await analyze(url: url)
+        try await settle(url: url)
         let cpuBefore = cpuSnapshot(fleet)
         let full = try await HTTPLoad.run(port: fleet.gatewayPort, requests: fullSpeed, connections: connections, check: acknowledged)
         let cpuAfter = cpuSnapshot(fleet)
@@ -208,15 +208,20 @@ func runRound(_ number: Int, url: String, preloaded: Int = 0) async throws -> Ro
     }
 }
 
-/// Gives the round's database the planner statistics a running deployment has: autovacuum analyzes
-/// a table within a minute of its first rows, but a round is over before then. Without statistics
-/// the planner takes `project = $1` to match 0.5% of a table, not all of it (one project), and the
-/// generic plan it caches for identity-service's owner lookup scans every identity of the project
-/// (docs/BENCHMARKS.md).
-func analyze(url: String) async throws {
+/// Before a round's measured traffic: gives its database the planner statistics a running
+/// deployment has, and writes out what setting it up left to write. Autovacuum analyzes a table
+/// within a minute of its first rows, but a round is over before then; without statistics the
+/// planner takes `project = $1` to match 0.5% of a table, not all of it (one project), and the
+/// generic plan it caches for identity-service's owner lookup scans every identity of the project.
+/// The checkpoint finishes the one a volume load or database copy started (spread over minutes),
+/// which otherwise writes gigabytes during the next round (docs/BENCHMARKS.md).
+func settle(url: String) async throws {
     let pool = PostgresPool(url: url, maxConnections: 1, logger: logger)
     do {
-        try await pool.withConnection { _ = try $0.execute("ANALYZE") }
+        try await pool.withConnection {
+            _ = try $0.execute("ANALYZE")
+            _ = try $0.execute("CHECKPOINT")
+        }
         await pool.close()
     } catch {
         await pool.close()
@@ -495,8 +500,8 @@ let markdown = """
 
     Written by `scripts/bench e2e` on \(report.date) (\(report.machine); every service, PostgreSQL and the
     load generator on this one machine). \(rounds) rounds, medians; each round: a fresh database, the four
-    release-built services as separate processes, a warm-up of \(returningDevices) requests and `ANALYZE` (as
-    autovacuum does in a deployment), then \(requestCount) requests of \(recordsPerRequest) records as fast as
+    release-built services as separate processes, a warm-up of \(returningDevices) requests, `ANALYZE` (as
+    autovacuum does in a deployment) and `CHECKPOINT`, then \(requestCount) requests of \(recordsPerRequest) records as fast as
     \(connections) keep-alive connections are answered, then \(requestCount / 2) more at half that rate. Peak RSS is the highest `VmHWM` of any round.
     Events/s of each round at full speed: \(results.map { String(Int($0.eventsPerSecond)) }.joined(separator: ", "))\(
         volumeResults.isEmpty ? "" : "; at volume: " + volumeResults.map { String(Int($0.eventsPerSecond)) }.joined(separator: ", ")).\(
