@@ -216,17 +216,8 @@ func runRound(_ number: Int, url: String, preloaded: Int = 0) async throws -> Ro
 /// The checkpoint finishes the one a volume load or database copy started (spread over minutes),
 /// which otherwise writes gigabytes during the next round (docs/BENCHMARKS.md).
 func settle(url: String) async throws {
-    let pool = PostgresPool(url: url, maxConnections: 1, logger: logger)
-    do {
-        try await pool.withConnection {
-            _ = try $0.execute("ANALYZE")
-            _ = try $0.execute("CHECKPOINT")
-        }
-        await pool.close()
-    } catch {
-        await pool.close()
-        throw error
-    }
+    try await Bench.administer(adminURL: url, "ANALYZE", logger: logger)
+    try await Bench.administer(adminURL: url, "CHECKPOINT", logger: logger)
 }
 
 /// Checks that every acknowledged event is stored exactly once (nothing rejected), then takes the
