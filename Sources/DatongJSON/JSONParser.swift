@@ -70,6 +70,17 @@ package struct JSONRef: Sendable {
             })
     }
 
+    /// The UTF-8 bytes of a string value, escapes resolved, in an array of their own: one
+    /// allocation, where `Array(textBytes)` of an escaped string makes two. Always valid UTF-8 (a
+    /// lone surrogate escape becomes U+FFFD).
+    package var textArray: [UInt8] {
+        let entry = entry
+        return document.bytes.withUnsafeBufferPointer { bytes in
+            let text = UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.end)])
+            return entry.flag ? JSONParser.unescape(text) : Array(text)
+        }
+    }
+
     /// A number that is an integer fitting 64 bits, read without allocating.
     package var int64Value: Int64? {
         let entry = entry

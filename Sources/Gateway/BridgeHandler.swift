@@ -56,7 +56,9 @@ package struct BridgeHandler: Sendable {
 
 extension BridgeHandler {
     /// Reads the relay body `{"app": {...}, "messages": ["...", ...]}`; a malformed one is a 400.
-    package static func parseRelay(_ body: [UInt8], limits: UploadLimits) throws -> (AppContext, [String]) {
+    /// Each message is its text's UTF-8 bytes, escapes resolved: read as bytes, never as a `String`
+    /// (which would check the UTF-8 again and be copied back into bytes to be parsed).
+    package static func parseRelay(_ body: [UInt8], limits: UploadLimits) throws -> (AppContext, [[UInt8]]) {
         let root = try UploadPayload.parseJSON(body, limits: limits, what: "the body")
         guard root.isObject else {
             throw ServiceError.badRequest(.invalidBody, #"the body is a JSON object {"app": {...}, "messages": ["...", ...]}"#)
@@ -74,13 +76,13 @@ extension BridgeHandler {
         guard count <= limits.maxBridgeMessages else {
             throw ServiceError(.contentTooLarge, .tooManyMessages, "\(count) messages in one relay; the limit is \(limits.maxBridgeMessages)")
         }
-        var messages: [String] = []
+        var messages: [[UInt8]] = []
         messages.reserveCapacity(count)
         for (index, item) in list.elements.enumerated() {
-            guard let text = item.stringValue else {
+            guard item.kind == .string else {
                 throw ServiceError.badRequest(.invalidMessages, "messages[\(index)] is not a string: relay each message exactly as the page sent it")
             }
-            messages.append(text)
+            messages.append(item.textArray)
         }
         return (app, messages)
     }
@@ -96,7 +98,7 @@ package struct PreparedRelay: Sendable {
     package var rejected: [RejectedRecord] = []
 
     package init(
-        messages: [String], readings: [Result<BridgeMessage, BridgeMessageProblem>], app: AppContext, project: String,
+        messages: [[UInt8]], readings: [Result<BridgeMessage, BridgeMessageProblem>], app: AppContext, project: String,
         whitelists: ProjectWhitelists, limits: UploadLimits, now: Int64
     ) {
         var app = app
@@ -123,7 +125,8 @@ package struct PreparedRelay: Sendable {
                 acceptedMessages.append(index)
             case .failure(let problem):
                 results[index] = MessageResult(index: index, status: .rejected, reason: problem.reason)
-                rejected.append(RejectedRecord(project: project, reason: "bridge: \(problem.reason)", raw: messages[index]))
+                rejected.append(
+                    RejectedRecord(project: project, reason: "bridge: \(problem.reason)", raw: String(decoding: messages[index], as: UTF8.self)))
             }
         }
     }

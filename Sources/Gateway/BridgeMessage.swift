@@ -12,16 +12,18 @@ package enum BridgeMessage: Sendable {
 
     /// The legacy iOS (UIWebView) bridge scheme.
     static let legacyScheme = "sensorsanalytics://"
+    private static let legacySchemeBytes = Array(legacyScheme.utf8)
 
     /// Reads one message in any of the three forms: an iOS `postMessage` string
     /// (`{"callType":"app_h5_track","data":{…}}`), an Android `sensorsdata_track` string (the record
     /// itself), or a legacy `sensorsanalytics://trackEvent?event=<urlencoded JSON>` URL.
-    /// A message that can never become a record fails with the reason.
-    package static func read(_ message: String, limits: UploadLimits) -> Result<BridgeMessage, BridgeMessageProblem> {
-        if message.hasPrefix(legacyScheme) { return readLegacyURL(message, limits: limits) }
+    /// A message that can never become a record fails with the reason. `message` is the text's
+    /// UTF-8 bytes (as `JSONRef.textArray` reads them from the relay), parsed as they are.
+    package static func read(_ message: [UInt8], limits: UploadLimits) -> Result<BridgeMessage, BridgeMessageProblem> {
+        if message.starts(with: legacySchemeBytes) { return readLegacyURL(String(decoding: message, as: UTF8.self), limits: limits) }
         let object: JSONRef
         do {
-            object = try JSONParser.parse(Array(message.utf8), maxDepth: limits.maxJSONDepth).root
+            object = try JSONParser.parse(message, maxDepth: limits.maxJSONDepth).root
         } catch {
             return .failure(.init("the message is \(error.message)"))
         }
@@ -32,8 +34,7 @@ package enum BridgeMessage: Sendable {
         guard let data = object["data"] else { return .failure(.init("an app_h5_track message has no data object")) }
         if data.isObject { return .success(.record(data)) }
         // Some app wrappers pass `data` as JSON text rather than an object.
-        guard let text = data.stringValue,
-            let record = try? JSONParser.parse(Array(text.utf8), maxDepth: limits.maxJSONDepth).root, record.isObject
+        guard data.kind == .string, let record = try? JSONParser.parse(data.textArray, maxDepth: limits.maxJSONDepth).root, record.isObject
         else {
             return .failure(.init(data.kind == .string ? "data is text that is not a JSON object" : "an app_h5_track message has no data object"))
         }

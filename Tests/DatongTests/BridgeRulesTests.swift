@@ -31,7 +31,7 @@ struct BridgeRulesTests {
     }
 
     private func record(_ message: String) throws -> JSONRef {
-        guard case .success(.record(let record)) = BridgeMessage.read(message, limits: UploadLimits()) else {
+        guard case .success(.record(let record)) = BridgeMessage.read(Array(message.utf8), limits: UploadLimits()) else {
             throw BridgeMessageProblem("not a record: \(message.prefix(80))")
         }
         return record
@@ -101,7 +101,7 @@ struct BridgeRulesTests {
             #"{"callType":"page_info","data":{}}"#,
         ])
     func ignored(message: String) {
-        guard case .success(.ignored) = BridgeMessage.read(message, limits: UploadLimits()) else {
+        guard case .success(.ignored) = BridgeMessage.read(Array(message.utf8), limits: UploadLimits()) else {
             Issue.record("\(message) was not ignored")
             return
         }
@@ -117,7 +117,7 @@ struct BridgeRulesTests {
             ("sensorsanalytics://trackEvent", "has no query"),
         ])
     func unreadable(message: String, expected: String) {
-        guard case .failure(let problem) = BridgeMessage.read(message, limits: UploadLimits()) else {
+        guard case .failure(let problem) = BridgeMessage.read(Array(message.utf8), limits: UploadLimits()) else {
             Issue.record("\(message) was read")
             return
         }
