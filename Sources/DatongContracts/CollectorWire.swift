@@ -8,11 +8,23 @@ extension CollectBatch: WireCodable {
     package static let maxDepth = 3 + 512
 
     package var jsonBytes: [UInt8] {
+        Self.jsonBytes(
+            receivedAt: receivedAt, records: records.count, propertiesBytes: records.reduce(0) { $0 + $1.properties.utf8.count }, rejected: rejected
+        ) { records[$0].write(to: &$1, userId: records[$0].userId) }
+    }
+
+    /// A batch's text, its records written by `record(i, &out)` (with `CollectRecord.write(to:userId:)`)
+    /// from wherever they are held: the gateway writes its normalized records with the users it
+    /// resolved for them, without copying each into a `CollectBatch` first.
+    /// - Parameter propertiesBytes: the records' `properties` text together, to size the buffer once.
+    package static func jsonBytes(
+        receivedAt: Int64, records count: Int, propertiesBytes: Int, rejected: [RejectedRecord], record: (Int, inout [UInt8]) -> Void
+    ) -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(64 + records.reduce(0) { $0 + $1.properties.utf8.count + 400 })
+        out.reserveCapacity(64 + propertiesBytes + count * 400)
         var batch = JSONObjectWriter(&out)
         batch.int("receivedAt", receivedAt, &out)
-        batch.array("records", count: records.count, &out) { records[$0].write(to: &$1) }
+        batch.array("records", count: count, &out, record)
         batch.array("rejected", count: rejected.count, &out) { rejected[$0].write(to: &$1) }
         batch.finish(&out)
         return out
@@ -52,12 +64,13 @@ extension CollectRecord {
     /// The record as it travels in a batch, as JSON text (kept with a refused record).
     package var jsonText: String {
         var out: [UInt8] = []
-        write(to: &out)
+        write(to: &out, userId: userId)
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// Every `Field` in order; `properties` is JSON object text and goes as it is.
-    fileprivate func write(to out: inout [UInt8]) {
+    /// Every `Field` in order, with `userId` in place of the record's own (the user the gateway
+    /// resolved); `properties` is JSON object text and goes as it is.
+    package func write(to out: inout [UInt8], userId: Int64?) {
         var object = JSONObjectWriter(&out)
         for field in Field.all {
             func string(_ value: String?) {

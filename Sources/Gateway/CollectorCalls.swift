@@ -28,10 +28,10 @@ final class CollectorCalls: Sendable {
         queue = FoldingQueue(maxWorkers: maxCalls, maxGroupWeight: maxGroupBytes) { group in await sender.send(group) }
     }
 
-    /// Stores `batch` and returns its result after the collector committed it.
-    func store(_ batch: CollectBatch, requestID: String, logger: Logger) async throws -> CollectResult {
-        let body = batch.jsonBytes
-        return try await queue.submit(Batch(body: body, requestID: requestID, logger: logger), weight: body.count)
+    /// Stores a batch (its text: `CollectBatch.jsonBytes`) and returns its result after the
+    /// collector committed it.
+    func store(batch body: [UInt8], requestID: String, logger: Logger) async throws -> CollectResult {
+        try await queue.submit(Batch(body: body, requestID: requestID, logger: logger), weight: body.count)
     }
 
     /// One upload's batch, encoded.

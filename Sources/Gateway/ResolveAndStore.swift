@@ -23,20 +23,24 @@ struct ResolveAndStore: Sendable {
         _ accepted: [NormalizedRecord], rejected: [RejectedRecord], receivedAt: Int64, context: DatongRequestContext
     ) async throws -> CollectResult {
         guard !accepted.isEmpty || !rejected.isEmpty else { return CollectResult(stored: 0, duplicates: 0, rejected: 0) }
-        var records = accepted.map(\.collect)
-        try await resolveUsers(accepted, into: &records, context: context)
-        return try await collector.store(
-            CollectBatch(receivedAt: receivedAt, records: records, rejected: rejected), requestID: context.requestID, logger: context.logger
-        )
+        var users = accepted.map { $0.collect.userId }
+        try await resolveUsers(accepted, into: &users, context: context)
+        // Written from `accepted` where it is: a copy of each record into a `CollectBatch` was ten
+        // retains and releases per record.
+        let batch = CollectBatch.jsonBytes(
+            receivedAt: receivedAt, records: accepted.count, propertiesBytes: accepted.reduce(0) { $0 + $1.collect.properties.utf8.count },
+            rejected: rejected
+        ) { accepted[$0].collect.write(to: &$1, userId: users[$0]) }
+        return try await collector.store(batch: batch, requestID: context.requestID, logger: context.logger)
     }
 
-    /// Sets `userId` of every record that names a user. Records carrying the same ids (an upload's
+    /// Sets `users[i]` to the user of `accepted[i]`, for every record that names one. Records carrying the same ids (an upload's
     /// records mostly come from one device) are resolved once. Each distinct one is answered from
     /// the cache when it knows every identity of it and they agree; the others go, in their order,
     /// in one identity-service call. A record that may change more than its own user (an unbind)
     /// is resolved on its own, and the records after it neither count as repeats of those before
     /// it nor come from the cache: they are resolved after it, as if they came in a later upload.
-    private func resolveUsers(_ accepted: [NormalizedRecord], into records: inout [CollectRecord], context: DatongRequestContext) async throws {
+    private func resolveUsers(_ accepted: [NormalizedRecord], into users: inout [Int64?], context: DatongRequestContext) async throws {
         var distinct: [DistinctIdentity] = []
         var seen: [IdentityRecord: Int] = [:]
         var afterChange = false
@@ -71,7 +75,7 @@ struct ResolveAndStore: Sendable {
             var hits = 0
             for (slot, entry) in distinct.enumerated() {
                 if let user = answered[slot] {
-                    for position in entry.positions { records[position].userId = user }
+                    for position in entry.positions { users[position] = user }
                     hits += entry.positions.count
                 } else {
                     asking.append(slot)  // in the records' order: identity-service applies them in it
@@ -91,7 +95,7 @@ struct ResolveAndStore: Sendable {
             throw ServiceError.unavailable(.identityBadAnswer, "identity-service answered for \(resolved.users.count) of \(asking.count) records")
         }
         for (slot, user) in zip(asking, resolved.users) {
-            for position in distinct[slot].positions { records[position].userId = user.userId }
+            for position in distinct[slot].positions { users[position] = user.userId }
         }
         guard let cache else { return }
         var learned: [(ScopedIdentity, Int64)] = []

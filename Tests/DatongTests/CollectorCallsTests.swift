@@ -133,7 +133,8 @@ struct CollectorCallsTests {
                                 project: "default", type: "track", event: "E", time: Self.base + Int64(number), distinctId: "d", userId: 1,
                                 properties: "{}")
                             let result = try await calls.store(
-                                CollectBatch(receivedAt: Self.base, records: [record]), requestID: "r\(number)", logger: Logger(label: "test"))
+                                batch: CollectBatch(receivedAt: Self.base, records: [record]).jsonBytes, requestID: "r\(number)",
+                                logger: Logger(label: "test"))
                             #expect(result.stored == 1)
                         }
                     }
