@@ -171,7 +171,9 @@ let package = Package(
         .target(name: "GatewayHarness", dependencies: ["Gateway", "DatongJSON", "DatongContracts", "DatongCrypto", "DatongRuntime"]),
         .executableTarget(
             name: "GatewayBench",
-            dependencies: ["GatewayHarness", "Gateway", "BenchSupport", "DatongCrypto", "DatongContracts", .product(name: "NIOCore", package: "swift-nio")]
+            dependencies: [
+                "GatewayHarness", "Gateway", "Collector", "BenchSupport", "DatongCrypto", "DatongContracts", .product(name: "NIOCore", package: "swift-nio"),
+            ]
         ),
         // The four services as separate processes (release builds), driven like SDKs drive them.
         .executableTarget(name: "E2EBench", dependencies: ["BenchSupport", "Collector", "DatongPostgres"]),
