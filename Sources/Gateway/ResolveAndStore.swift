@@ -34,10 +34,10 @@ struct ResolveAndStore: Sendable {
         return try await collector.store(batch: batch, requestID: context.requestID, logger: context.logger)
     }
 
-    /// Sets `users[i]` to the user of `accepted[i]`, for every record that names one. Records carrying the same ids (an upload's
-    /// records mostly come from one device) are resolved once. Each distinct one is answered from
-    /// the cache when it knows every identity of it and they agree; the others go, in their order,
-    /// in one identity-service call. A record that may change more than its own user (an unbind)
+    /// Sets `users[i]` to the user of `accepted[i]`, for every record that names one. Records
+    /// carrying the same ids (an upload's records mostly come from one device) are resolved once.
+    /// Each distinct one is answered from the cache when it knows every identity of it and they
+    /// agree; the others go, in their order, in one identity-service call. A record that may change more than its own user (an unbind)
     /// is resolved on its own, and the records after it neither count as repeats of those before
     /// it nor come from the cache: they are resolved after it, as if they came in a later upload.
     private func resolveUsers(_ accepted: [NormalizedRecord], into users: inout [Int64?], context: DatongRequestContext) async throws {
