@@ -124,6 +124,26 @@ struct BridgeRulesTests {
         #expect(problem.reason.contains(expected), "\(problem.reason)")
     }
 
+    @Test("a relay's messages are read with their escapes resolved, and a refused one is kept as the page sent it")
+    func relayMessageText() throws {
+        let event = try Self.messages("android")[0]
+        // Quotes, a backslash, a \u escape and CJK text inside the message; `data` that is text
+        // but not a record, so it is refused.
+        let refused = #"{"callType":"app_h5_track","note":"页面 \"引号\" \\ \u00e9 a/b","data":"not a record"}"#
+        // Foundation writes the relay (escaping every quote and backslash again, and `/` as `\/`).
+        let body = try JSONSerialization.data(withJSONObject: [
+            "app": GatewayTests.app(anonymousID: "app-anon-1", idfv: "IDFV-1"), "messages": [event, refused],
+        ])
+        let (app, messages) = try BridgeHandler.parseRelay(Array(body), limits: UploadLimits())
+        #expect(messages.map { String(decoding: $0, as: UTF8.self) } == [event, refused])
+        let relay = PreparedRelay(
+            messages: messages, readings: messages.map { BridgeMessage.read($0, limits: UploadLimits()) }, app: app, project: "production",
+            whitelists: ProjectWhitelists(), limits: UploadLimits(), now: 1_795_273_000_000
+        )
+        #expect(relay.rejected.map(\.raw).contains(refused))
+        #expect(relay.results[1].reason?.contains("data is text that is not a JSON object") == true, "\(relay.results[1])")
+    }
+
     @Test("a relayed event is stored with the app's ids and presets, keeps the page's cookie id and loses what an app removes")
     func rewriteEvent() throws {
         var raw = try object(try Self.messages("ios")[0])
