@@ -146,23 +146,35 @@ final class GraphTransaction {
         return user
     }
 
-    /// Links an identity nobody owns to `user` (the caller holds the identity's lock).
-    func link(_ identity: ScopedIdentity, to user: Int64) throws {
-        let owner = try connection.queryPrepared(
+    /// Links identities of `project` nobody owns to `user` (the caller holds their locks), in one
+    /// statement: a new device links two or three at once, and each was a round trip.
+    func link(_ identities: [IdentityKey], project: String, to user: Int64) throws {
+        // One row each: the insert cannot update a row it inserted in the same statement.
+        var seen: Set<IdentityKey> = []
+        let identities = identities.filter { seen.insert($0).inserted }
+        let rows = try connection.queryPrepared(
             "identity.link",
             """
-            INSERT INTO identity.identities (project, key, value, user_id) VALUES ($1, $2, $3, $4)
+            INSERT INTO identity.identities (project, key, value, user_id)
+            SELECT $1, w.key, w.value, $4 FROM unnest($2::text[], $3::text[]) AS w(key, value)
             ON CONFLICT (project, key, value) DO UPDATE SET user_id = identity.identities.user_id
-            RETURNING user_id
+            RETURNING key, value, user_id
             """,
-            [identity.project, identity.identity.key, identity.identity.value, String(user)]
-        ).scalar.flatMap(Int64.init)
-        guard owner == user else {
-            throw PostgresError.unexpectedResult("identity \(identity.identity.description) was linked by a transaction that did not hold its lock")
+            [project, postgresTextArray(identities.map(\.key)), postgresTextArray(identities.map(\.value)), String(user)]
+        ).rows
+        var linked: Set<IdentityKey> = []
+        for row in rows {
+            guard let key = row[0], let value = row[1], row[2].flatMap(Int64.init) == user else { continue }
+            linked.insert(IdentityKey(key: key, value: value))
         }
-        owners[identity] = user
-        let ref = UserRef(project: identity.project, id: user)
-        if IdentityRules.isLoginClass(identity.identity.key), logins[ref] != nil { logins[ref]?[identity.identity.key] = identity.identity.value }
+        let ref = UserRef(project: project, id: user)
+        for identity in identities {
+            guard linked.contains(identity) else {
+                throw PostgresError.unexpectedResult("identity \(identity.description) was linked by a transaction that did not hold its lock")
+            }
+            owners[ScopedIdentity(project: project, identity: identity)] = user
+            if IdentityRules.isLoginClass(identity.key), logins[ref] != nil { logins[ref]?[identity.key] = identity.value }
+        }
     }
 
     /// Moves every identity of `from` to `into`, marks `from` merged, points everything that
@@ -315,21 +327,32 @@ final class GraphTransaction {
         }
     }
 
-    /// Makes `MergeRule`'s changes; `user` is the record's user.
+    /// Makes `MergeRule`'s changes, in order; `user` is the record's user. Links that follow one
+    /// another are made in one statement.
     private func carryOut(_ changes: [GraphChange], user: Int64?, project: String, cause: Cause) throws {
+        var links: [IdentityKey] = []
+        func linkWaiting() throws {
+            guard !links.isEmpty else { return }
+            guard let user else { throw PostgresError.unexpectedResult("a link without a user") }
+            try link(links, project: project, to: user)
+            links.removeAll()
+        }
         for change in changes {
             switch change {
             case .link(let identity):
-                guard let user else { throw PostgresError.unexpectedResult("a link without a user") }
-                try link(ScopedIdentity(project: project, identity: identity), to: user)
+                links.append(identity)
             case .merge(let from, let reason):
+                try linkWaiting()
                 guard let user else { throw PostgresError.unexpectedResult("a merge without a user") }
                 try merge(from, into: user, project: project, reason: reason, cause: cause)
             case .unbind(let identity, let owner):
+                try linkWaiting()
                 try unbind(ScopedIdentity(project: project, identity: identity), from: owner, cause: cause)
             case .note(let note):
+                try linkWaiting()
                 try self.note(note.kind, project: project, user: note.user, other: note.other, identity: note.identity, reason: note.reason, cause: cause)
             }
         }
+        try linkWaiting()
     }
 }
