@@ -60,14 +60,12 @@ package struct JSONRef: Sendable {
         return String(decoding: textBytes, as: UTF8.self)
     }
 
-    /// The UTF-8 bytes of a string value, escapes resolved.
+    /// The UTF-8 bytes of a string value, escapes resolved: a slice of the document's bytes when
+    /// the string has no escapes, so nothing is copied.
     package var textBytes: ArraySlice<UInt8> {
         let entry = entry
         guard entry.flag else { return document.bytes[Int(entry.start)..<Int(entry.end)] }
-        return ArraySlice(
-            document.bytes.withUnsafeBufferPointer {
-                JSONParser.unescape(UnsafeBufferPointer(rebasing: $0[Int(entry.start)..<Int(entry.end)]))
-            })
+        return ArraySlice(textArray)
     }
 
     /// The UTF-8 bytes of a string value, escapes resolved, in an array of their own: one
