@@ -230,10 +230,25 @@ let package = Package(
 // existentials, and members visible only from modules a file imports. CI sets
 // DATONG_WARNINGS_AS_ERRORS=1 (scripts/test does when CI is set): a warning fails the build there.
 let warningsAsErrors = ProcessInfo.processInfo.environment["DATONG_WARNINGS_AS_ERRORS"] == "1"
+
+// The gateway and the collector call these modules' small `package` functions (a JSON value's kind,
+// a field's position) dozens of times a record. Swift never inlines a `package` function into
+// another module, not even an `@inlinable` one, unless its module is built for package
+// cross-module optimization, which needs library evolution (Swift 6.3). Package declarations
+// stay non-resilient inside the package (`-experimental-allow-non-resilient-access`); the module
+// is emitted by its compile job, as SwiftPM's separate job would skip the function bodies the
+// clients need. Release only: a debug build inlines nothing. docs/BENCHMARKS.md has the gain.
+let inlinedAcrossModules: Set = ["DatongJSON", "DatongContracts"]
+let packageCMO = SwiftSetting.unsafeFlags(
+    [
+        "-enable-library-evolution", "-Xfrontend", "-experimental-allow-non-resilient-access", "-Xfrontend", "-experimental-package-cmo",
+        "-no-emit-module-separately-wmo",
+    ], .when(configuration: .release))
 for target in package.targets where target.type != .system {
     var settings = target.swiftSettings ?? []
     settings.append(.enableUpcomingFeature("ExistentialAny"))
     settings.append(.enableUpcomingFeature("MemberImportVisibility"))
     if warningsAsErrors { settings.append(.unsafeFlags(["-warnings-as-errors"])) }
+    if inlinedAcrossModules.contains(target.name) { settings.append(packageCMO) }
     target.swiftSettings = settings
 }
