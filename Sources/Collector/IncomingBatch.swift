@@ -217,9 +217,9 @@ private struct RecordReader {
         for _ in 0..<Int(object.count) {
             let value = member + 1
             if let field = Self.field(entries[member], expected: next, bytes: bytes) {
-                repeated = repeated || slots[field.index] >= 0
-                slots[field.index] = value
-                next = field.index + 1
+                repeated = repeated || slots[field.rawValue] >= 0
+                slots[field.rawValue] = value
+                next = field.rawValue + 1
             }
             member = Int(entries[value].next)
         }
@@ -268,7 +268,7 @@ private struct RecordReader {
     private func checkKinds(entries: Entries, path: () -> String) throws(ContractDecodingError) -> Int64 {
         var time: Int64 = 0
         for field in Field.all {
-            let slot = slots[field.index]
+            let slot = slots[field.rawValue]
             guard slot >= 0 else {
                 if field.isRequired { throw ContractDecodingError("\(path()).\(field.name) is missing") }
                 continue
@@ -308,29 +308,29 @@ private struct RecordReader {
     private mutating func readTexts(bytes: Bytes, entries: Entries) {
         escaped.removeAll(keepingCapacity: true)
         for field in Field.all {
-            texts[field.index] = nil
-            let slot = slots[field.index]
+            texts[field.rawValue] = nil
+            let slot = slots[field.rawValue]
             guard slot >= 0, entries[slot].kind == .string else { continue }
             let entry = entries[slot]
             if entry.flag {
                 let start = escaped.count
                 escaped.append(contentsOf: JSONParser.unescape(Self.slice(bytes, entry)))
-                texts[field.index] = Text(escaped: true, range: start..<escaped.count)
+                texts[field.rawValue] = Text(escaped: true, range: start..<escaped.count)
             } else {
-                texts[field.index] = Text(escaped: false, range: Int(entry.start)..<Int(entry.end))
+                texts[field.rawValue] = Text(escaped: false, range: Int(entry.start)..<Int(entry.end))
             }
         }
     }
 
     /// The bytes of a text field, or nil when it is absent or null.
     private func text(_ field: Field, bytes: Bytes, escaped: Bytes) -> Bytes? {
-        guard let text = texts[field.index] else { return nil }
+        guard let text = texts[field.rawValue] else { return nil }
         return Bytes(rebasing: (text.escaped ? escaped : bytes)[text.range])
     }
 
     /// The record's project as a `String`, made once for a run of records of the same project.
     private mutating func internedProject(bytes: Bytes) -> String {
-        let text = texts[Field.project.index]!
+        let text = texts[Field.project.rawValue]!
         let same = escaped.withUnsafeBufferPointer { escaped in
             projectBytes.withUnsafeBufferPointer { $0.elementsEqual(Bytes(rebasing: (text.escaped ? escaped : bytes)[text.range])) }
         }
@@ -346,15 +346,14 @@ private struct RecordReader {
     private func storageProblem(project: String, time: Int64, bytes: Bytes, entries: Entries) -> String? {
         guard ProjectName.isValid(project) else { return "project '\(UntrustedText.quoted(project))' is not a valid project name" }
         guard (0...StoredTime.latestMillis).contains(time) else { return "time \(time) is not a time from 1970 to 9999 in milliseconds" }
-        let typeLength = texts[Field.type.index]!.range.count
+        let typeLength = texts[Field.type.rawValue]!.range.count
         guard typeLength > 0, typeLength <= 64 else { return "type must be 1 to 64 bytes" }
         return escaped.withUnsafeBufferPointer { escaped in
-            for field in Field.all {
-                // (Not `field != .project`: the synthesized `==` of another module's enum is a call.)
-                guard field.index != Field.project.index, let text = texts[field.index], text.escaped else { continue }
+            for field in Field.all where field != .project {
+                guard let text = texts[field.rawValue], text.escaped else { continue }
                 if escaped[text.range].contains(0) { return "\(field.name) contains a NUL character" }
             }
-            let slot = slots[Field.identities.index]
+            let slot = slots[Field.identities.rawValue]
             guard slot >= 0, entries[slot].kind == .object else { return nil }
             var member = slot + 1
             for _ in 0..<Int(entries[slot].count) {
@@ -380,7 +379,7 @@ private struct RecordReader {
             field(text(.distinctId, bytes: bytes, escaped: escaped))
             field(text(.itemType, bytes: bytes, escaped: escaped))
             field(text(.itemId, bytes: bytes, escaped: escaped))
-            field(Self.slice(bytes, entries[slots[Field.properties.index]]))
+            field(Self.slice(bytes, entries[slots[Field.properties.rawValue]]))
         }
         return RecordKey(hashing: keyInput)
     }
@@ -394,7 +393,7 @@ private struct RecordReader {
         let escaped = escaped  // shares the buffer: `rows` is written while it is read
         escaped.withUnsafeBufferPointer { escaped in
             for field in EventRows.eventFields {
-                let slot = slots[field.index]
+                let slot = slots[field.rawValue]
                 switch field {
                 case .project, .type, .anonymousId, .loginId, .lib, .libVersion, .appVersion, .libMethod, .libDetail, .originalId:
                     rows.text(utf8: text(field, bytes: bytes, escaped: escaped))

@@ -86,11 +86,6 @@ extension CollectRecord {
         case project, type, event, time, distinctId, userId, anonymousId, loginId, lib, libVersion, appVersion, hybridH5
         case properties, itemType, itemId, libMethod, libDetail, originalId, identities
 
-        /// `rawValue`, which is the field's position in `all`. The collector's reader asks for it a
-        /// few dozen times a record; it costs no call there because this module is built for
-        /// package cross-module optimization (Package.swift).
-        package var index: Int { rawValue }
-
         /// A batch without one of these is not a batch.
         package var isRequired: Bool {
             switch self {
