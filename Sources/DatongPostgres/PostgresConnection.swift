@@ -13,6 +13,8 @@ package final class PostgresConnection: @unchecked Sendable {
     private var handle: OpaquePointer?
     private var preparedNames: Set<String> = []
     private var sessionSetUps: Set<String> = []
+    /// Inside `transaction`: the session set-ups it ran, which its rollback undoes.
+    private var setUpsInTransaction: [String]?
 
     init(conninfo: String) throws {
         guard let handle = PQconnectdb(conninfo) else {
@@ -103,22 +105,29 @@ package final class PostgresConnection: @unchecked Sendable {
         }
     }
 
-    /// Runs `sql` once per database session (e.g. to create temporary tables); again after a reconnect.
+    /// Runs `sql` once per database session (e.g. to create temporary tables); again after a
+    /// reconnect, and again after the transaction that ran it rolled back (which undid it).
     package func setUpSession(_ key: String, _ sql: String) throws {
         guard !sessionSetUps.contains(key) else { return }
         try execute(sql)
         sessionSetUps.insert(key)
+        setUpsInTransaction?.append(key)
     }
 
     /// Runs `body` inside BEGIN … COMMIT; rolls back when it throws.
     package func transaction<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
-        try execute("BEGIN")
+        precondition(setUpsInTransaction == nil, "transactions do not nest")
+        setUpsInTransaction = []
+        defer { setUpsInTransaction = nil }
         do {
+            try execute("BEGIN")
             let value = try body(self)
             try execute("COMMIT")
             return value
         } catch {
             if isHealthy { _ = try? execute("ROLLBACK") }
+            // Undone with the transaction (a failed COMMIT rolls back too).
+            for key in setUpsInTransaction ?? [] { sessionSetUps.remove(key) }
             throw error
         }
     }

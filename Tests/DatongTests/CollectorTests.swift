@@ -355,6 +355,33 @@ struct CollectorTests {
         }
     }
 
+    @Test("a connection whose first transaction rolled back still has its staging tables for the retry")
+    func stagingTablesAfterRollback() async throws {
+        let url = try await TestDatabase.create()
+        try await TestDatabase.withPool(url) { pool in
+            try await Migrator.migrate(schema: CollectorSchema.name, migrations: CollectorSchema.migrations, pool: pool, logger: TestDatabase.logger)
+            let stored = Self.event("Stored")
+            _ = try await PostgresEventStore.commit([CollectBatch(receivedAt: Self.base, records: [stored])], pool: pool, partitions: EventPartitions(pool: pool))
+        }
+        // A fresh connection's first transaction creates the staging tables, then fails (the event is
+        // stored already) and rolls back; the retry on the same connection needs the tables.
+        let single = PostgresPool(url: url, maxConnections: 1, logger: TestDatabase.logger)
+        let retried: [CollectResult]
+        do {
+            retried = try await PostgresEventStore.commit(
+                [CollectBatch(receivedAt: Self.base, records: [Self.event("Stored"), profile("profile_set", at: 1, #"{"plan":"pro"}"#)])],
+                pool: single, partitions: EventPartitions(pool: single))
+            await single.close()
+        } catch {
+            await single.close()
+            throw error
+        }
+        #expect(retried.map(\.stored) == [1])
+        #expect(retried.map(\.duplicateIndexes) == [[0]])
+        let plan = try await TestDatabase.rows(url, "SELECT properties->>'plan' FROM analytics.profiles WHERE user_id = 7")
+        #expect(plan == [["pro"]])
+    }
+
     @Test("an event another transaction is storing when the collector writes the same event is counted as a duplicate")
     func raceWithAnotherWriter() async throws {
         try await withStore { store, url in
