@@ -231,7 +231,7 @@ final class PostgresEventStore: EventStore {
                     ))
             }
             // Last, so the counter rows are locked only for the moment before commit.
-            try counts.write(on: connection)
+            try counts.writeAndCommit(on: connection)
             return results
         }
     }

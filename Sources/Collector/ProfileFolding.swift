@@ -103,8 +103,9 @@ struct IngestCounts: Sendable {
         current = nil
     }
 
-    /// Adds the counts in the transaction that stores the records.
-    func write(on connection: PostgresConnection) throws {
+    /// Adds the counts and commits the transaction that stores the records, in one round trip
+    /// (`commit(after:)`: the arrays travel as quoted literals, not parameters).
+    func writeAndCommit(on connection: PostgresConnection) throws {
         var counts = self
         counts.settle()
         let tallies = counts.tallies
@@ -113,22 +114,19 @@ struct IngestCounts: Sendable {
         // connection adds to its own row (`slot`, from its process id): writers holding a counter
         // row until their commit would otherwise queue behind one another.
         let rows = tallies.sorted { ($0.key.project, $0.key.minute) < ($1.key.project, $1.key.minute) }
-        func column(_ value: (Key, Tally) -> String) -> String { postgresTextArray(rows.map { value($0.key, $0.value) }) }
-        try connection.query(
-            """
-            INSERT INTO collector.ingest_counts AS c (project, minute, slot, received, stored, duplicates, rejected)
-            SELECT t.project, to_timestamp(t.minute / 1000.0), (pg_backend_pid() % 4096)::smallint,
-                   t.stored + t.duplicates + t.rejected, t.stored, t.duplicates, t.rejected
-            FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[])
-                 AS t(project, minute, stored, duplicates, rejected)
-            ON CONFLICT (project, minute, slot) DO UPDATE SET
-                received = c.received + EXCLUDED.received, stored = c.stored + EXCLUDED.stored,
-                duplicates = c.duplicates + EXCLUDED.duplicates, rejected = c.rejected + EXCLUDED.rejected
-            """,
-            [
-                column { key, _ in key.project }, column { key, _ in String(key.minute) },
-                column { _, tally in String(tally.stored) }, column { _, tally in String(tally.duplicates) },
-                column { _, tally in String(tally.rejected) },
-            ])
+        func column(_ value: (Key, Tally) -> String) throws -> String { try connection.literal(postgresTextArray(rows.map { value($0.key, $0.value) })) }
+        try connection.commit(
+            after: """
+                INSERT INTO collector.ingest_counts AS c (project, minute, slot, received, stored, duplicates, rejected)
+                SELECT t.project, to_timestamp(t.minute / 1000.0), (pg_backend_pid() % 4096)::smallint,
+                       t.stored + t.duplicates + t.rejected, t.stored, t.duplicates, t.rejected
+                FROM unnest(\(try column { key, _ in key.project })::text[], \(try column { key, _ in String(key.minute) })::bigint[],
+                            \(try column { _, tally in String(tally.stored) })::bigint[], \(try column { _, tally in String(tally.duplicates) })::bigint[],
+                            \(try column { _, tally in String(tally.rejected) })::bigint[])
+                     AS t(project, minute, stored, duplicates, rejected)
+                ON CONFLICT (project, minute, slot) DO UPDATE SET
+                    received = c.received + EXCLUDED.received, stored = c.stored + EXCLUDED.stored,
+                    duplicates = c.duplicates + EXCLUDED.duplicates, rejected = c.rejected + EXCLUDED.rejected
+                """)
     }
 }

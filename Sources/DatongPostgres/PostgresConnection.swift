@@ -13,6 +13,11 @@ package final class PostgresConnection: @unchecked Sendable {
     private var handle: OpaquePointer?
     private var preparedNames: Set<String> = []
     private var sessionSetUps: Set<String> = []
+    /// Inside `transaction`, before its first statement: BEGIN is not sent yet. Plain SQL (and a
+    /// COPY) carries it in the same round trip; a statement with parameters sends it first.
+    private var beginPending = false
+    /// Inside `transaction`, after `commit(after:)` ended it.
+    private var committed = false
     /// Inside `transaction`: the session set-ups it ran, which its rollback undoes.
     private var setUpsInTransaction: [String]?
 
@@ -62,7 +67,22 @@ package final class PostgresConnection: @unchecked Sendable {
     @discardableResult
     package func execute(_ sql: String) throws -> PostgresResult {
         let handle = try liveHandle()
-        return try consume(PQexec(handle, sql), handle)
+        return try consume(PQexec(handle, takingPendingBegin(sql)), handle)
+    }
+
+    /// `sql` preceded by the transaction's BEGIN when it is not sent yet: PostgreSQL runs both from
+    /// one message, and PQexec's answer is the last statement's.
+    private func takingPendingBegin(_ sql: String) -> String {
+        guard beginPending else { return sql }
+        beginPending = false
+        return "BEGIN;\n" + sql
+    }
+
+    /// Sends the transaction's BEGIN alone, before a statement that cannot carry it.
+    private func sendPendingBegin() throws {
+        guard beginPending else { return }
+        beginPending = false
+        try execute("BEGIN")
     }
 
     /// Takes a transaction-scoped advisory lock per name (its 64-bit text hash), all in one
@@ -81,6 +101,7 @@ package final class PostgresConnection: @unchecked Sendable {
     @discardableResult
     package func query(_ sql: String, _ parameters: [String?] = []) throws -> PostgresResult {
         let handle = try liveHandle()
+        try sendPendingBegin()
         return try withCStrings(parameters) { values in
             try consume(
                 PQexecParams(handle, sql, Int32(parameters.count), nil, values, nil, nil, 0),
@@ -93,6 +114,7 @@ package final class PostgresConnection: @unchecked Sendable {
     @discardableResult
     package func queryPrepared(_ name: String, _ sql: String, _ parameters: [String?]) throws -> PostgresResult {
         let handle = try liveHandle()
+        try sendPendingBegin()
         if !preparedNames.contains(name) {
             _ = try consume(PQprepare(handle, name, sql, Int32(parameters.count), nil), handle)
             preparedNames.insert(name)
@@ -115,21 +137,48 @@ package final class PostgresConnection: @unchecked Sendable {
     }
 
     /// Runs `body` inside BEGIN … COMMIT; rolls back when it throws.
+    ///
+    /// BEGIN goes with the body's first statement when that is plain SQL or a COPY, and the body
+    /// may end the transaction with its last statement (`commit(after:)`): a transaction that
+    /// COPYs and then updates a counter costs three round trips instead of five. A body that sent
+    /// nothing sends nothing.
     package func transaction<T>(_ body: (PostgresConnection) throws -> T) throws -> T {
         precondition(setUpsInTransaction == nil, "transactions do not nest")
+        beginPending = true
+        committed = false
         setUpsInTransaction = []
-        defer { setUpsInTransaction = nil }
+        defer {
+            beginPending = false
+            committed = false
+            setUpsInTransaction = nil
+        }
         do {
-            try execute("BEGIN")
             let value = try body(self)
-            try execute("COMMIT")
+            if !beginPending, !committed { try execute("COMMIT") }
             return value
         } catch {
-            if isHealthy { _ = try? execute("ROLLBACK") }
+            if !beginPending, !committed, isHealthy { _ = try? execute("ROLLBACK") }
             // Undone with the transaction (a failed COMMIT rolls back too).
             for key in setUpsInTransaction ?? [] { sessionSetUps.remove(key) }
             throw error
         }
+    }
+
+    /// Runs `sql` (plain SQL, no parameters) and COMMIT in one round trip, as the last statement
+    /// of a `transaction` body: if `sql` fails, PostgreSQL skips the COMMIT and the transaction
+    /// rolls back as for any error.
+    package func commit(after sql: String) throws {
+        try execute(sql + ";\nCOMMIT")
+        committed = true
+    }
+
+    /// `text` as an SQL string literal, quoted by libpq for this connection's encoding and
+    /// settings: for values in SQL text that cannot travel as parameters (`commit(after:)`).
+    package func literal(_ text: String) throws -> String {
+        let handle = try liveHandle()
+        guard let quoted = PQescapeLiteral(handle, text, text.utf8.count) else { throw lostOrFailed(handle) }
+        defer { PQfreemem(quoted) }
+        return String(cString: quoted)
     }
 
     // MARK: COPY
@@ -208,7 +257,8 @@ package final class PostgresConnection: @unchecked Sendable {
     /// Sends a COPY statement and checks that the server entered the COPY state `expected`.
     private func startCopy(_ copyStatement: String, expecting expected: ExecStatusType) throws -> OpaquePointer {
         let handle = try liveHandle()
-        guard let start = PQexec(handle, copyStatement) else {
+        // With a pending BEGIN, PQexec stops at the COPY's own answer (PGRES_COPY_IN/OUT).
+        guard let start = PQexec(handle, takingPendingBegin(copyStatement)) else {
             throw lostOrFailed(handle)
         }
         defer { PQclear(start) }

@@ -54,6 +54,57 @@ struct PostgresTests {
         #expect(count == "0")
     }
 
+    @Test("a transaction's BEGIN travels with its first statement and its COMMIT with its last, and it still rolls back whole")
+    func fewerRoundTrips() async throws {
+        let url = try await TestDatabase.create()
+        struct Planned: Error {}
+        var writer = BinaryCopyWriter()
+        writer.beginRow(fieldCount: 1)
+        writer.bigint(1)
+        let row = writer.finish()
+        let (sameMessage, copiedWithBegin, counts) = try await TestDatabase.withPool(url) { pool in
+            try await pool.withConnection { try $0.execute("CREATE TABLE t (v bigint, at timestamptz DEFAULT statement_timestamp())") }
+            // now() is when BEGIN ran, statement_timestamp() when the statement's message came:
+            // equal only when both came in one message.
+            let sameMessage = try await pool.transaction { try $0.execute("SELECT now() = statement_timestamp()").scalar }
+            let copiedWithBegin = try await pool.transaction { connection in
+                _ = try connection.copyIn("COPY t (v) FROM STDIN (FORMAT binary)", data: row)
+                return try connection.query("SELECT bool_and(at = now()) FROM t").scalar
+            }
+            var counts: [String?] = []
+            try await pool.transaction { connection in
+                try connection.execute("INSERT INTO t (v) VALUES (2)")
+                try connection.commit(after: "INSERT INTO t (v) VALUES (\(try connection.literal("3")))")
+            }
+            counts.append(try await pool.withConnection { try $0.query("SELECT count(*) FROM t").scalar })
+            // A failing last statement takes the whole transaction with it, COMMIT included.
+            await #expect(throws: PostgresError.self) {
+                try await pool.transaction { connection in
+                    try connection.execute("INSERT INTO t (v) VALUES (4)")
+                    try connection.commit(after: "INSERT INTO t (v) VALUES ('four')")
+                }
+            }
+            // So does a failing first statement, and an error after a statement with parameters.
+            await #expect(throws: PostgresError.self) {
+                try await pool.transaction { try $0.execute("INSERT INTO t (v) VALUES (5); INSERT INTO t (v) VALUES ('five')") }
+            }
+            await #expect(throws: Planned.self) {
+                try await pool.transaction { connection in
+                    try connection.query("INSERT INTO t (v) VALUES ($1)", ["6"])
+                    throw Planned()
+                }
+            }
+            counts.append(try await pool.withConnection { try $0.query("SELECT count(*) FROM t WHERE v > 3").scalar })
+            // Nothing is left open: the connections take autocommitted statements.
+            try await pool.withConnection { try $0.execute("INSERT INTO t (v) VALUES (7)") }
+            counts.append(try await pool.withConnection { try $0.query("SELECT count(*) FROM t").scalar })
+            return (sameMessage, copiedWithBegin, counts)
+        }
+        #expect(sameMessage == "t")
+        #expect(copiedWithBegin == "t")
+        #expect(counts == ["3", "0", "4"])
+    }
+
     @Test("binary COPY stores every column type exactly")
     func binaryCopy() async throws {
         let url = try await TestDatabase.create()
