@@ -42,6 +42,15 @@ package struct IdentityRecord: Sendable, Hashable {
     }
 }
 
+extension IdentityRecord {
+    /// The identity keys the official SDKs send, most frequent first: read with
+    /// `JSONRef.stringValue(sharing:)`, so that the keys of every record are these literals.
+    package static let commonKeys: [String] = [
+        "$identity_anonymous_id", "$identity_login_id", "$identity_cookie_id", "$identity_android_id", "$identity_android_uuid",
+        "$identity_ios_uuid", "$identity_distinct_id", "$identity_mobile",
+    ]
+}
+
 /// The answer to `ResolveRequest`: `users[i]` belongs to `records[i]`.
 package struct ResolveResponse: Sendable, Equatable {
     package var users: [ResolvedUser]

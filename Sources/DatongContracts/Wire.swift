@@ -87,7 +87,7 @@ package enum WireField {
         guard value.isObject else { throw ContractDecodingError("\(path()) is not an object") }
         var found: [String: String] = [:]
         for (name, text) in value.members {
-            guard let name = name.stringValue, let text = try string(text, path()) else {
+            guard let name = name.stringValue(sharing: IdentityRecord.commonKeys), let text = try string(text, path()) else {
                 throw ContractDecodingError("\(path()) holds a value that is not a string")
             }
             found[name] = text

@@ -60,6 +60,17 @@ package struct JSONRef: Sendable {
         return String(decoding: textBytes, as: UTF8.self)
     }
 
+    /// `stringValue`, but one of `known` when the text is one of them: names every record repeats
+    /// (identity keys longer than 15 bytes, which a `String` keeps on the heap) are then shared
+    /// literals, never allocated, reference-counted or freed per record.
+    package func stringValue(sharing known: [String]) -> String? {
+        guard kind == .string else { return nil }
+        for text in known {
+            if text.utf8.withContiguousStorageIfAvailable({ textEquals($0) }) == true { return text }
+        }
+        return String(decoding: textBytes, as: UTF8.self)
+    }
+
     /// The UTF-8 bytes of a string value, escapes resolved: a slice of the document's bytes when
     /// the string has no escapes, so nothing is copied.
     package var textBytes: ArraySlice<UInt8> {

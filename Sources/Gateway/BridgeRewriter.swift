@@ -183,7 +183,7 @@ enum BridgeRewriter {
                         guard let text = value.stringValue else {
                             return .failure(.init("identity '\(UntrustedText.quoted(keyRef.stringValue ?? "", limit: 100))' is not a string"))
                         }
-                        identities[keyRef.stringValue ?? ""] = text
+                        identities[keyRef.stringValue(sharing: IdentityRecord.commonKeys) ?? ""] = text
                     }
                 }
                 user = BridgeOverrides.User(
@@ -195,7 +195,7 @@ enum BridgeRewriter {
             var identities: [String: String] = [:]
             if let sent = fields.identities {
                 for (keyRef, value) in sent.members {
-                    let key = keyRef.stringValue ?? ""
+                    let key = keyRef.stringValue(sharing: IdentityRecord.commonKeys) ?? ""
                     if appDeviceKeys.contains(key) { continue }
                     guard let text = value.stringValue else {
                         return .failure(.init("identity '\(UntrustedText.quoted(key, limit: 100))' is not a string"))

@@ -124,7 +124,7 @@ package struct RecordNormalizer: Sendable {
             var pairs: [String: String] = [:]
             pairs.reserveCapacity(Int(raw.entry.count))
             for (keyRef, value) in raw.members {
-                let key = keyRef.stringValue ?? ""
+                let key = keyRef.stringValue(sharing: IdentityRecord.commonKeys) ?? ""
                 guard let text = value.stringValue else { return reject("identity '\(UntrustedText.quoted(key))' is not a string") }
                 pairs[key] = text
             }

@@ -33,6 +33,20 @@ struct JSONParserTests {
         #expect(try parse("9223372036854775808") == .double(9_223_372_036_854_775_808))
     }
 
+    @Test("a known text is read as the shared literal, escaped or not; any other text as itself")
+    func sharedTexts() throws {
+        let known = IdentityRecord.commonKeys
+        let document = try JSONParser.parse(Array(#"["$identity_login_id", "$identity_login\u005fid", "$identity_login_ix", 7]"#.utf8), maxDepth: 2)
+        let read = document.root.elements.map { $0.stringValue(sharing: known) }
+        #expect(read == ["$identity_login_id", "$identity_login_id", "$identity_login_ix", nil])
+        func storage(_ text: String?) -> UnsafePointer<UInt8>? { text?.utf8.withContiguousStorageIfAvailable { $0.baseAddress } ?? nil }
+        // The same bytes as the literal's, not a copy of them.
+        #expect(storage(read[0]) != nil)
+        #expect(storage(read[0]) == storage(known[1]))
+        #expect(storage(read[1]) == storage(known[1]))
+        #expect(storage(read[2]) != storage(known[1]))
+    }
+
     @Test("escapes, surrogate pairs and raw UTF-8 decode to the same text")
     func strings() throws {
         #expect(try parse(#""a\"b\\c\/d\b\f\n\r\t""#) == .string("a\"b\\c/d\u{8}\u{C}\n\r\t"))
