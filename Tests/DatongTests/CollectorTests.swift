@@ -361,7 +361,8 @@ struct CollectorTests {
         try await TestDatabase.withPool(url) { pool in
             try await Migrator.migrate(schema: CollectorSchema.name, migrations: CollectorSchema.migrations, pool: pool, logger: TestDatabase.logger)
             let stored = Self.event("Stored")
-            _ = try await PostgresEventStore.commit([CollectBatch(receivedAt: Self.base, records: [stored])], pool: pool, partitions: EventPartitions(pool: pool))
+            _ = try await PostgresEventStore.commit(
+                [CollectBatch(receivedAt: Self.base, records: [stored])], pool: pool, partitions: EventPartitions(pool: pool))
         }
         // A fresh connection's first transaction creates the staging tables, then fails (the event is
         // stored already) and rolls back; the retry on the same connection needs the tables.
