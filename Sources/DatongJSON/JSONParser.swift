@@ -65,10 +65,11 @@ package struct JSONRef: Sendable {
     /// literals, never allocated, reference-counted or freed per record.
     package func stringValue(sharing known: [String]) -> String? {
         guard kind == .string else { return nil }
-        for text in known {
-            if text.utf8.withContiguousStorageIfAvailable({ textEquals($0) }) == true { return text }
+        let bytes = textBytes  // an escaped text is unescaped once, not once per known text
+        for text in known where text.utf8.count == bytes.count {
+            if text.utf8.withContiguousStorageIfAvailable({ $0.elementsEqual(bytes) }) == true { return text }
         }
-        return String(decoding: textBytes, as: UTF8.self)
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// The UTF-8 bytes of a string value, escapes resolved: a slice of the document's bytes when

@@ -157,7 +157,8 @@ package final class PostgresConnection: @unchecked Sendable {
             if !beginPending, !committed { try execute("COMMIT") }
             return value
         } catch {
-            if !beginPending, !committed, isHealthy { _ = try? execute("ROLLBACK") }
+            guard !committed else { throw error }
+            if !beginPending, isHealthy { _ = try? execute("ROLLBACK") }
             // Undone with the transaction (a failed COMMIT rolls back too).
             for key in setUpsInTransaction ?? [] { sessionSetUps.remove(key) }
             throw error
