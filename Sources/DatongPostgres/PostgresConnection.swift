@@ -182,6 +182,15 @@ package final class PostgresConnection: @unchecked Sendable {
         return String(cString: quoted)
     }
 
+    /// Writes every protocol message of this connection to `file` (libpq's `PQtrace`, without
+    /// timestamps) until called with nil: for tests that count round trips.
+    package func traceMessages(to file: UnsafeMutablePointer<FILE>?) {
+        guard let handle else { return }
+        guard let file else { return PQuntrace(handle) }
+        PQtrace(handle, file)
+        PQsetTraceFlags(handle, PQTRACE_SUPPRESS_TIMESTAMPS)
+    }
+
     // MARK: COPY
 
     /// Streams `data` to a `COPY … FROM STDIN` statement and returns the number of rows copied.

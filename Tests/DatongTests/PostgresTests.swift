@@ -72,10 +72,25 @@ struct PostgresTests {
                 return try connection.query("SELECT bool_and(at = now()) FROM t").scalar
             }
             var counts: [String?] = []
-            try await pool.transaction { connection in
-                try connection.execute("INSERT INTO t (v) VALUES (2)")
-                try connection.commit(after: "INSERT INTO t (v) VALUES (\(try connection.literal("3")))")
+            // Two statements, two messages: the first carries BEGIN, the last COMMIT.
+            let trace = FileManager.default.temporaryDirectory.appendingPathComponent("datong-trace-\(UUID().uuidString)").path
+            defer { try? FileManager.default.removeItem(atPath: trace) }
+            try await pool.withConnection { connection in
+                guard let file = fopen(trace, "w") else { throw PostgresError.unexpectedResult("cannot open \(trace)") }
+                defer { fclose(file) }
+                connection.traceMessages(to: file)
+                defer { connection.traceMessages(to: nil) }
+                try connection.transaction { connection in
+                    try connection.execute("INSERT INTO t (v) VALUES (2)")
+                    try connection.commit(after: "INSERT INTO t (v) VALUES (\(try connection.literal("3")))")
+                }
             }
+            // Each round trip ends with the server's ReadyForQuery, which says whether a transaction
+            // is open (T) or not (I): the first leaves it open, the second has committed it.
+            let lines = try String(contentsOfFile: trace, encoding: .utf8).split(separator: "\n")
+            let ready = lines.filter { $0.hasPrefix("B\t") && $0.contains("\tReadyForQuery\t") }.map { String($0.suffix(1)) }
+            #expect(ready == ["T", "I"], "\(lines)")
+            #expect(lines.contains { $0.hasPrefix("B\t") && $0.hasSuffix("CommandComplete\t \"COMMIT\"") })
             counts.append(try await pool.withConnection { try $0.query("SELECT count(*) FROM t").scalar })
             // A failing last statement takes the whole transaction with it, COMMIT included.
             await #expect(throws: PostgresError.self) {
