@@ -54,33 +54,23 @@ package func collectBody(
         throw ServiceError(.contentTooLarge, code, "the request body would be larger than \(limit) bytes", closesConnection: true)
     }
     let body = request.body
-    let collected: ByteBuffer? = try await withThrowingTaskGroup(of: ByteBuffer?.self) { group in
-        group.addTask {
-            do {
-                return try await body.collect(upTo: limit)
-            } catch is NIOTooManyBytesError {
-                throw tooLarge
-            } catch let error as CancellationError {
-                throw error
-            } catch {
-                // The body stream fails only when the client's framing is broken (a chunk size
-                // that is not hex, negative, overflowing or not followed by its data) or the
-                // client went away: the request is at fault, and the connection is unusable.
-                throw ServiceError(
-                    .badRequest, .malformedBody, "the request body is not valid HTTP/1.1 framing (chunked encoding or length)",
-                    closesConnection: true
-                )
-            }
+    // The deadline is watched by the process's one `BodyDeadlines` task, not a timer of its own.
+    let collected = try await BodyDeadlines.shared.run(within: timeout) {
+        do {
+            return try await body.collect(upTo: limit)
+        } catch is NIOTooManyBytesError {
+            throw tooLarge
+        } catch let error as CancellationError {
+            throw error
+        } catch {
+            // The body stream fails only when the client's framing is broken (a chunk size
+            // that is not hex, negative, overflowing or not followed by its data) or the
+            // client went away: the request is at fault, and the connection is unusable.
+            throw ServiceError(
+                .badRequest, .malformedBody, "the request body is not valid HTTP/1.1 framing (chunked encoding or length)",
+                closesConnection: true
+            )
         }
-        group.addTask {
-            try await Task.sleep(for: timeout)
-            return nil
-        }
-        // Whichever ends first decides; the other is cancelled (the body stream ends when its
-        // reader is cancelled, and a sleeping timer at once).
-        let first = try await group.next()!
-        group.cancelAll()
-        return first
     }
     guard let collected else {
         throw ServiceError(.requestTimeout, .bodyTimeout, "the request body did not arrive within \(timeout.components.seconds) seconds")
