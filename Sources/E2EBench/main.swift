@@ -3,7 +3,7 @@
 // table): acknowledged events/s, request latency at full speed and at half of that rate, the peak
 // RSS of each service, and in the same run the raw COPY rate of the same rows into the same table.
 //
-//   scripts/bench e2e [--rounds N] [--requests N] [--connections N] [--replicas N] [--out DIR]
+//   scripts/bench e2e [--rounds N] [--requests N] [--records N] [--connections N] [--replicas N] [--out DIR]
 //                     [--volume EVENTS [--volume-identities N]] [--set SERVICE:VARIABLE=VALUE]…
 //
 // --volume: each round also runs the same traffic on a database already holding EVENTS events over
@@ -22,7 +22,13 @@ let connections = Bench.option("--connections", default: 64)
 let returningDevices = Bench.option("--devices", default: 500)
 /// Replicas of the gateway, identity and the collector, behind HAProxy when above 1 (docs/SCALING.md).
 let replicas = Bench.option("--replicas", default: 1)
-let recordsPerRequest = 50
+/// Records per request: 50 by default; the SDKs send up to 100 a flush (iOS, Android), the JS SDK
+/// one a request unless batched. Up to the gateway's default `MAX_RECORDS_PER_REQUEST`.
+let recordsPerRequest = Bench.option("--records", default: 50)
+guard (1...1000).contains(recordsPerRequest) else {
+    print("e2e-bench: --records takes 1 to 1000 (the gateway's default MAX_RECORDS_PER_REQUEST)")
+    exit(2)
+}
 let outDirectory = Bench.text("--out") ?? "docs/benchmarks"
 /// Events and identities already stored in the at-volume rounds (0: no such rounds).
 let volumeEvents = Bench.option("--volume", default: 0)
