@@ -22,8 +22,8 @@ let connections = Bench.option("--connections", default: 64)
 let returningDevices = Bench.option("--devices", default: 500)
 /// Replicas of the gateway, identity and the collector, behind HAProxy when above 1 (docs/SCALING.md).
 let replicas = Bench.option("--replicas", default: 1)
-/// Records per request: 50 by default; the SDKs send up to 100 a flush (iOS, Android), the JS SDK
-/// one a request unless batched. Up to the gateway's default `MAX_RECORDS_PER_REQUEST`.
+/// Records per request: 50 by default, what the Android SDK uploads at most in one request; the JS
+/// SDK sends one a request unless batching is on. Up to the gateway's default `MAX_RECORDS_PER_REQUEST`.
 let recordsPerRequest = Bench.option("--records", default: 50)
 guard (1...1000).contains(recordsPerRequest) else {
     print("e2e-bench: --records takes 1 to 1000 (the gateway's default MAX_RECORDS_PER_REQUEST)")
