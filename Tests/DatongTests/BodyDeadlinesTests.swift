@@ -50,6 +50,8 @@ struct BodyDeadlinesTests {
     @Test("many reads at once: each gets its own outcome; cancelling a caller cancels its read")
     func concurrentAndCancelled() async throws {
         let deadlines = BodyDeadlines(tick: .milliseconds(50))
+        let clock = ContinuousClock()
+        let readsStart = clock.now
         let outcomes = try await withThrowingTaskGroup(of: (Int, Int?).self) { group in
             for index in 0..<200 {
                 group.addTask {
@@ -64,8 +66,9 @@ struct BodyDeadlinesTests {
         }
         #expect(outcomes.count == 200)
         #expect(outcomes.allSatisfy { index, value in value == (index.isMultiple(of: 2) ? index : nil) })
+        // The slow reads were stopped at their deadline, not left to sleep their minute.
+        #expect(clock.now - readsStart < .seconds(5))
 
-        let clock = ContinuousClock()
         let start = clock.now
         let caller = Task {
             try await deadlines.run(within: .seconds(60)) { () async throws -> Int in
