@@ -68,8 +68,21 @@ package enum IdentityRules {
     package static let loginKey = "$identity_login_id"
     package static let anonymousKey = "$identity_anonymous_id"
     package static let cookieKey = "$identity_cookie_id"
-    /// The app SDKs' device ids.
-    package static let appDeviceKeys: Set<String> = ["$identity_idfv", "$identity_ios_uuid", "$identity_android_id", "$identity_android_uuid"]
+    /// Every official SDK's device id: the key it sets from a device or install identifier of its
+    /// own, keeps across a login, and refuses to `bind`. Read from each SDK's code (docs/PROTOCOL.md
+    /// section 4 has the table with the file that decides each); `$identity_anonymous_id`, which
+    /// every SDK sends, and the H5 `$identity_cookie_id` have ranks of their own.
+    package static let deviceKeys: Set<String> = [
+        // iOS (SensorsAnalyticsSDK 5.0.7, the identity keys in its framework binary)
+        "$identity_idfv", "$identity_ios_uuid", "$identity_idfa",
+        // Android (sa-sdk-android: useridentity/Identities.java)
+        "$identity_android_id", "$identity_android_uuid",
+        // WeChat mini program (sa-sdk-miniprogram: `identities.$identity_mp_id = getUUID()`)
+        "$identity_mp_id",
+        // The other mini programs (sa-sdk-mini: each build's `identity_id`)
+        "$identity_ali_mp_id", "$identity_baidu_mp_id", "$identity_byte_mp_id", "$identity_feishu_mp_id", "$identity_qq_mp_id",
+        "$identity_xhs_mp_id", "$identity_taobao_uuid",
+    ]
     /// Keys a `$BindID` may not bind.
     package static let unbindableByBind: Set<String> = [loginKey, anonymousKey, cookieKey]
     /// Keys a `$UnbindID` may not detach.
@@ -98,8 +111,10 @@ package enum IdentityRules {
     }
 
     /// Login-class keys name a person, not a device: the login id and custom keys
-    /// (`loginWithKey`, or bound ones such as `$identity_mobile`). A user holds at most one value of
-    /// each, so two users holding different values of one are two people and never merge implicitly.
+    /// (`loginWithKey`, or bound ones such as `$identity_mobile`, the mini programs' openid and
+    /// unionid). A user holds at most one value of each, so two users holding different values of
+    /// one are two people and never merge implicitly. A `$identity_*` key no official SDK sets as a
+    /// device id is one of these: keeping two people apart is the safe side of not knowing.
     package static func isLoginClass(_ key: String) -> Bool { rank(key) <= 1 }
 
     /// The kind of device id an old SDK (no `identities`) means by `distinct_id`, from `lib.$lib`.
@@ -119,7 +134,7 @@ package enum IdentityRules {
         case loginKey: return 0
         case anonymousKey: return 3
         case cookieKey: return 4
-        default: return appDeviceKeys.contains(key) ? 2 : 1
+        default: return deviceKeys.contains(key) ? 2 : 1
         }
     }
 

@@ -95,6 +95,26 @@ struct IdentityGraphTests {
         }
     }
 
+    @Test(
+        "a returning user's new phone joins the user when it logs in, whichever official SDK's device id it has",
+        arguments: [
+            "$identity_idfv", "$identity_android_id", "$identity_mp_id", "$identity_ali_mp_id", "$identity_byte_mp_id", "$identity_taobao_uuid",
+        ])
+    func newPhoneJoinsUser(deviceKey: String) async throws {
+        try await Self.withStore { store, url in
+            // Phone 1 logs in as erin; phone 2 is used anonymously, then logs in as erin too (what the
+            // mini program sends: its device id and anonymous id are the same UUID).
+            let first = try #require(try await Self.user(store, [deviceKey: "P1", Self.anonymous: "P1"]))
+            #expect(try await Self.user(store, [deviceKey: "P1", Self.anonymous: "P1", Self.login: "erin"], type: "track_signup") == first)
+            let second = try #require(try await Self.user(store, [deviceKey: "P2", Self.anonymous: "P2"]))
+            #expect(second != first)
+            #expect(try await Self.user(store, [deviceKey: "P2", Self.anonymous: "P2", Self.login: "erin"], type: "track_signup") == first)
+            // The second phone's earlier events now belong to erin's user.
+            #expect(try await Self.owner(store, deviceKey, "P2") == first)
+            #expect(try await TestDatabase.rows(url, "SELECT from_user::text, into_user::text FROM identity.merges") == [[String(second), String(first)]])
+        }
+    }
+
     @Test("two users holding different login ids are never merged: the record goes to its login's user and the conflict is recorded")
     func loginConflict() async throws {
         try await Self.withStore { store, url in
