@@ -20,7 +20,8 @@ package func buildCollectorApplication(
         name: "collector",
         api: CollectorAPI(
             store: store, reads: PostgresStoredDataReads(pool: database.pool), serviceToken: ServiceToken(settings.server.serviceToken),
-            maxBatchBytes: settings.maxBatchBytes, refusals: Refusals(registry: runtime.metrics)
+            maxBatchBytes: settings.maxBatchBytes, refusals: Refusals(registry: runtime.metrics),
+            keyRule: StoredKeyRule(pool: database.pool).current
         ),
         schema: CollectorSchema.name, migrations: CollectorSchema.migrations, server: settings.server, runtime: runtime, services: [maintenance, replication]
     )
@@ -36,6 +37,8 @@ struct CollectorAPI: ServiceAPI {
     let maxBatchBytes: Int
     /// Counts the refusals of batches inside a group, which the group's 200 does not.
     var refusals = Refusals(registry: nil)
+    /// Which key the records get: the database's rule, read once it is migrated.
+    var keyRule: @Sendable () async throws -> KeyRule = { .trackIDs }
 
     func register(on router: Router<DatongRequestContext>) {
         router.post("/v1/batches") { request, context in try await write(request, context: context) }
@@ -96,7 +99,14 @@ struct CollectorAPI: ServiceAPI {
 
     func write(_ request: Request, context: DatongRequestContext) async throws -> Response {
         try serviceToken.check(request)
-        let batch = try await readContractBody(IncomingBatch.self, from: request, limit: maxBatchBytes, what: "the batch")
+        let body = try await collectBody(request, limit: maxBatchBytes)
+        let keys = try await keyRule()
+        let batch: IncomingBatch
+        do {
+            batch = try IncomingBatch(jsonBytes: Array(body.readableBytesView), keys: keys)
+        } catch {
+            throw ServiceError.badRequest(.invalidBody, "the batch does not match the contract: \(error.message)")
+        }
         let result = try await write(batch, logger: context.logger)
         return Response(
             status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: result.jsonBytes))
@@ -109,9 +119,10 @@ struct CollectorAPI: ServiceAPI {
     func writeGroup(_ request: Request, context: DatongRequestContext) async throws -> Response {
         try serviceToken.check(request)
         let body = try await collectBody(request, limit: maxBatchBytes)
+        let keys = try await keyRule()
         let batches: [Result<IncomingBatch, ContractDecodingError>]
         do {
-            batches = try IncomingBatch.group(jsonBytes: Array(body.readableBytesView))
+            batches = try IncomingBatch.group(jsonBytes: Array(body.readableBytesView), keys: keys)
         } catch {
             throw ServiceError.badRequest(.invalidBody, "the group does not match the contract: \(error.message)")
         }

@@ -191,5 +191,33 @@ package enum CollectorSchema {
                     LEFT JOIN analytics.user_canonical c ON c.project = e.project AND c.user_id = e.user_id;
                 COMMENT ON COLUMN analytics.events.lib_method IS 'How the event was made: code, autoTrack, or visual (codeless tracking).';
                 """),
+        Migration(
+            version: 5, name: "records are identified by their track id; profile and item records keep their order",
+            sql: """
+                -- A record's `_track_id` (RecordKey.swift, KeyRule). Records stored before this
+                -- migration were keyed by their content: records whose time is before it keep that
+                -- key, so the retries of what is stored are still found. A database that holds no
+                -- record yet has no such time.
+                ALTER TABLE collector.events ADD COLUMN track_id bigint;
+                ALTER TABLE collector.profile_records ADD COLUMN track_id bigint, ADD COLUMN seq bigint;
+                CREATE TABLE collector.record_keys (
+                    content_keys_before timestamptz NOT NULL,
+                    one_row             boolean     PRIMARY KEY DEFAULT true CHECK (one_row)
+                );
+                INSERT INTO collector.record_keys (content_keys_before)
+                SELECT CASE WHEN EXISTS (SELECT 1 FROM collector.events) OR EXISTS (SELECT 1 FROM collector.profile_records)
+                            THEN now() ELSE '-infinity' END;
+                -- The order profile and item records arrived in: a request's records in the order sent,
+                -- requests in the order written. Folds break ties of time and receipt time with it.
+                CREATE SEQUENCE collector.profile_record_order;
+                CREATE OR REPLACE VIEW analytics.events AS
+                    SELECT e.project, e.event_id, e.type, e.event, e.time, e.received_at, e.distinct_id,
+                           COALESCE(c.canonical_user_id, e.user_id) AS user_id,
+                           e.anonymous_id, e.login_id, e.lib, e.lib_version, e.app_version, e.hybrid_h5, e.properties,
+                           e.user_id AS stored_user_id, e.lib_method, e.lib_detail, e.original_id, e.identities, e.track_id
+                    FROM collector.events e
+                    LEFT JOIN analytics.user_canonical c ON c.project = e.project AND c.user_id = e.user_id;
+                COMMENT ON COLUMN analytics.events.track_id IS 'The _track_id the SDK gave the record; with project, type, event, time and distinct_id it identifies the record (a retry is stored once).';
+                """),
     ]
 }

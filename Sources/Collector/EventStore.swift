@@ -147,9 +147,9 @@ final class PostgresEventStore: EventStore {
                     events.appendEncodedRow(batch.eventRows[row])
                     eventRows.append(EventRow(project: record.project, time: record.time, id: record.key, bytes: start..<events.bytes.count))
                 case .profile(let profile):
-                    profileCount += 1
                     profileKeys.add(profile, id: record.key)
-                    appendProfileRecord(profile, key: record.key, receivedAt: batch.receivedAt, to: &profiles)
+                    appendProfileRecord(profile, key: record.key, receivedAt: batch.receivedAt, position: profileCount, to: &profiles)
+                    profileCount += 1
                 }
             }
             for record in batch.rejected {
@@ -199,9 +199,7 @@ final class PostgresEventStore: EventStore {
                 _ = try connection.copyIn(
                     "COPY pg_temp.incoming_profile_records (\(profileColumns)) FROM STDIN (FORMAT binary)", data: profileData
                 )
-                let rows = try connection.execute(
-                    "INSERT INTO collector.profile_records SELECT * FROM pg_temp.incoming_profile_records ON CONFLICT DO NOTHING RETURNING record_id::text"
-                ).rows
+                let rows = try connection.execute(insertProfileRecords).rows
                 for row in rows { if let key = row[0].flatMap(RecordKey.init(uuidText:)) { inserted.insert(key) } }
                 try refold(owners, insertedIDs: inserted, on: connection)
             }
@@ -301,11 +299,22 @@ final class PostgresEventStore: EventStore {
         }
     }
 
+    /// Stores the staged profile and item records that are new, numbering them in the order they
+    /// were staged (`seq` there is the position in the transaction): the subquery's ORDER BY runs
+    /// before the outer `nextval`, as a subquery with ORDER BY is never merged into its query.
+    private static let insertProfileRecords = """
+        INSERT INTO collector.profile_records (\(profileColumns))
+        SELECT project, record_id, type, time, received_at, distinct_id, user_id, item_type, item_id, properties, track_id,
+               nextval('collector.profile_record_order')
+        FROM (SELECT * FROM pg_temp.incoming_profile_records ORDER BY seq) AS staged
+        ON CONFLICT DO NOTHING RETURNING record_id::text
+        """
+
     private static let refoldProfiles = """
         WITH folded AS (
             SELECT r.project, r.user_id,
-                   (array_agg(r.distinct_id ORDER BY r.time DESC, r.received_at DESC))[1] AS distinct_id,
-                   collector.profile_fold(r.type, r.properties ORDER BY r.time, r.received_at, r.record_id) AS properties,
+                   (array_agg(r.distinct_id ORDER BY r.time DESC, r.received_at DESC, r.seq DESC NULLS LAST))[1] AS distinct_id,
+                   collector.profile_fold(r.type, r.properties ORDER BY r.time, r.received_at, r.seq NULLS FIRST, r.record_id) AS properties,
                    max(r.time) AS updated_at
             FROM collector.profile_records r
             JOIN unnest($1::text[], $2::bigint[]) AS u(project, user_id) ON r.project = u.project AND r.user_id = u.user_id
@@ -324,7 +333,7 @@ final class PostgresEventStore: EventStore {
     private static let refoldItems = """
         WITH folded AS (
             SELECT r.project, r.item_type, r.item_id,
-                   collector.profile_fold(r.type, r.properties ORDER BY r.time, r.received_at, r.record_id) AS properties,
+                   collector.profile_fold(r.type, r.properties ORDER BY r.time, r.received_at, r.seq NULLS FIRST, r.record_id) AS properties,
                    max(r.time) AS updated_at
             FROM collector.profile_records r
             JOIN unnest($1::text[], $2::text[], $3::text[]) AS u(project, item_type, item_id)
@@ -346,10 +355,14 @@ final class PostgresEventStore: EventStore {
         """
 
     /// The columns of a profile or item record's row, in `appendProfileRecord`'s order.
-    private static let profileColumns = "project, record_id, type, time, received_at, distinct_id, user_id, item_type, item_id, properties"
+    private static let profileColumns =
+        "project, record_id, type, time, received_at, distinct_id, user_id, item_type, item_id, properties, track_id, seq"
 
-    private static func appendProfileRecord(_ record: CollectRecord, key: RecordKey, receivedAt: Int64, to writer: inout BinaryCopyWriter) {
-        writer.beginRow(fieldCount: 10)
+    /// - Parameter position: the record's place among the transaction's profile and item records.
+    private static func appendProfileRecord(
+        _ record: CollectRecord, key: RecordKey, receivedAt: Int64, position: Int, to writer: inout BinaryCopyWriter
+    ) {
+        writer.beginRow(fieldCount: 12)
         writer.text(record.project)
         writer.uuid(key)
         writer.text(record.type)
@@ -360,5 +373,7 @@ final class PostgresEventStore: EventStore {
         writer.text(record.itemType)
         writer.text(record.itemId)
         writer.jsonb(record.properties)
+        writer.bigint(record.trackId)
+        writer.bigint(Int64(position))
     }
 }

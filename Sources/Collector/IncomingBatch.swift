@@ -85,17 +85,24 @@ package struct IncomingBatch: Sendable {
 
 extension IncomingBatch: WireDecodable {
     package init(jsonBytes body: [UInt8]) throws(ContractDecodingError) {
-        try self.init(wire: try WireField.object(body, maxDepth: CollectBatch.maxDepth, "the batch"), path: nil)
+        try self.init(jsonBytes: body, keys: .trackIDs)
+    }
+
+    /// Reads a batch whose records get their keys by `keys`.
+    package init(jsonBytes body: [UInt8], keys: KeyRule) throws(ContractDecodingError) {
+        try self.init(wire: try WireField.object(body, maxDepth: CollectBatch.maxDepth, "the batch"), path: nil, keys: keys)
     }
 
     /// The batches of a group (`POST /v1/batch-groups`), each read on its own: a batch that is
     /// not one is refused alone, with the problem `CollectBatch(wire:path:)` names.
-    package static func group(jsonBytes body: [UInt8]) throws(ContractDecodingError) -> [Result<IncomingBatch, ContractDecodingError>] {
+    package static func group(
+        jsonBytes body: [UInt8], keys: KeyRule = .trackIDs
+    ) throws(ContractDecodingError) -> [Result<IncomingBatch, ContractDecodingError>] {
         let root = try WireField.object(body, maxDepth: CollectBatch.maxDepth + 2, "the group")
         guard let list = root["batches"] else { throw ContractDecodingError("batches is missing") }
         return try WireField.array(list, "batches").enumerated().map { index, element in
             do throws(ContractDecodingError) {
-                return .success(try IncomingBatch(wire: element, path: "batches[\(index)]"))
+                return .success(try IncomingBatch(wire: element, path: "batches[\(index)]", keys: keys))
             } catch {
                 return .failure(error)
             }
@@ -103,7 +110,7 @@ extension IncomingBatch: WireDecodable {
     }
 
     /// Reads a batch from its object in a parsed body; `path` names it inside a group.
-    init(wire root: JSONRef, path: String?) throws(ContractDecodingError) {
+    init(wire root: JSONRef, path: String?, keys: KeyRule) throws(ContractDecodingError) {
         guard root.isObject else { throw ContractDecodingError("\(path ?? "the batch") is not an object") }
         func at(_ name: String) -> String { path.map { "\($0).\(name)" } ?? name }
         var receivedAt: Int64?
@@ -126,7 +133,7 @@ extension IncomingBatch: WireDecodable {
         // rows that are never written.
         var reader = RecordReader(
             document: root.document, receivedAt: Self.canStore(receivedAt: receivedAt) ? receivedAt : 0, rejected: rejected, count: recordIndexes.count,
-            bytes: Int(root.entry.end - root.entry.start))
+            bytes: Int(root.entry.end - root.entry.start), keys: keys)
         try root.document.bytes.withUnsafeBufferPointer { (bytes) throws(ContractDecodingError) in
             try root.document.entries.withUnsafeBufferPointer { (entries) throws(ContractDecodingError) in
                 for (position, index) in recordIndexes.enumerated() {
@@ -158,6 +165,7 @@ private struct RecordReader {
 
     let document: JSONDocument
     let receivedAt: Int64
+    let keys: KeyRule
     var rows: BinaryCopyWriter
     var records: [IncomingBatch.Record] = []
     var rejected: [RejectedRecord]
@@ -180,8 +188,9 @@ private struct RecordReader {
 
     /// `bytes`: the size of the batch's JSON (in a group, not the whole body), which its rows
     /// take about as much of.
-    init(document: JSONDocument, receivedAt: Int64, rejected: [RejectedRecord], count: Int, bytes: Int) {
+    init(document: JSONDocument, receivedAt: Int64, rejected: [RejectedRecord], count: Int, bytes: Int, keys: KeyRule) {
         self.document = document
+        self.keys = keys
         self.receivedAt = receivedAt
         self.rejected = rejected
         rows = BinaryCopyWriter(reservingCapacity: 64 + bytes + count * 96)
@@ -226,7 +235,7 @@ private struct RecordReader {
         // A field named twice: the last counts, as in the contract's reader, which also refuses
         // the record when an earlier one is of the wrong kind (found by the `batch` fuzz target).
         if repeated { _ = try CollectRecord(wire: JSONRef(document: document, index: index), path: path()) }
-        let time = try checkKinds(entries: entries, path: path)
+        let (time, trackId) = try checkKinds(entries: entries, path: path)
         readTexts(bytes: bytes, entries: entries)
         let type = escaped.withUnsafeBufferPointer { String(decoding: text(.type, bytes: bytes, escaped: $0)!, as: UTF8.self) }
         guard RecordTypes.isEvent(type) else {
@@ -235,7 +244,7 @@ private struct RecordReader {
             if let problem = record.storageProblem {
                 refuse(position, project: record.project, problem: problem, raw: object, bytes: bytes)
             } else {
-                keep(position, key: RecordKey(of: record), project: record.project, time: record.time, raw: object, content: .profile(record))
+                keep(position, key: RecordKey(of: record, rule: keys), project: record.project, time: record.time, raw: object, content: .profile(record))
             }
             return
         }
@@ -244,9 +253,9 @@ private struct RecordReader {
             refuse(position, project: project, problem: problem, raw: object, bytes: bytes)
             return
         }
-        let key = hashKey(time: time, bytes: bytes, entries: entries)
+        let key = hashKey(time: time, trackId: trackId, bytes: bytes, entries: entries)
         let start = rows.bytes.count
-        writeRow(key: key, time: time, bytes: bytes, entries: entries)
+        writeRow(key: key, time: time, trackId: trackId, bytes: bytes, entries: entries)
         keep(position, key: key, project: project, time: time, raw: object, content: .event(row: start..<rows.bytes.count))
     }
 
@@ -264,9 +273,11 @@ private struct RecordReader {
             ))
     }
 
-    /// The contract's checks of each field's kind, with `WireField`'s messages; returns the time.
-    private func checkKinds(entries: Entries, path: () -> String) throws(ContractDecodingError) -> Int64 {
+    /// The contract's checks of each field's kind, with `WireField`'s messages; returns the time
+    /// and the track id.
+    private func checkKinds(entries: Entries, path: () -> String) throws(ContractDecodingError) -> (Int64, Int64?) {
         var time: Int64 = 0
+        var trackId: Int64?
         for field in Field.all {
             let slot = slots[field.rawValue]
             guard slot >= 0 else {
@@ -282,6 +293,7 @@ private struct RecordReader {
                 if kind != .string { _ = try WireField.requiredString(JSONRef(document: document, index: slot), at()) }
             case .time: time = try WireField.int(JSONRef(document: document, index: slot), at())
             case .userId: _ = try WireField.optionalInt(JSONRef(document: document, index: slot), at())
+            case .trackId: trackId = try WireField.optionalInt(JSONRef(document: document, index: slot), at())
             case .hybridH5: guard kind == .bool else { throw ContractDecodingError("\(at()) is not a boolean") }
             case .properties: guard kind == .object else { throw ContractDecodingError("\(at()) is not an object") }
             case .identities:
@@ -301,7 +313,7 @@ private struct RecordReader {
                 guard kind == .string || kind == .null else { throw ContractDecodingError("\(at()) is not a string") }
             }
         }
-        return time
+        return (time, trackId)
     }
 
     /// Finds every text field's bytes; a string with escapes is unescaped once, into `escaped`.
@@ -365,9 +377,11 @@ private struct RecordReader {
         }
     }
 
-    /// `RecordKey(of:)` over the fields' bytes: the same key for the same record.
-    private mutating func hashKey(time: Int64, bytes: Bytes, entries: Entries) -> RecordKey {
+    /// `RecordKey(of:rule:)` over the fields' bytes: the same key for the same record.
+    private mutating func hashKey(time: Int64, trackId: Int64?, bytes: Bytes, entries: Entries) -> RecordKey {
         keyInput.removeAll(keepingCapacity: true)
+        let trackId = keys.usesTrackID(time: time, trackId: trackId) ? trackId : nil
+        if trackId != nil { keyInput.append(RecordKey.trackIDMark) }
         let escaped = escaped  // shares the buffer: `keyInput` is written while it is read
         escaped.withUnsafeBufferPointer { escaped in
             func field(_ value: Bytes?) { RecordKey.appendField(value, to: &keyInput) }
@@ -379,13 +393,17 @@ private struct RecordReader {
             field(text(.distinctId, bytes: bytes, escaped: escaped))
             field(text(.itemType, bytes: bytes, escaped: escaped))
             field(text(.itemId, bytes: bytes, escaped: escaped))
-            field(Self.slice(bytes, entries[slots[Field.properties.rawValue]]))
+            if var trackId = trackId.map({ String($0) }) {
+                trackId.withUTF8 { field($0) }
+            } else {
+                field(Self.slice(bytes, entries[slots[Field.properties.rawValue]]))
+            }
         }
         return RecordKey(hashing: keyInput)
     }
 
     /// The event's `collector.events` row, in `EventRows.columns` order.
-    private mutating func writeRow(key: RecordKey, time: Int64, bytes: Bytes, entries: Entries) {
+    private mutating func writeRow(key: RecordKey, time: Int64, trackId: Int64?, bytes: Bytes, entries: Entries) {
         let empty: Bytes = Bytes(start: nil, count: 0)
         rows.beginRow(fieldCount: EventRows.columns.count)
         rows.uuid(key)
@@ -404,6 +422,7 @@ private struct RecordReader {
                 case .hybridH5: rows.boolean(entries[slot].flag)
                 case .properties: rows.jsonb(utf8: Self.slice(bytes, entries[slot]))
                 case .identities: writeIdentities(slot, bytes: bytes, entries: entries)
+                case .trackId: rows.bigint(trackId)
                 case .itemType, .itemId: preconditionFailure("\(field) is not an event column")
                 }
             }

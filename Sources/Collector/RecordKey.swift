@@ -2,6 +2,7 @@ import DatongContracts
 import DatongJSON
 import DatongPostgres
 import DatongRuntime
+import Synchronization
 
 /// A record's deduplication key: the 16 bytes of its uuid, held as two integers so that sets and
 /// dictionaries of keys hash and compare them without allocating.
@@ -58,21 +59,42 @@ extension BinaryCopyWriter {
     }
 }
 
-/// The deduplication key of `record`.
+/// Which deduplication key a record gets (docs/PROTOCOL.md section 2, "What identifies a record").
 ///
-/// SDKs change `_flush_time` on every retry and apps regenerate `_track_id` when they relay a record,
-/// so neither is part of the key. The key is SHA-256 over what a retry keeps: project, type, event,
-/// time (ms), distinct id, item type and id, and the properties text (the gateway writes it with
-/// sorted keys, so equal properties give equal text). Two records equal in all of these are the same
-/// record: one of them is stored, the other counted as a duplicate.
+/// Every Sensors SDK gives a record its own `_track_id` when it makes it and resends the record
+/// unchanged on a retry (only `_flush_time` changes), so a record with one is identified by it with
+/// its project, type, event, time (ms), distinct id and item: two records an SDK made separately are
+/// two, even when they are equal in everything else (five `profileIncrement` calls in one
+/// millisecond), and a retry is one. A record without a `_track_id` (hand-written clients) is
+/// identified by its content: those fields and the properties text (which the gateway writes with
+/// sorted keys, so equal properties give equal text).
+///
+/// Databases that stored records before track ids counted (collector migration 5) keep the content
+/// key for records whose time is before that upgrade, so that the retries of what was stored
+/// before it are still found; a new database has no such time.
+package struct KeyRule: Sendable, Equatable {
+    /// Records whose time (ms since the Unix epoch) is before this keep the content key.
+    package var contentKeysBefore: Int64
+
+    package init(contentKeysBefore: Int64) { self.contentKeysBefore = contentKeysBefore }
+
+    /// Track ids count for every record: a database that never stored a record before them.
+    package static let trackIDs = KeyRule(contentKeysBefore: .min)
+
+    func usesTrackID(time: Int64, trackId: Int64?) -> Bool { trackId != nil && time >= contentKeysBefore }
+}
+
 extension RecordKey {
-    package init(of record: CollectRecord) {
+    /// The key of `record` under `rule`.
+    package init(of record: CollectRecord, rule: KeyRule = .trackIDs) {
         var input: [UInt8] = []
         input.reserveCapacity(record.properties.utf8.count + 128)
         func field(_ value: String?) {
             guard var value else { return Self.appendField(nil, to: &input) }
             value.withUTF8 { Self.appendField($0, to: &input) }
         }
+        let trackId = rule.usesTrackID(time: record.time, trackId: record.trackId) ? record.trackId : nil
+        if trackId != nil { input.append(Self.trackIDMark) }
         field(record.project)
         field(record.type)
         field(record.event)
@@ -80,9 +102,13 @@ extension RecordKey {
         field(record.distinctId)
         field(record.itemType)
         field(record.itemId)
-        field(record.properties)
+        if let trackId { field(String(trackId)) } else { field(record.properties) }
         self.init(hashing: input)
     }
+
+    /// The first byte of a track-id key's input. A content key's input starts with a field's
+    /// marker (0 or 1), so the two kinds of input never coincide.
+    static let trackIDMark: UInt8 = 2
 
     /// Appends one field of a key's input: 0 for none, else 1, the length (4 bytes, big-endian)
     /// and the bytes. `IncomingBatch` builds the same input from a batch's bytes.
@@ -102,5 +128,30 @@ extension RecordKey {
         digest[6] = (digest[6] & 0x0F) | 0x80
         digest[8] = (digest[8] & 0x3F) | 0x80
         self.init(digest)
+    }
+}
+
+/// The database's `KeyRule` (`collector.record_keys`, made by migration 5), read once: it never
+/// changes after the migration.
+final class StoredKeyRule: Sendable {
+    private let pool: PostgresPool
+    private let rule = Mutex<KeyRule?>(nil)
+
+    init(pool: PostgresPool) { self.pool = pool }
+
+    func current() async throws -> KeyRule {
+        if let known = rule.withLock({ $0 }) { return known }
+        let before = try await pool.withConnection { connection in
+            try connection.query(
+                """
+                SELECT CASE WHEN content_keys_before = '-infinity' THEN NULL
+                            ELSE floor(extract(epoch FROM content_keys_before) * 1000)::bigint END
+                FROM collector.record_keys
+                """
+            ).rows.first?[0].flatMap(Int64.init)
+        }
+        let read = KeyRule(contentKeysBefore: before ?? .min)
+        rule.withLock { $0 = read }
+        return read
     }
 }

@@ -45,14 +45,19 @@ package struct CollectRecord: Sendable, Equatable {
     package var originalId: String?
     /// The record's `identities` (for a relayed record, as the app rewrote them).
     package var identities: [String: String]?
+    /// The record's `_track_id`: the number its SDK gave it when the record was made, which a
+    /// retry resends unchanged. With the time, ids and type it is what identifies the record for
+    /// deduplication (docs/PROTOCOL.md section 2, "What identifies a record").
+    package var trackId: Int64?
 
     package init(
         project: String, type: String, event: String?, time: Int64, distinctId: String?, userId: Int64?,
         anonymousId: String? = nil, loginId: String? = nil, lib: String? = nil, libVersion: String? = nil,
         appVersion: String? = nil, hybridH5: Bool = false, properties: String, itemType: String? = nil,
         itemId: String? = nil, libMethod: String? = nil, libDetail: String? = nil, originalId: String? = nil,
-        identities: [String: String]? = nil
+        identities: [String: String]? = nil, trackId: Int64? = nil
     ) {
+        self.trackId = trackId
         self.libMethod = libMethod
         self.libDetail = libDetail
         self.originalId = originalId
@@ -84,7 +89,7 @@ extension CollectRecord {
     /// place in the view. docs/CONTRIBUTING.md has the recipe.
     package enum Field: Int, CaseIterable, Sendable {
         case project, type, event, time, distinctId, userId, anonymousId, loginId, lib, libVersion, appVersion, hybridH5
-        case properties, itemType, itemId, libMethod, libDetail, originalId, identities
+        case properties, itemType, itemId, libMethod, libDetail, originalId, identities, trackId
 
         /// A batch without one of these is not a batch.
         package var isRequired: Bool {
@@ -129,6 +134,7 @@ extension CollectRecord {
             case .libDetail: "libDetail"
             case .originalId: "originalId"
             case .identities: "identities"
+            case .trackId: "trackId"
             }
         }
 

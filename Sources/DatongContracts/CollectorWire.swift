@@ -114,6 +114,10 @@ extension CollectRecord {
                 var members = JSONObjectWriter(&out)
                 for (name, value) in identities { members.string(dynamic: name, value, &out) }
                 members.finish(&out)
+            case .trackId:
+                guard let trackId else { continue }
+                object.key(field.staticName, &out)
+                out.append(contentsOf: String(trackId).utf8)
             }
         }
         object.finish(&out)
@@ -153,6 +157,7 @@ extension CollectRecord {
             case .libDetail: libDetail = try WireField.string(member, at())
             case .originalId: originalId = try WireField.string(member, at())
             case .identities: identities = try WireField.identities(member, at())
+            case .trackId: trackId = try WireField.optionalInt(member, at())
             }
         }
         for field in Field.all where field.isRequired && seen & (1 << field.rawValue) == 0 {

@@ -119,7 +119,8 @@ package struct AppContext: Sendable, Equatable {
 }
 
 /// Verifies a record an H5 page handed to its app and rewrites it exactly as the app's SDK would
-/// before uploading it (docs/PROTOCOL.md section 3). Pure apart from the fresh `_track_id`.
+/// before uploading it (docs/PROTOCOL.md section 3). The page's `_track_id` is kept: the app SDK
+/// gives the record a fresh one once, when it relays it, and a relay's retry resends the page's.
 enum BridgeRewriter {
     /// Identity keys that name the app's device: the app's own values replace the page's.
     static let appDeviceKeys: Set<String> = [

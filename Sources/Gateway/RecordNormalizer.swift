@@ -169,7 +169,10 @@ package struct RecordNormalizer: Sendable {
             hybridH5: hybrid,
             properties: properties.canonicalText(replacing: presets, dateTimes: DateTimeStyle(lib: libName)),
             itemType: itemType, itemId: itemID, libMethod: libMethod, libDetail: libDetail, originalId: originalID,
-            identities: identities
+            identities: identities,
+            // An integer, as every SDK sends it; anything else is no track id, and the record is
+            // then identified by its content.
+            trackId: fields.trackID?.int64Value
         )
         let identity =
             isItem

@@ -16,7 +16,7 @@ package struct RecordFields {
         var type: Int32 = -1, event: Int32 = -1, time: Int32 = -1, distinctID: Int32 = -1, project: Int32 = -1
         var properties: Int32 = -1, identities: Int32 = -1, lib: Int32 = -1, anonymousID: Int32 = -1, loginID: Int32 = -1
         var originalID: Int32 = -1, itemType: Int32 = -1, itemID: Int32 = -1, hybrid: Int32 = -1, serverURL: Int32 = -1
-        var token: Int32 = -1, timeFree: Int32 = -1
+        var token: Int32 = -1, timeFree: Int32 = -1, trackID: Int32 = -1
     }
 
     var type: JSONRef? { ref(at.type) }
@@ -39,6 +39,8 @@ package struct RecordFields {
     var token: JSONRef? { ref(at.token) }
     /// `time_free: true`: an import of history, exempt from the time window.
     var timeFree: JSONRef? { ref(at.timeFree) }
+    /// `_track_id`: the number the SDK gave the record when it made it (a retry resends it).
+    var trackID: JSONRef? { ref(at.trackID) }
 
     private func ref(_ position: Int32) -> JSONRef? {
         position < 0 ? nil : JSONRef(document: document, index: Int(position))
@@ -109,6 +111,8 @@ package struct RecordFields {
             found.token = value
         } else if named("time_free") {
             found.timeFree = value
+        } else if named("_track_id") {
+            found.trackID = value
         }
     }
 }

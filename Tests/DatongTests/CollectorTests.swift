@@ -138,6 +138,7 @@ struct CollectorTests {
                     case .libDetail: full.libDetail
                     case .originalId: full.originalId
                     case .identities: #"{"$identity_idfv": "I", "$identity_login_id": "login"}"#
+                    case .trackId: full.trackId.map(String.init)
                     case .itemType, .itemId: nil
                     }
                 #expect(row[field.column] == expected, "\(field.column): \(String(describing: row[field.column]))")
@@ -200,6 +201,130 @@ struct CollectorTests {
             let retry = try await write(store, [increment])
             #expect(retry.duplicates == 1)
             #expect(try await profileJSON(url)?["visits"] as? Int == 1)
+        }
+    }
+
+    @Test("records an SDK made separately are stored separately, however alike; a retry of them is stored once")
+    func trackIDsIdentifyRecords() async throws {
+        try await withStore { store, url in
+            // Five `profileIncrement("clicks", 1)` in one millisecond, as the Java SDK sends them:
+            // alike in everything but the track id.
+            var increments: [CollectRecord] = []
+            for trackId in Int64(1)...5 {
+                var record = profile("profile_increment", at: 0, #"{"clicks":1}"#)
+                record.trackId = -2_000_000_000 + trackId
+                increments.append(record)
+            }
+            var events: [CollectRecord] = []
+            for trackId: Int64 in [1001, 1002] {
+                var event = Self.event("Buy")
+                event.trackId = trackId
+                events.append(event)
+            }
+            let first = try await write(store, increments + events)
+            #expect(first.stored == 7 && first.duplicates == 0)
+            #expect(try await profileJSON(url)?["clicks"] as? Int == 5)
+            #expect(try await TestDatabase.rows(url, "SELECT track_id::text FROM analytics.events ORDER BY track_id") == [["1001"], ["1002"]])
+
+            // The SDK retries the whole request (only `_flush_time`, which is not stored, changed).
+            let retry = try await write(store, increments + events)
+            #expect(retry.stored == 0 && retry.duplicates == 7)
+            #expect(try await profileJSON(url)?["clicks"] as? Int == 5)
+            #expect(try await TestDatabase.rows(url, "SELECT count(*) FROM analytics.events") == [["2"]])
+        }
+    }
+
+    @Test("profile and item operations of one millisecond apply in the order sent, and requests in the order they came")
+    func sameMillisecondOrder() async throws {
+        try await withStore { store, url in
+            // Several users, so that no one content-hash order can pass by chance.
+            var trackId: Int64 = 0
+            func op(_ type: String, user: Int64, _ properties: String) -> CollectRecord {
+                trackId += 1
+                var record = profile(type, user: user, at: 0, properties)
+                record.trackId = trackId
+                return record
+            }
+            func itemOp(_ type: String, id: String, _ properties: String = "{}") -> CollectRecord {
+                trackId += 1
+                var record = item(type, id: id, at: 0, properties)
+                record.trackId = trackId
+                return record
+            }
+            var records: [CollectRecord] = []
+            for user in Int64(1)...6 {
+                records += [
+                    op("profile_set", user: user, #"{"s":"first"}"#), op("profile_set", user: user, #"{"s":"second"}"#),
+                    op("profile_set", user: user, #"{"n":1}"#), op("profile_increment", user: user, #"{"n":2}"#),
+                    op("profile_append", user: user, #"{"l":["a"]}"#), op("profile_append", user: user, #"{"l":["b"]}"#),
+                    op("profile_append", user: user, #"{"l":["c"]}"#),
+                ]
+            }
+            for id in 1...6 {
+                records += [itemOp("item_set", id: "\(id)", #"{"v":1}"#), itemOp("item_delete", id: "\(id)"), itemOp("item_set", id: "\(id)", #"{"v":3}"#)]
+            }
+            _ = try await write(store, records)
+            for user in Int64(1)...6 {
+                let properties = try #require(try await profileJSON(url, user: user))
+                #expect(properties["s"] as? String == "second", "user \(user)")
+                #expect(properties["n"] as? Int == 3, "user \(user)")
+                #expect(properties["l"] as? [String] == ["a", "b", "c"], "user \(user)")
+            }
+            #expect(try await TestDatabase.rows(url, "SELECT count(*), min(properties->>'v'), max(properties->>'v') FROM analytics.items") == [["6", "3", "3"]])
+
+            // Two requests received in the same millisecond: the one written later wins.
+            for (index, value) in ["x", "y", "z"].enumerated() {
+                var set = profile("profile_set", user: 9, at: 0, #"{"last":"\#(value)"}"#)
+                set.trackId = Int64(100 + index)
+                _ = try await write(store, [set])
+            }
+            #expect(try await profileJSON(url, user: 9)?["last"] as? String == "z")
+        }
+    }
+
+    @Test(
+        "a database that stored records before track ids counted finds their retries by the key they were stored with; later records use track ids"
+    )
+    func upgradeKeepsRetryWindow() async throws {
+        let url = try await TestDatabase.create()
+        try await TestDatabase.withPool(url) { pool in
+            // The schema as the previous release left it, with one event it stored under its content key.
+            try await Migrator.migrate(
+                schema: CollectorSchema.name, migrations: Array(CollectorSchema.migrations.prefix(4)), pool: pool, logger: TestDatabase.logger)
+            var stored = Self.event("Old")
+            stored.trackId = 77
+            let contentOnly = KeyRule(contentKeysBefore: .max)
+            let oldKey = RecordKey(of: stored, rule: contentOnly)
+            try await EventPartitions(pool: pool).ensure([MonthPartition(unixMillis: Self.base)])
+            try await pool.withConnection { connection in
+                try connection.query(
+                    """
+                    INSERT INTO collector.events (project, time, event_id, type, event, received_at, distinct_id, properties)
+                    VALUES ('default', timestamptz 'epoch' + $1::bigint * interval '1 millisecond', $2::uuid, 'track', 'Old', now(), 'd', '{}')
+                    """, [String(Self.base), oldKey.uuidText])
+            }
+            try await Migrator.migrate(schema: CollectorSchema.name, migrations: CollectorSchema.migrations, pool: pool, logger: TestDatabase.logger)
+            let rule = try await StoredKeyRule(pool: pool).current()
+            #expect(rule.contentKeysBefore > Self.base && rule.contentKeysBefore != .max)
+
+            let store = PostgresEventStore(pool: pool)
+            func write(_ records: [CollectRecord]) async throws -> CollectResult {
+                let batch = CollectBatch(receivedAt: Self.base + 60_000, records: records)
+                return try await store.write(try IncomingBatch(jsonBytes: batch.jsonBytes, keys: rule))
+            }
+            // The retry of the stored event, after the upgrade: found.
+            #expect(try await write([stored]).duplicates == 1)
+            // Records made after the upgrade are identified by their track ids.
+            var later = [Self.event("New", time: rule.contentKeysBefore + 1), Self.event("New", time: rule.contentKeysBefore + 1)]
+            (later[0].trackId, later[1].trackId) = (1, 2)
+            #expect(try await write(later).stored == 2)
+            #expect(try await TestDatabase.rows(url, "SELECT event, count(*) FROM analytics.events GROUP BY event ORDER BY event") == [["New", "2"], ["Old", "1"]])
+        }
+        // A new database keyed nothing by content: track ids count for every record.
+        let fresh = try await TestDatabase.create()
+        try await TestDatabase.withPool(fresh) { pool in
+            try await Migrator.migrate(schema: CollectorSchema.name, migrations: CollectorSchema.migrations, pool: pool, logger: TestDatabase.logger)
+            #expect(try await StoredKeyRule(pool: pool).current() == .trackIDs)
         }
     }
 
