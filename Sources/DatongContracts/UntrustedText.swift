@@ -89,10 +89,49 @@ package enum StoredTime {
     package static let latestMillis: Int64 = 253_402_300_799_999
 }
 
-/// How long an id may be: the SDKs cut ids at 255, identity-service links nothing longer, and the
-/// gateway refuses a longer one, so a stored event never carries an id that has no user.
+/// How the SDKs count a string's length: in UTF-16 code units, Java's `String.length()` (the Java
+/// and Android SDKs) and JavaScript's `length` (the JS and mini-program SDKs). A character outside
+/// the Basic Multilingual Plane (most emoji) counts 2, every other 1, so a string of N such units
+/// is at most 3N bytes of UTF-8.
+package enum TextLength {
+    /// The UTF-16 length of valid UTF-8 `bytes`: each byte that starts a character counts 1, and
+    /// one that starts a 4-byte character 2.
+    package static func utf16Count(utf8 bytes: UnsafeBufferPointer<UInt8>) -> Int {
+        var count = 0
+        for byte in bytes where byte & 0xC0 != 0x80 { count += byte >= 0xF0 ? 2 : 1 }
+        return count
+    }
+
+    package static func utf16Count(_ text: String) -> Int {
+        var text = text
+        return text.withUTF8 { utf16Count(utf8: $0) }
+    }
+
+    /// Why a string of `bytes` (valid UTF-8) is over `maxLength` characters, or nil. Most strings
+    /// are decided by their byte count alone: no more bytes than `maxLength` is within it, more
+    /// than three times as many is not.
+    package static func problem(utf8 bytes: UnsafeBufferPointer<UInt8>, maxLength: Int) -> String? {
+        if bytes.count <= maxLength { return nil }
+        let length = bytes.count > 3 * maxLength ? nil : Optional(utf16Count(utf8: bytes))
+        if let length, length <= maxLength { return nil }
+        return "\(length.map { "\($0) characters" } ?? "over \(3 * maxLength) bytes") long; the limit is \(maxLength) characters"
+    }
+}
+
+/// How long an id may be: the SDKs refuse or cut ids over 255 characters (Java
+/// `SensorsAnalyticsUtil.assertValue`, the JS SDK's id check), identity-service links nothing
+/// longer, and the gateway refuses a longer one, so a stored event never carries an id that has no
+/// user. Counted as `TextLength` counts, so an id is at most 765 bytes.
 package enum IDRule {
-    package static let maxBytes = 255
+    package static let maxLength = 255
+    /// What `maxLength` characters take at most.
+    package static let maxBytes = 3 * maxLength
+
+    /// True when `text` is within `maxLength` characters.
+    package static func fits(_ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { TextLength.problem(utf8: $0, maxLength: maxLength) == nil }
+    }
 }
 
 /// What a stored number may be. PostgreSQL stores `jsonb` numbers as `numeric`, which refuses more

@@ -50,8 +50,8 @@ func checkStorable(_ outcome: GatewayHarness.Outcome, _ input: [UInt8]) {
             record.libVersion, record.appVersion, record.itemType, record.itemId, record.project,
         ]
         for text in texts.compactMap({ $0 }) where text.utf8.contains(0) { violated("an accepted field holds NUL", input) }
-        for id in [record.distinctId, record.anonymousId, record.loginId].compactMap({ $0 }) where id.utf8.count > IDRule.maxBytes {
-            violated("an accepted id is over \(IDRule.maxBytes) bytes", input)
+        for id in [record.distinctId, record.anonymousId, record.loginId].compactMap({ $0 }) where !IDRule.fits(id) {
+            violated("an accepted id is over \(IDRule.maxLength) characters", input)
         }
         if !(0...StoredTime.latestMillis).contains(record.time) { violated("an accepted time is out of range", input) }
     }

@@ -31,14 +31,14 @@ package struct AppContext: Sendable, Equatable {
             throw .init("app.server_url must be the URL the app uploads to, e.g. https://sa.example.com/sa?project=production")
         }
         guard let anonymousID = app["anonymous_id"]?.stringValue, !anonymousID.isEmpty, RecordNormalizer.idProblem(anonymousID) == nil else {
-            throw .init("app.anonymous_id must be the app's anonymous id (1 to \(IDRule.maxBytes) bytes, no NUL)")
+            throw .init("app.anonymous_id must be the app's anonymous id (1 to \(IDRule.maxLength) characters, no NUL)")
         }
         var loginID: String?
         switch app["login_id"] {
         case nil, .null?: loginID = nil
         case .string(let value)? where value.isEmpty: loginID = nil
         case .string(let value)? where RecordNormalizer.idProblem(value) == nil: loginID = value
-        default: throw .init("app.login_id must be a string of at most \(IDRule.maxBytes) bytes (omit it when logged out)")
+        default: throw .init("app.login_id must be a string of at most \(IDRule.maxLength) characters (omit it when logged out)")
         }
         var identities: [String: String] = [:]
         switch app["identities"] {
@@ -70,13 +70,13 @@ package struct AppContext: Sendable, Equatable {
         switch app["app_version"] {
         case nil, .null?: appVersion = properties["$app_version"]?.stringValue
         case .string(let value)? where RecordNormalizer.idProblem(value) == nil: appVersion = value
-        default: throw .init("app.app_version must be a string of at most \(IDRule.maxBytes) bytes")
+        default: throw .init("app.app_version must be a string of at most \(IDRule.maxLength) characters")
         }
         var pageURL: String?
         switch app["page_url"] {
         case nil, .null?: pageURL = nil
-        case .string(let value)? where value.utf8.count <= limits.maxStringLength: pageURL = value
-        default: throw .init("app.page_url must be a string of at most \(limits.maxStringLength) bytes")
+        case .string(let value)? where limits.stringProblem(value) == nil: pageURL = value
+        default: throw .init("app.page_url must be a string of at most \(limits.maxStringLength) characters, no NUL")
         }
         self.init(
             server: server, anonymousID: anonymousID, loginID: loginID, identities: identities,
@@ -90,9 +90,7 @@ package struct AppContext: Sendable, Equatable {
         case .null, .bool, .int: return nil
         case .double(let number): return number.isFinite ? nil : "is a number outside what a double holds"
         case .string(let text):
-            if text.utf8.contains(0) { return "contains a NUL character" }
-            if text.utf8.count > limits.maxStringLength { return "is \(text.utf8.count) bytes long; the limit is \(limits.maxStringLength)" }
-            return nil
+            return limits.stringProblem(text)
         case .array, .object: return "must be a string, number or boolean"
         }
     }

@@ -1,3 +1,4 @@
+import DatongContracts
 import DatongCrypto
 import DatongRuntime
 
@@ -67,6 +68,7 @@ package struct GatewaySettings: Sendable {
     package init(_ reader: SettingsReader) throws {
         let settings = GatewaySettings()
         let defaults = settings.limits
+        let maxStringLength = try reader.int("MAX_STRING_LENGTH", default: defaults.maxStringLength, range: 16...(1 << 20))
         self.init(
             server: try ServerSettings(reader, defaultPort: Self.defaultPort),
             identityURL: reader.string("IDENTITY_URL", default: settings.identityURL),
@@ -78,7 +80,8 @@ package struct GatewaySettings: Sendable {
                 maxBodyBytes: try reader.int("MAX_BODY_BYTES", default: defaults.maxBodyBytes, range: 1024...(256 << 20)),
                 maxDecompressedBytes: try reader.int("MAX_DECOMPRESSED_BYTES", default: defaults.maxDecompressedBytes, range: 1024...(1 << 30)),
                 maxRecordsPerRequest: try reader.int("MAX_RECORDS_PER_REQUEST", default: defaults.maxRecordsPerRequest, range: 1...100_000),
-                maxStringLength: try reader.int("MAX_STRING_LENGTH", default: defaults.maxStringLength, range: 16...(1 << 20)),
+                maxStringLength: maxStringLength,
+                maxStringBytes: try reader.int("MAX_STRING_BYTES", default: 3 * maxStringLength, range: 16...(3 << 20)),
                 maxPropertiesPerRecord: try reader.int("MAX_PROPERTIES_PER_RECORD", default: defaults.maxPropertiesPerRecord, range: 1...10_000),
                 maxJSONDepth: try reader.int("MAX_JSON_DEPTH", default: defaults.maxJSONDepth, range: 4...512),
                 maxBridgeMessages: try reader.int("MAX_BRIDGE_MESSAGES", default: defaults.maxBridgeMessages, range: 1...100_000),
@@ -107,8 +110,12 @@ package struct UploadLimits: Sendable {
     package var maxDecompressedBytes: Int
     /// Records in one `data_list` (`MAX_RECORDS_PER_REQUEST`).
     package var maxRecordsPerRequest: Int
-    /// Characters in one string value or id (`MAX_STRING_LENGTH`).
+    /// Characters in one string value, counted as the SDKs count them (`TextLength`:
+    /// `MAX_STRING_LENGTH`; the Java SDK cuts strings at 8192).
     package var maxStringLength: Int
+    /// Bytes of UTF-8 in one string value (`MAX_STRING_BYTES`), a ceiling of its own against abuse;
+    /// by default what `maxStringLength` characters take at most, so every SDK-legal string fits.
+    package var maxStringBytes: Int
     /// Properties of one record (`MAX_PROPERTIES_PER_RECORD`).
     package var maxPropertiesPerRecord: Int
     /// Items in one list property (`MAX_LIST_ITEMS`; Sensors' own limit is 500).
@@ -126,10 +133,11 @@ package struct UploadLimits: Sendable {
 
     package init(
         maxBodyBytes: Int = 5 << 20, maxDecompressedBytes: Int = 20 << 20, maxRecordsPerRequest: Int = 1000,
-        maxStringLength: Int = 8191, maxPropertiesPerRecord: Int = 1000, maxJSONDepth: Int = 16,
+        maxStringLength: Int = 8192, maxStringBytes: Int? = nil, maxPropertiesPerRecord: Int = 1000, maxJSONDepth: Int = 16,
         maxBridgeMessages: Int = 500, timeWindowPastDays: Int = 730, timeWindowFutureMinutes: Int = 1440,
         bodyTimeoutSeconds: Int = 30, maxListItems: Int = 500
     ) {
+        self.maxStringBytes = maxStringBytes ?? 3 * maxStringLength
         self.maxListItems = maxListItems
         self.bodyTimeoutSeconds = bodyTimeoutSeconds
         self.maxBodyBytes = maxBodyBytes
@@ -141,5 +149,18 @@ package struct UploadLimits: Sendable {
         self.maxBridgeMessages = maxBridgeMessages
         self.timeWindowPastDays = timeWindowPastDays
         self.timeWindowFutureMinutes = timeWindowFutureMinutes
+    }
+
+    /// Why a string value of `bytes` (valid UTF-8) cannot be stored, or nil: a NUL, more bytes than
+    /// `maxStringBytes`, or more characters than `maxStringLength`.
+    package func stringProblem(utf8 bytes: UnsafeBufferPointer<UInt8>) -> String? {
+        if bytes.contains(0) { return "contains a NUL character" }
+        if bytes.count > maxStringBytes { return "\(bytes.count) bytes long; the limit is \(maxStringBytes) bytes" }
+        return TextLength.problem(utf8: bytes, maxLength: maxStringLength)
+    }
+
+    package func stringProblem(_ text: String) -> String? {
+        var text = text
+        return text.withUTF8 { stringProblem(utf8: $0) }
     }
 }

@@ -146,8 +146,8 @@ package struct RecordNormalizer: Sendable {
         let originalID = user?.originalID ?? fields.originalID?.stringValue
         let libMethod = lib?["$lib_method"]?.stringValue
         let libDetail = lib?["$lib_detail"]?.stringValue
-        if var detail = libDetail, detail.withUTF8({ $0.count > limits.maxStringLength || $0.contains(0) }) {
-            return reject("lib.$lib_detail is over \(limits.maxStringLength) bytes or holds a NUL character")
+        if let detail = libDetail, let problem = limits.stringProblem(detail) {
+            return reject("lib.$lib_detail: \(problem)")
         }
         let storedTexts: [(StaticString, String?)] = [
             ("distinct_id", distinctID), ("anonymous_id", anonymousID), ("login_id", loginID), ("original_id", originalID),
@@ -288,15 +288,15 @@ package struct RecordNormalizer: Sendable {
     private static let nameRule = "names start with a letter, _ or $ and have at most 100 letters, digits, _ or $"
 
     /// Why an id or other short text the record stores in its own column cannot be stored, or nil:
-    /// PostgreSQL refuses NUL characters, and ids are at most 255 bytes of UTF-8 (the SDKs cut
-    /// them at 255, and identity-service links nothing longer).
+    /// PostgreSQL refuses NUL characters, and ids are at most 255 characters (`IDRule`: the SDKs
+    /// refuse longer ones, and identity-service links nothing longer).
     static func idProblem(_ value: String?) -> String? {
         guard var value else { return nil }
         // Over the contiguous bytes: the UTF-8 view's iterator was 1% of the gateway's samples.
-        let (count, hasNUL) = value.withUTF8 { ($0.count, $0.contains(0)) }
-        if hasNUL { return "contains a NUL character" }
-        if count > IDRule.maxBytes { return "is \(count) bytes long; the limit is \(IDRule.maxBytes)" }
-        return nil
+        return value.withUTF8 { bytes in
+            if bytes.contains(0) { return "contains a NUL character" }
+            return TextLength.problem(utf8: bytes, maxLength: IDRule.maxLength).map { "is \($0)" }
+        }
     }
 
     /// Why the property value at entry `index` cannot be stored, or nil. Values are numbers,
@@ -325,13 +325,10 @@ package struct RecordNormalizer: Sendable {
 
     private func stringProblem(_ entry: JSONDocument.Entry, bytes: UnsafeBufferPointer<UInt8>) -> String? {
         // Without escapes a string holds no NUL (the parser refuses raw control characters), and
-        // its bytes are its length; an escape only ever makes the text shorter than it was sent.
+        // no more characters than bytes; an escape only ever makes the text shorter than it was sent.
         let raw = UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.end)])
-        if !entry.flag, raw.count <= limits.maxStringLength { return nil }
-        let text = entry.flag ? JSONParser.unescape(raw) : Array(raw)
-        if text.contains(0) { return "contains a NUL character" }
-        if text.count > limits.maxStringLength { return "\(text.count) bytes long; the limit is \(limits.maxStringLength)" }
-        return nil
+        if !entry.flag { return raw.count <= limits.maxStringLength && raw.count <= limits.maxStringBytes ? nil : limits.stringProblem(utf8: raw) }
+        return JSONParser.unescape(raw).withUnsafeBufferPointer { limits.stringProblem(utf8: $0) }
     }
 }
 

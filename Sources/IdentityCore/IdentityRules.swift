@@ -95,14 +95,14 @@ package enum IdentityRules {
 
     package static func isLegal(_ value: String) -> Bool {
         let utf8 = value.utf8
-        guard utf8.count <= IDRule.maxBytes else { return false }
+        guard IDRule.fits(value) else { return false }
         // Every illegal value is short; a longer one that does not start or end with a quote or
         // a space is legal without lowercasing it (device and cookie ids are 36 to 64 bytes).
         if utf8.count > 24, let first = utf8.first, let last = utf8.last, !Self.padding(first), !Self.padding(last) { return true }
         var trimmed = Substring(value)
         while let first = trimmed.first, first == "\"" || first == "'" || first.isWhitespace { trimmed.removeFirst() }
         while let last = trimmed.last, last == "\"" || last == "'" || last.isWhitespace { trimmed.removeLast() }
-        return !illegalValues.contains(trimmed.lowercased()) && value.utf8.count <= IDRule.maxBytes
+        return !illegalValues.contains(trimmed.lowercased())
     }
 
     private static func padding(_ byte: UInt8) -> Bool {
@@ -143,7 +143,7 @@ package enum IdentityRules {
     package static func identities(of record: IdentityRecord) -> [IdentityKey] {
         var found: [IdentityKey] = []
         func add(_ key: String, _ value: String) {
-            guard isLegal(value), !key.isEmpty, key.utf8.count <= IDRule.maxBytes else { return }
+            guard isLegal(value), !key.isEmpty, IDRule.fits(key) else { return }
             let identity = IdentityKey(key: key, value: value)
             if !found.contains(identity) { found.append(identity) }
         }

@@ -132,16 +132,56 @@ struct RecordNormalizerTests {
             (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","identities":{"bad key":"c"}}"#, "identity key"),
             (
                 #"{"type":"track_signup","time":1795273119736,"distinct_id":"u","original_id":"\#(String(repeating: "x", count: 256))"}"#,
-                "original_id is 256 bytes long; the limit is 255"
+                "original_id is 256 characters long; the limit is 255 characters"
             ),
             (
                 #"{"type":"track","event":"E","time":1795273119736,"distinct_id":"\#(String(repeating: "x", count: 256))"}"#,
-                "distinct_id is 256 bytes long; the limit is 255"
+                "distinct_id is 256 characters long; the limit is 255 characters"
             ),
         ])
     func refused(json: String, expected: String) throws {
         let reason = try #require(try reason(json))
         #expect(reason.contains(expected), "\(reason)")
+    }
+
+    @Test("strings are counted as the SDKs count them: in characters (UTF-16 units), with a byte ceiling of their own")
+    func lengthsInCharacters() throws {
+        let normalizer = RecordNormalizer(limits: UploadLimits())
+        func reason(_ value: String) throws -> String? {
+            let json = #"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"s":"\#(value)"}}"#
+            guard case .failure(let rejection) = normalizer.normalize(try record(json), defaultProject: "default", now: now) else { return nil }
+            return rejection.reason
+        }
+        // What the Java SDK keeps of a longer string: its first 8192 characters (SensorsAnalyticsUtil).
+        #expect(try reason(String(repeating: "x", count: 8192)) == nil)
+        // 3,000 Chinese characters are 9,000 bytes: legal for every SDK.
+        #expect(try reason(String(repeating: "中", count: 3000)) == nil)
+        #expect(try reason(String(repeating: "中", count: 8192)) == nil)
+        // An emoji is two UTF-16 units, as Java and JavaScript count it.
+        #expect(try reason(String(repeating: "😀", count: 4096)) == nil)
+        #expect(try reason(String(repeating: "😀", count: 4097))?.contains("8194 characters long; the limit is 8192 characters") == true)
+        #expect(try reason(String(repeating: "x", count: 8193))?.contains("8193 characters long") == true)
+        // An escaped string is counted after unescaping.
+        let escaped = #"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"s":"\#(String(repeating: #"\u4e2d"#, count: 8192))"}}"#
+        guard case .success = normalizer.normalize(try record(escaped), defaultProject: "default", now: now) else {
+            Issue.record("8192 escaped characters were refused")
+            return
+        }
+        // The byte ceiling holds on its own.
+        let ceiling = RecordNormalizer(limits: UploadLimits(maxStringBytes: 1000))
+        let json = #"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"s":"\#(String(repeating: "中", count: 400))"}}"#
+        guard case .failure(let rejection) = ceiling.normalize(try record(json), defaultProject: "default", now: now) else {
+            Issue.record("a string over the byte ceiling was accepted")
+            return
+        }
+        #expect(rejection.reason.contains("1200 bytes long; the limit is 1000 bytes"), "\(rejection.reason)")
+        // Ids count characters too: 255 Chinese characters (765 bytes) are an id.
+        let id = String(repeating: "中", count: 255)
+        let withID = #"{"type":"track","event":"E","time":1795273119736,"distinct_id":"\#(id)","identities":{"$identity_login_id":"\#(id)"}}"#
+        guard case .success = normalizer.normalize(try record(withID), defaultProject: "default", now: now) else {
+            Issue.record("an id of 255 characters was refused")
+            return
+        }
     }
 
     @Test(
@@ -151,7 +191,7 @@ struct RecordNormalizerTests {
             (
                 UploadLimits(maxStringLength: 16, timeWindowPastDays: 36_500),
                 #"{"type":"track","event":"E","time":1795273200000,"distinct_id":"d","properties":{"s":"xxxxxxxxxxxxxxxxx"}}"#,
-                "17 bytes long; the limit is 16"
+                "17 characters long; the limit is 16 characters"
             ),
             (
                 UploadLimits(maxPropertiesPerRecord: 2, timeWindowPastDays: 36_500),
