@@ -203,18 +203,21 @@ package struct PreparedUpload: Sendable {
 
 extension PreparedUpload {
     /// Records that name a project of their own must name one that exists, with its token (theirs,
-    /// or the request's); the others are kept as rejected with the reason.
+    /// or the request's); the others are kept as rejected with the reason, under the project they
+    /// name when it exists (its operators are the ones to see a wrong token), else the request's.
     mutating func checkRecordProjects(_ projects: ProjectDirectory, logger: Logger) async throws {
         guard !foreignRecords.isEmpty else { return }
         var refusals: [Int: (reason: String, raw: String)] = [:]
+        var filedUnder: [Int: String] = [:]
         for (record, index) in zip(accepted, acceptedIndexes) {
             if let raw = foreignRecords[index],
                 let refusal = try await projects.problem(project: record.collect.project, token: record.token ?? token, logger: logger)
             {
                 refusals[index] = (refusal.message, raw)
+                if refusal.code != .unknownProject { filedUnder[index] = record.collect.project }
             }
         }
-        refuse(refusals, project: project)
+        refuse(refusals, project: project, filedUnder: filedUnder)
     }
 
     /// Records an app SDK relayed from an H5 page must come from a page the project's H5 domain
@@ -230,14 +233,15 @@ extension PreparedUpload {
         refuse(refusals, project: project)
     }
 
-    /// Moves the accepted records at the positions of `refusals` to the rejected ones.
-    private mutating func refuse(_ refusals: [Int: (reason: String, raw: String)], project: String) {
+    /// Moves the accepted records at the positions of `refusals` to the rejected ones, each kept
+    /// under `project` unless `filedUnder` names another for it.
+    private mutating func refuse(_ refusals: [Int: (reason: String, raw: String)], project: String, filedUnder: [Int: String] = [:]) {
         guard !refusals.isEmpty else { return }
         var kept: [NormalizedRecord] = []
         var keptIndexes: [Int] = []
         for (record, index) in zip(accepted, acceptedIndexes) {
             if let refusal = refusals[index] {
-                rejected.append(RejectedRecord(project: project, reason: refusal.reason, raw: refusal.raw))
+                rejected.append(RejectedRecord(project: filedUnder[index] ?? project, reason: refusal.reason, raw: refusal.raw))
                 problems.append(RecordProblem(index: index, reason: refusal.reason))
             } else {
                 kept.append(record)

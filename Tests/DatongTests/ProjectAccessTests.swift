@@ -53,6 +53,19 @@ struct ProjectAccessTests {
             let rejected = try await TestDatabase.rows(services.databaseURL, "SELECT project, raw::jsonb->>'project' FROM analytics.rejected")
             #expect(rejected == [["default", "ghost"]])
 
+            // A record for an existing project with a wrong token of its own (a server SDK's
+            // `token` field) is kept under that project, whose operators are the ones to fix it.
+            let wrongOwn = try await upload(
+                "project=default",
+                #"[{"type":"track","event":"G","time":1795273119736,"distinct_id":"d","project":"shop","token":"guess"}]"#,
+                to: services)
+            #expect(wrongOwn.status == .ok)
+            #expect(try wrongOwn.json()["rejected"] as? Int == 1)
+            let filed = try await TestDatabase.rows(
+                services.databaseURL, "SELECT project, reason FROM analytics.rejected WHERE raw::jsonb->>'event' = 'G'")
+            #expect(filed.first?[0] == "shop", "\(filed)")
+            #expect(filed.first?[1]?.contains("ingestion token") == true, "\(filed)")
+
             // A relay for an unknown project is refused the same way once it holds a record.
             let relay = try BridgeRulesTests.messages("android")
             let body = try JSONSerialization.data(withJSONObject: ["app": GatewayTests.app(anonymousID: "a-1", idfv: "I-1"), "messages": [relay[0]]])
