@@ -188,12 +188,12 @@ extension CollectRecord {
         guard
             hasNUL(type) || hasNUL(event) || hasNUL(distinctId) || hasNUL(anonymousId) || hasNUL(loginId) || hasNUL(lib)
                 || hasNUL(libVersion) || hasNUL(appVersion) || hasNUL(itemType) || hasNUL(itemId) || hasNUL(libMethod)
-                || hasNUL(libDetail) || hasNUL(originalId) || (identities?.contains { hasNUL($0.key) || hasNUL($0.value) } ?? false)
+                || hasNUL(libDetail) || hasNUL(originalId) || hasNUL(schema) || (identities?.contains { hasNUL($0.key) || hasNUL($0.value) } ?? false)
         else { return nil }
         let texts: [(String, String?)] = [
             ("type", type), ("event", event), ("distinctId", distinctId), ("anonymousId", anonymousId), ("loginId", loginId),
             ("lib", lib), ("libVersion", libVersion), ("appVersion", appVersion), ("itemType", itemType), ("itemId", itemId),
-            ("libMethod", libMethod), ("libDetail", libDetail), ("originalId", originalId),
+            ("libMethod", libMethod), ("libDetail", libDetail), ("originalId", originalId), ("schema", schema),
         ]
         for (name, value) in texts where value?.utf8.contains(0) == true { return "\(name) contains a NUL character" }
         for (key, value) in identities ?? [:] where key.utf8.contains(0) || value.utf8.contains(0) {

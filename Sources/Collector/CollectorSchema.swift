@@ -219,5 +219,70 @@ package enum CollectorSchema {
                     LEFT JOIN analytics.user_canonical c ON c.project = e.project AND c.user_id = e.user_id;
                 COMMENT ON COLUMN analytics.events.track_id IS 'The _track_id the SDK gave the record; with project, type, event, time and distinct_id it identifies the record (a retry is stored once).';
                 """),
+        Migration(
+            version: 6, name: "the multi-entity protocol: events on items, details",
+            sql: """
+                -- The item schema of an event on an item (a version 2.0 `track` record of an item
+                -- schema); NULL for a user's event.
+                ALTER TABLE collector.events ADD COLUMN schema text;
+                CREATE OR REPLACE VIEW analytics.events AS
+                    SELECT e.project, e.event_id, e.type, e.event, e.time, e.received_at, e.distinct_id,
+                           COALESCE(c.canonical_user_id, e.user_id) AS user_id,
+                           e.anonymous_id, e.login_id, e.lib, e.lib_version, e.app_version, e.hybrid_h5, e.properties,
+                           e.user_id AS stored_user_id, e.lib_method, e.lib_detail, e.original_id, e.identities, e.track_id, e.schema
+                    FROM collector.events e
+                    LEFT JOIN analytics.user_canonical c ON c.project = e.project AND c.user_id = e.user_id;
+                COMMENT ON COLUMN analytics.events.schema IS 'For an event on an item (multi-entity protocol), the item schema; NULL for a user''s event.';
+
+                -- detail_set and detail_delete apply as item_set and item_delete do.
+                CREATE OR REPLACE FUNCTION collector.profile_step(state jsonb, op text, props jsonb) RETURNS jsonb
+                LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+                DECLARE
+                    k text;
+                    v jsonb;
+                    cur jsonb;
+                BEGIN
+                    IF op IN ('profile_delete', 'item_delete', 'detail_delete') THEN RETURN 'null'::jsonb; END IF;
+                    IF jsonb_typeof(state) IS DISTINCT FROM 'object' THEN state := '{}'::jsonb; END IF;
+                    IF jsonb_typeof(props) IS DISTINCT FROM 'object' THEN RETURN state; END IF;
+                    IF op IN ('profile_set', 'item_set', 'detail_set') THEN RETURN state || props; END IF;
+                    IF op = 'profile_unset' THEN RETURN state - ARRAY(SELECT jsonb_object_keys(props)); END IF;
+                    FOR k, v IN SELECT * FROM jsonb_each(props) LOOP
+                        cur := state -> k;
+                        IF op = 'profile_set_once' THEN
+                            IF cur IS NULL THEN state := state || jsonb_build_object(k, v); END IF;
+                        ELSIF op = 'profile_increment' THEN
+                            -- Numbers add up; a value that is not a number on either side is left alone.
+                            IF jsonb_typeof(v) = 'number' AND (cur IS NULL OR jsonb_typeof(cur) = 'number') THEN
+                                state := state || jsonb_build_object(k, COALESCE(cur::numeric, 0) + v::numeric);
+                            END IF;
+                        ELSIF op = 'profile_append' THEN
+                            IF jsonb_typeof(v) = 'array' THEN
+                                state := state || jsonb_build_object(k, CASE WHEN jsonb_typeof(cur) = 'array' THEN cur || v ELSE v END);
+                            END IF;
+                        END IF;
+                    END LOOP;
+                    RETURN state;
+                END $$;
+
+                -- A detail (明细): a row of a detail schema, keyed by schema and id, folded from its
+                -- detail_set / detail_delete records as items are; user_id is the user its newest
+                -- record named (NULL for a detail of an item).
+                CREATE TABLE collector.details (
+                    project    text        NOT NULL,
+                    schema     text        NOT NULL,
+                    detail_id  text        NOT NULL,
+                    user_id    bigint,
+                    properties jsonb       NOT NULL,
+                    updated_at timestamptz NOT NULL,
+                    PRIMARY KEY (project, schema, detail_id)
+                );
+                CREATE INDEX details_user ON collector.details (project, user_id) WHERE user_id IS NOT NULL;
+                CREATE VIEW analytics.details AS
+                    SELECT d.project, d.schema, d.detail_id, COALESCE(c.canonical_user_id, d.user_id) AS user_id, d.properties, d.updated_at
+                    FROM collector.details d
+                    LEFT JOIN analytics.user_canonical c ON c.project = d.project AND c.user_id = d.user_id;
+                COMMENT ON VIEW analytics.details IS 'One row per detail (multi-entity protocol): detail_set records applied in record order; detail_delete removes it. user_id follows merges.';
+                """),
     ]
 }

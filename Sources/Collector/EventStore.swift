@@ -297,6 +297,13 @@ final class PostgresEventStore: EventStore {
                     postgresTextArray(touched.itemProjects), postgresTextArray(touched.itemTypes), postgresTextArray(touched.itemIDs),
                 ])
         }
+        if !touched.detailProjects.isEmpty {
+            try connection.query(
+                refoldDetails,
+                [
+                    postgresTextArray(touched.detailProjects), postgresTextArray(touched.detailSchemas), postgresTextArray(touched.detailIDs),
+                ])
+        }
     }
 
     /// Stores the staged profile and item records that are new, numbering them in the order they
@@ -338,6 +345,7 @@ final class PostgresEventStore: EventStore {
             FROM collector.profile_records r
             JOIN unnest($1::text[], $2::text[], $3::text[]) AS u(project, item_type, item_id)
               ON r.project = u.project AND r.item_type = u.item_type AND r.item_id = u.item_id
+            WHERE r.type IN ('item_set', 'item_delete')
             GROUP BY r.project, r.item_type, r.item_id
         ), removed AS (
             DELETE FROM collector.items i USING folded f
@@ -347,6 +355,28 @@ final class PostgresEventStore: EventStore {
         SELECT project, item_type, item_id, properties, updated_at FROM folded WHERE properties <> 'null'::jsonb
         ON CONFLICT (project, item_type, item_id) DO UPDATE
             SET properties = EXCLUDED.properties, updated_at = EXCLUDED.updated_at
+        """
+
+    /// Details fold as items do, from their own records; the user is the one the newest named.
+    private static let refoldDetails = """
+        WITH folded AS (
+            SELECT r.project, r.item_type AS schema, r.item_id AS detail_id,
+                   (array_agg(r.user_id ORDER BY r.time DESC, r.received_at DESC, r.seq DESC NULLS LAST))[1] AS user_id,
+                   collector.profile_fold(r.type, r.properties ORDER BY r.time, r.received_at, r.seq NULLS FIRST, r.record_id) AS properties,
+                   max(r.time) AS updated_at
+            FROM collector.profile_records r
+            JOIN unnest($1::text[], $2::text[], $3::text[]) AS u(project, schema, detail_id)
+              ON r.project = u.project AND r.item_type = u.schema AND r.item_id = u.detail_id
+            WHERE r.type IN ('detail_set', 'detail_delete')
+            GROUP BY r.project, r.item_type, r.item_id
+        ), removed AS (
+            DELETE FROM collector.details d USING folded f
+            WHERE d.project = f.project AND d.schema = f.schema AND d.detail_id = f.detail_id AND f.properties = 'null'::jsonb
+        )
+        INSERT INTO collector.details (project, schema, detail_id, user_id, properties, updated_at)
+        SELECT project, schema, detail_id, user_id, properties, updated_at FROM folded WHERE properties <> 'null'::jsonb
+        ON CONFLICT (project, schema, detail_id) DO UPDATE
+            SET user_id = EXCLUDED.user_id, properties = EXCLUDED.properties, updated_at = EXCLUDED.updated_at
         """
 
     private static let stagingTables = """

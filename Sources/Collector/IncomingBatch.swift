@@ -309,7 +309,7 @@ private struct RecordReader {
                     member = Int(entries[member + 1].next)
                 }
             case .event, .distinctId, .anonymousId, .loginId, .lib, .libVersion, .appVersion, .itemType, .itemId, .libMethod, .libDetail,
-                .originalId:
+                .originalId, .schema:
                 guard kind == .string || kind == .null else { throw ContractDecodingError("\(at()) is not a string") }
             }
         }
@@ -413,7 +413,7 @@ private struct RecordReader {
             for field in EventRows.eventFields {
                 let slot = slots[field.rawValue]
                 switch field {
-                case .project, .type, .anonymousId, .loginId, .lib, .libVersion, .appVersion, .libMethod, .libDetail, .originalId:
+                case .project, .type, .anonymousId, .loginId, .lib, .libVersion, .appVersion, .libMethod, .libDetail, .originalId, .schema:
                     rows.text(utf8: text(field, bytes: bytes, escaped: escaped))
                 case .event, .distinctId:  // NOT NULL: "" for a record without one
                     rows.text(utf8: text(field, bytes: bytes, escaped: escaped) ?? empty)

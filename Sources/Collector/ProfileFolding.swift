@@ -8,8 +8,10 @@ struct ProfileKeys: Sendable {
         var project: String
         /// nil for items; a profile record whose user could not be resolved has no profile.
         var userID: Int64?
+        /// The item type, or a detail's schema.
         var itemType: String?
         var itemID: String?
+        var isDetail = false
     }
 
     private var owners: [RecordKey: Owner] = [:]
@@ -17,7 +19,7 @@ struct ProfileKeys: Sendable {
     /// Notes the owner of a profile or item record stored under `id` (its dedup key).
     mutating func add(_ record: CollectRecord, id: RecordKey) {
         if let itemType = record.itemType, let itemID = record.itemId {
-            owners[id] = Owner(project: record.project, itemType: itemType, itemID: itemID)
+            owners[id] = Owner(project: record.project, itemType: itemType, itemID: itemID, isDetail: RecordTypes.isDetail(record.type))
         } else if let userID = record.userId {
             owners[id] = Owner(project: record.project, userID: userID)
         }
@@ -28,7 +30,12 @@ struct ProfileKeys: Sendable {
         var seen = Set<Owner>()
         var touched = Touched()
         for (id, owner) in owners where insertedIDs.contains(id) && seen.insert(owner).inserted {
-            if let itemType = owner.itemType, let itemID = owner.itemID {
+            if let schema = owner.itemType, let detailID = owner.itemID, owner.isDetail {
+                touched.detailProjects.append(owner.project)
+                touched.detailSchemas.append(schema)
+                touched.detailIDs.append(detailID)
+                touched.lockNames.append("detail\u{1F}\(owner.project)\u{1F}\(schema)\u{1F}\(detailID)")
+            } else if let itemType = owner.itemType, let itemID = owner.itemID {
                 touched.itemProjects.append(owner.project)
                 touched.itemTypes.append(itemType)
                 touched.itemIDs.append(itemID)
@@ -49,6 +56,9 @@ struct ProfileKeys: Sendable {
         var itemProjects: [String] = []
         var itemTypes: [String] = []
         var itemIDs: [String] = []
+        var detailProjects: [String] = []
+        var detailSchemas: [String] = []
+        var detailIDs: [String] = []
     }
 }
 

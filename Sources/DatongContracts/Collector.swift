@@ -49,15 +49,19 @@ package struct CollectRecord: Sendable, Equatable {
     /// retry resends unchanged. With the time, ids and type it is what identifies the record for
     /// deduplication (docs/PROTOCOL.md section 2, "What identifies a record").
     package var trackId: Int64?
+    /// For an event on an item (a multi-entity `track` record of an item schema), the item schema;
+    /// nil for a user's event. Detail and item records carry their schema as `itemType`.
+    package var schema: String?
 
     package init(
         project: String, type: String, event: String?, time: Int64, distinctId: String?, userId: Int64?,
         anonymousId: String? = nil, loginId: String? = nil, lib: String? = nil, libVersion: String? = nil,
         appVersion: String? = nil, hybridH5: Bool = false, properties: String, itemType: String? = nil,
         itemId: String? = nil, libMethod: String? = nil, libDetail: String? = nil, originalId: String? = nil,
-        identities: [String: String]? = nil, trackId: Int64? = nil
+        identities: [String: String]? = nil, trackId: Int64? = nil, schema: String? = nil
     ) {
         self.trackId = trackId
+        self.schema = schema
         self.libMethod = libMethod
         self.libDetail = libDetail
         self.originalId = originalId
@@ -89,7 +93,7 @@ extension CollectRecord {
     /// place in the view. docs/CONTRIBUTING.md has the recipe.
     package enum Field: Int, CaseIterable, Sendable {
         case project, type, event, time, distinctId, userId, anonymousId, loginId, lib, libVersion, appVersion, hybridH5
-        case properties, itemType, itemId, libMethod, libDetail, originalId, identities, trackId
+        case properties, itemType, itemId, libMethod, libDetail, originalId, identities, trackId, schema
 
         /// A batch without one of these is not a batch.
         package var isRequired: Bool {
@@ -135,6 +139,7 @@ extension CollectRecord {
             case .originalId: "originalId"
             case .identities: "identities"
             case .trackId: "trackId"
+            case .schema: "schema"
             }
         }
 

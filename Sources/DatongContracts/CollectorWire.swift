@@ -106,6 +106,7 @@ extension CollectRecord {
             case .libMethod: string(libMethod)
             case .libDetail: string(libDetail)
             case .originalId: string(originalId)
+            case .schema: string(schema)
             case .identities:
                 guard let identities else { continue }
                 // In the dictionary's order: the collector stores the object as it comes, as jsonb,
@@ -158,6 +159,7 @@ extension CollectRecord {
             case .originalId: originalId = try WireField.string(member, at())
             case .identities: identities = try WireField.identities(member, at())
             case .trackId: trackId = try WireField.optionalInt(member, at())
+            case .schema: schema = try WireField.string(member, at())
             }
         }
         for field in Field.all where field.isRequired && seen & (1 << field.rawValue) == 0 {

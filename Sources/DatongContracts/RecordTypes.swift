@@ -8,9 +8,14 @@ package enum RecordTypes {
     ]
     /// Types that change an item; they carry `item_type` / `item_id` and belong to no user.
     package static let items: Set<String> = ["item_set", "item_delete"]
+    /// Types that change a detail (明细) of the multi-entity protocol (version 2.0): a row of a
+    /// detail schema, keyed by schema and id (carried as `item_type` / `item_id`), that may belong
+    /// to a user (`analytics.details`).
+    package static let details: Set<String> = ["detail_set", "detail_delete"]
 
-    package static let all = events.union(profiles).union(items)
+    package static let all = events.union(profiles).union(items).union(details)
 
     package static func isEvent(_ type: String) -> Bool { events.contains(type) }
     package static func isItem(_ type: String) -> Bool { items.contains(type) }
+    package static func isDetail(_ type: String) -> Bool { details.contains(type) }
 }

@@ -54,8 +54,18 @@ package struct RecordNormalizer: Sendable {
 
         guard let type = fields.type?.stringValue else { return reject("the record has no type") }
         guard RecordTypes.all.contains(type) else { return reject("unknown type '\(UntrustedText.quoted(type, limit: 64))'") }
-        let isItem = RecordTypes.isItem(type)
         let isEvent = RecordTypes.isEvent(type)
+        let isDetail = RecordTypes.isDetail(type)
+        // The multi-entity protocol (docs/PROTOCOL.md section 2): a `schema` says what the record is
+        // about, and a user's records carry the user among their properties.
+        let entity: MultiEntity?
+        switch MultiEntity.of(fields, type: type, bridged: bridged != nil) {
+        case .success(let found): entity = found
+        case .failure(let problem): return reject(problem.reason)
+        }
+        if isDetail, entity == nil { return reject("a \(type) record belongs to the multi-entity protocol: it needs version \"2.0\" and a schema") }
+        // Item records and events on an item belong to no user.
+        let isItem = RecordTypes.isItem(type) || entity?.isItemEvent == true
 
         if let raw = fields.properties {
             guard raw.isObject else { return reject("properties is not a JSON object") }
@@ -65,7 +75,7 @@ package struct RecordNormalizer: Sendable {
             }
         }
         let properties: PropertiesReading
-        switch PropertiesReading.read(fields.properties, bridged: bridged != nil, normalizer: self) {
+        switch PropertiesReading.read(fields.properties, bridged: bridged != nil, multiEntity: entity != nil, normalizer: self) {
         case .success(let reading): properties = reading
         case .failure(let problem): return reject(problem.reason)
         }
@@ -94,18 +104,32 @@ package struct RecordNormalizer: Sendable {
         }
 
         let user = isItem ? nil : bridged?.user
+        // A multi-entity record's user is among its properties; its own top-level fields win.
+        let distinctField = fields.distinctID ?? (entity == nil ? nil : properties.distinctID)
+        let identitiesField = fields.identities ?? (entity == nil ? nil : properties.identities)
         var distinctID: String?
         if let user {
             distinctID = user.distinctID
-        } else if let value = fields.distinctID {
+        } else if let value = distinctField {
             distinctID = value.stringValue ?? value.int64Value.map { String($0) }
         }
-        if !isItem {
+        if entity != nil, !isItem, distinctID == nil, identitiesField == nil, properties.sensorsUserID != nil {
+            return reject("the record names its user by a Sensors user_id, which Datong does not have; send the user's identities")
+        }
+        // A detail may belong to an item instead of a user.
+        let hasUser = !isItem && !(isDetail && distinctID == nil && identitiesField == nil)
+        if hasUser {
             guard let id = distinctID, !id.isEmpty else { return reject("the record has no distinct_id") }
         }
         var itemType: String?
         var itemID: String?
-        if isItem {
+        if let entity, entity.keysItem(type) {
+            guard let id = fields.entityID?.stringValue ?? fields.entityID?.int64Value.map({ String($0) }), !id.isEmpty else {
+                return reject("a \(type) record of schema '\(entity.schema)' needs an id")
+            }
+            itemType = entity.schema
+            itemID = id
+        } else if RecordTypes.isItem(type) {
             guard let kind = fields.itemType?.stringValue, Self.nameProblem(kind) == nil else {
                 return reject("an item record needs a valid item_type")
             }
@@ -119,7 +143,7 @@ package struct RecordNormalizer: Sendable {
         var identities: [String: String]?
         if let user {
             identities = user.identities
-        } else if let raw = fields.identities {
+        } else if let raw = identitiesField {
             guard raw.isObject else { return reject("identities is not a JSON object") }
             var pairs: [String: String] = [:]
             pairs.reserveCapacity(Int(raw.entry.count))
@@ -172,10 +196,11 @@ package struct RecordNormalizer: Sendable {
             identities: identities,
             // An integer, as every SDK sends it; anything else is no track id, and the record is
             // then identified by its content.
-            trackId: fields.trackID?.int64Value
+            trackId: fields.trackID?.int64Value,
+            schema: entity?.isItemEvent == true ? entity?.schema : nil
         )
         let identity =
-            isItem
+            !hasUser
             ? nil
             : IdentityRecord(
                 project: project, type: type, distinctId: distinctID ?? "",
@@ -330,6 +355,50 @@ package struct RecordNormalizer: Sendable {
         if !entry.flag { return raw.count <= limits.maxStringLength && raw.count <= limits.maxStringBytes ? nil : limits.stringProblem(utf8: raw) }
         return JSONParser.unescape(raw).withUnsafeBufferPointer { limits.stringProblem(utf8: $0) }
     }
+}
+
+/// What a record of the multi-entity protocol (`"version": "2.0"`, the Java SDK's
+/// SensorsSchemaData) is about, from its `schema` (docs/PROTOCOL.md section 2): `events` for a
+/// user's event, `users` for a profile, any other schema for an item (`item_set`, `item_delete`,
+/// `track`: an event on an item) or a detail (`detail_set`, `detail_delete`).
+struct MultiEntity: Sendable, Equatable {
+    let schema: String
+    /// A `track` record of an item schema: an event that belongs to an item, not a user.
+    let isItemEvent: Bool
+
+    static let userEvents = "events"
+    static let users = "users"
+
+    /// nil for a record of the classic protocol; a failure for a multi-entity record that is not one.
+    static func of(_ fields: RecordFields, type: String, bridged: Bool) -> Result<MultiEntity?, InvalidRecord> {
+        guard let version = fields.version else { return .success(nil) }
+        guard version.stringValue == "2.0" else {
+            return .failure(.init(reason: "unknown record version (only \"2.0\", the multi-entity protocol, is read)"))
+        }
+        guard !bridged else { return .failure(.init(reason: "bridge: an H5 page sends no multi-entity records")) }
+        // `events` and `users` are reserved as property names, and are the two schemas every project has.
+        guard let schema = fields.schema?.stringValue, schema == userEvents || schema == users || RecordNormalizer.nameProblem(schema) == nil else {
+            return .failure(.init(reason: "a multi-entity record (version 2.0) needs a schema named like a property"))
+        }
+        let isEvent = RecordTypes.isEvent(type)
+        switch schema {
+        case userEvents:
+            guard isEvent else { return .failure(.init(reason: "schema 'events' holds events, not \(type) records")) }
+            return .success(MultiEntity(schema: schema, isItemEvent: false))
+        case users:
+            guard RecordTypes.profiles.contains(type) else { return .failure(.init(reason: "schema 'users' holds profile records, not \(type) records")) }
+            return .success(MultiEntity(schema: schema, isItemEvent: false))
+        default:
+            if isEvent, type != "track" { return .failure(.init(reason: "an item schema's events are track records, not \(type)")) }
+            guard isEvent || RecordTypes.isItem(type) || RecordTypes.isDetail(type) else {
+                return .failure(.init(reason: "schema '\(schema)' is an item or detail schema: it holds no \(type) records"))
+            }
+            return .success(MultiEntity(schema: schema, isItemEvent: isEvent))
+        }
+    }
+
+    /// Whether records of `type` are keyed by this schema and their `id` (items and details).
+    func keysItem(_ type: String) -> Bool { RecordTypes.isItem(type) || RecordTypes.isDetail(type) }
 }
 
 /// Why a record was refused; it is kept in `analytics.rejected` with the record as received.

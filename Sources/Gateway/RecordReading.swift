@@ -16,7 +16,7 @@ package struct RecordFields {
         var type: Int32 = -1, event: Int32 = -1, time: Int32 = -1, distinctID: Int32 = -1, project: Int32 = -1
         var properties: Int32 = -1, identities: Int32 = -1, lib: Int32 = -1, anonymousID: Int32 = -1, loginID: Int32 = -1
         var originalID: Int32 = -1, itemType: Int32 = -1, itemID: Int32 = -1, hybrid: Int32 = -1, serverURL: Int32 = -1
-        var token: Int32 = -1, timeFree: Int32 = -1, trackID: Int32 = -1
+        var token: Int32 = -1, timeFree: Int32 = -1, trackID: Int32 = -1, version: Int32 = -1, schema: Int32 = -1, entityID: Int32 = -1
     }
 
     var type: JSONRef? { ref(at.type) }
@@ -41,6 +41,12 @@ package struct RecordFields {
     var timeFree: JSONRef? { ref(at.timeFree) }
     /// `_track_id`: the number the SDK gave the record when it made it (a retry resends it).
     var trackID: JSONRef? { ref(at.trackID) }
+    /// `version`: `"2.0"` marks a record of the multi-entity protocol (the Java SDK's SensorsSchemaData).
+    var version: JSONRef? { ref(at.version) }
+    /// The multi-entity record's schema: `events`, `users`, or an item or detail schema.
+    var schema: JSONRef? { ref(at.schema) }
+    /// A multi-entity item's or detail's `id`.
+    var entityID: JSONRef? { ref(at.entityID) }
 
     private func ref(_ position: Int32) -> JSONRef? {
         position < 0 ? nil : JSONRef(document: document, index: Int(position))
@@ -113,6 +119,12 @@ package struct RecordFields {
             found.timeFree = value
         } else if named("_track_id") {
             found.trackID = value
+        } else if named("version") {
+            found.version = value
+        } else if named("schema") {
+            found.schema = value
+        } else if named("id") {
+            found.entityID = value
         }
     }
 }
@@ -136,12 +148,20 @@ struct PropertiesReading {
     private(set) var libVersion: JSONRef?
     private(set) var appVersion: JSONRef?
     private(set) var isLoginID: JSONRef?
+    /// A multi-entity record's user, which it carries among its properties; never stored there.
+    private(set) var identities: JSONRef?
+    private(set) var distinctID: JSONRef?
+    /// A Sensors user number (`user_id`) naming the record's user instead of identities.
+    private(set) var sensorsUserID: JSONRef?
 
     private init(document: JSONDocument?) { self.document = document }
 
     /// Reads `properties` (an object, or nil when the record has none). A bridged record also
-    /// loses `project` and `token`, as the app SDK removes them.
-    static func read(_ properties: JSONRef?, bridged: Bool, normalizer: RecordNormalizer) -> Result<PropertiesReading, InvalidRecord> {
+    /// loses `project` and `token`, as the app SDK removes them; a multi-entity record its user's
+    /// `identities`, `distinct_id` and `user_id`, which it carries there.
+    static func read(
+        _ properties: JSONRef?, bridged: Bool, multiEntity: Bool = false, normalizer: RecordNormalizer
+    ) -> Result<PropertiesReading, InvalidRecord> {
         guard let properties else { return .success(PropertiesReading(document: nil)) }
         let document = properties.document
         var reading = PropertiesReading(document: document)
@@ -155,6 +175,19 @@ struct PropertiesReading {
                     let entry = entries[key]
                     position = Int(entries[key + 1].next)
                     let name: UnsafeBufferPointer<UInt8> = UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.end)])
+                    if multiEntity, !entry.flag {
+                        let value = JSONRef(document: document, index: key + 1)
+                        if Self.equals(name, "identities") {
+                            reading.identities = value
+                            continue
+                        } else if Self.equals(name, "distinct_id") {
+                            reading.distinctID = value
+                            continue
+                        } else if Self.equals(name, "user_id") {
+                            reading.sensorsUserID = value
+                            continue
+                        }
+                    }
                     if entry.flag {
                         reading.hasEscapedKey = true
                         let decoded = JSONParser.unescape(name)

@@ -139,6 +139,7 @@ struct CollectorTests {
                     case .originalId: full.originalId
                     case .identities: #"{"$identity_idfv": "I", "$identity_login_id": "login"}"#
                     case .trackId: full.trackId.map(String.init)
+                    case .schema: full.schema
                     case .itemType, .itemId: nil
                     }
                 #expect(row[field.column] == expected, "\(field.column): \(String(describing: row[field.column]))")

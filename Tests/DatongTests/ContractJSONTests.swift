@@ -23,7 +23,7 @@ struct ContractJSONTests {
         anonymousId: "anon", loginId: "login", lib: "iOS", libVersion: "4.5.0", appVersion: "2.3.0", hybridH5: true,
         properties: #"{"$carrier":"中国移动","price":129.5}"#, itemType: "book", itemId: "42", libMethod: "code",
         libDetail: "ViewController##viewDidLoad", originalId: "first-anon", identities: ["$identity_login_id": "login", "$identity_idfv": "I"],
-        trackId: -1_289_564_112
+        trackId: -1_289_564_112, schema: "products"
     )
 
     @Test("every field a record declares is written, and what is written reads back the same")
