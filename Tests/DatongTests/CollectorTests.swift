@@ -271,7 +271,8 @@ struct CollectorTests {
                 #expect(properties["n"] as? Int == 3, "user \(user)")
                 #expect(properties["l"] as? [String] == ["a", "b", "c"], "user \(user)")
             }
-            #expect(try await TestDatabase.rows(url, "SELECT count(*), min(properties->>'v'), max(properties->>'v') FROM analytics.items") == [["6", "3", "3"]])
+            #expect(
+                try await TestDatabase.rows(url, "SELECT count(*), min(properties->>'v'), max(properties->>'v') FROM analytics.items") == [["6", "3", "3"]])
 
             // Two requests received in the same millisecond: the one written later wins.
             for (index, value) in ["x", "y", "z"].enumerated() {
@@ -319,7 +320,10 @@ struct CollectorTests {
             var later = [Self.event("New", time: rule.contentKeysBefore + 1), Self.event("New", time: rule.contentKeysBefore + 1)]
             (later[0].trackId, later[1].trackId) = (1, 2)
             #expect(try await write(later).stored == 2)
-            #expect(try await TestDatabase.rows(url, "SELECT event, count(*) FROM analytics.events GROUP BY event ORDER BY event") == [["New", "2"], ["Old", "1"]])
+            #expect(
+                try await TestDatabase.rows(url, "SELECT event, count(*) FROM analytics.events GROUP BY event ORDER BY event") == [
+                    ["New", "2"], ["Old", "1"],
+                ])
         }
         // A new database keyed nothing by content: track ids count for every record.
         let fresh = try await TestDatabase.create()

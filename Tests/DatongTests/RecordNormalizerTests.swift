@@ -111,10 +111,19 @@ struct RecordNormalizerTests {
             (#"{"type":"nope","event":"E","time":1795273119736,"distinct_id":"d"}"#, "unknown type"),
             (#"{"type":"track","time":1795273119736,"distinct_id":"d"}"#, "needs an event name"),
             // The multi-entity protocol: only version 2.0, each schema with its own types, a user named by identities.
-            (#"{"type":"track","event":"E","time":1795273119736,"version":"3.0","schema":"events","properties":{"distinct_id":"d"}}"#, "unknown record version"),
+            (
+                #"{"type":"track","event":"E","time":1795273119736,"version":"3.0","schema":"events","properties":{"distinct_id":"d"}}"#,
+                "unknown record version"
+            ),
             (#"{"type":"detail_set","time":1795273119736,"id":"d-1","properties":{}}"#, "multi-entity protocol"),
-            (#"{"type":"track","event":"E","time":1795273119736,"version":"2.0","schema":"users","properties":{"distinct_id":"d"}}"#, "schema 'users' holds profile records"),
-            (#"{"type":"track_id_bind","time":1795273119736,"version":"2.0","schema":"products","properties":{}}"#, "an item schema's events are track records"),
+            (
+                #"{"type":"track","event":"E","time":1795273119736,"version":"2.0","schema":"users","properties":{"distinct_id":"d"}}"#,
+                "schema 'users' holds profile records"
+            ),
+            (
+                #"{"type":"track_id_bind","time":1795273119736,"version":"2.0","schema":"products","properties":{}}"#,
+                "an item schema's events are track records"
+            ),
             (#"{"type":"item_set","time":1795273119736,"version":"2.0","schema":"products","properties":{}}"#, "needs an id"),
             (#"{"type":"track","event":"E","time":1795273119736,"version":"2.0","properties":{}}"#, "needs a schema"),
             (#"{"type":"track","event":"E","time":1795273119736,"version":"2.0","schema":"events","properties":{"user_id":12345}}"#, "Sensors user_id"),
@@ -170,7 +179,8 @@ struct RecordNormalizerTests {
         #expect(try reason(String(repeating: "😀", count: 4097))?.contains("8194 characters long; the limit is 8192 characters") == true)
         #expect(try reason(String(repeating: "x", count: 8193))?.contains("8193 characters long") == true)
         // An escaped string is counted after unescaping.
-        let escaped = #"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"s":"\#(String(repeating: #"\u4e2d"#, count: 8192))"}}"#
+        let escaped =
+            #"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"s":"\#(String(repeating: #"\u4e2d"#, count: 8192))"}}"#
         guard case .success = normalizer.normalize(try record(escaped), defaultProject: "default", now: now) else {
             Issue.record("8192 escaped characters were refused")
             return
