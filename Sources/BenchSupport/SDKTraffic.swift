@@ -50,6 +50,24 @@ package enum SDKTraffic {
         return record
     }
 
+    /// A profile record of the device's user as the iOS SDK uploads it: `profile_set`,
+    /// `profile_increment` and `profile_append` in turn by `sequence`.
+    package static func profileRecord(_ device: Device, sequence: Int, time: Int64) -> [String: Any] {
+        var identities = ["$identity_idfv": device.idfv, "$identity_anonymous_id": device.idfv]
+        if let login = device.login { identities["$identity_login_id"] = login }
+        let (type, properties): (String, [String: Any]) =
+            switch sequence % 3 {
+            case 0: ("profile_set", ["plan": "plan-\(sequence % 7)", "city": "Hangzhou", "$city": "杭州"])
+            case 1: ("profile_increment", ["visits": 1])
+            default: ("profile_append", ["viewed": ["SKU-\(sequence)"]])
+            }
+        return [
+            "type": type, "time": time, "distinct_id": device.login ?? device.idfv, "identities": identities,
+            "lib": ["$lib": "iOS", "$lib_method": "code", "$lib_version": "4.5.0", "$app_version": "2.3.0"],
+            "properties": properties, "_track_id": Int32.random(in: Int32.min...Int32.max), "_flush_time": time,
+        ]
+    }
+
     /// An H5 page's record as the app's SDK uploads it after the page sent it through the bridge.
     package static func h5Event(_ device: Device, sequence: Int, time: Int64, tag: String? = nil) -> [String: Any] {
         var properties: [String: Any] = [

@@ -113,7 +113,9 @@ package struct RecordNormalizer: Sendable {
         } else if let value = distinctField {
             distinctID = value.stringValue ?? value.int64Value.map { String($0) }
         }
-        if entity != nil, !isItem, distinctID == nil, identitiesField == nil, properties.sensorsUserID != nil {
+        // A Sensors user number: `properties.user_id` on events and details, the `id` of a `users` record.
+        let namesSensorsUser = properties.sensorsUserID != nil || (entity?.schema == MultiEntity.users && fields.entityID != nil)
+        if entity != nil, !isItem, distinctID == nil, identitiesField == nil, namesSensorsUser {
             return reject("the record names its user by a Sensors user_id, which Datong does not have; send the user's identities")
         }
         // A detail may belong to an item instead of a user.
@@ -369,12 +371,11 @@ struct MultiEntity: Sendable, Equatable {
     static let userEvents = "events"
     static let users = "users"
 
-    /// nil for a record of the classic protocol; a failure for a multi-entity record that is not one.
+    /// nil for a record of the classic protocol (no `version`, or another value than `"2.0"`:
+    /// unknown top-level fields are ignored, as they always were); a failure for a multi-entity
+    /// record that is not one.
     static func of(_ fields: RecordFields, type: String, bridged: Bool) -> Result<MultiEntity?, InvalidRecord> {
-        guard let version = fields.version else { return .success(nil) }
-        guard version.stringValue == "2.0" else {
-            return .failure(.init(reason: "unknown record version (only \"2.0\", the multi-entity protocol, is read)"))
-        }
+        guard fields.version?.stringValue == "2.0" else { return .success(nil) }
         guard !bridged else { return .failure(.init(reason: "bridge: an H5 page sends no multi-entity records")) }
         // `events` and `users` are reserved as property names, and are the two schemas every project has.
         guard let schema = fields.schema?.stringValue, schema == userEvents || schema == users || RecordNormalizer.nameProblem(schema) == nil else {

@@ -110,12 +110,9 @@ struct RecordNormalizerTests {
             (#"{"event":"E","time":1795273119736,"distinct_id":"d"}"#, "no type"),
             (#"{"type":"nope","event":"E","time":1795273119736,"distinct_id":"d"}"#, "unknown type"),
             (#"{"type":"track","time":1795273119736,"distinct_id":"d"}"#, "needs an event name"),
-            // The multi-entity protocol: only version 2.0, each schema with its own types, a user named by identities.
-            (
-                #"{"type":"track","event":"E","time":1795273119736,"version":"3.0","schema":"events","properties":{"distinct_id":"d"}}"#,
-                "unknown record version"
-            ),
+            // The multi-entity protocol: each schema with its own types, a user named by identities.
             (#"{"type":"detail_set","time":1795273119736,"id":"d-1","properties":{}}"#, "multi-entity protocol"),
+            (#"{"type":"profile_set","time":1795273119736,"version":"2.0","schema":"users","id":12345,"properties":{"a":1}}"#, "Sensors user_id"),
             (
                 #"{"type":"track","event":"E","time":1795273119736,"version":"2.0","schema":"users","properties":{"distinct_id":"d"}}"#,
                 "schema 'users' holds profile records"
