@@ -123,41 +123,23 @@ package struct RecordNormalizer: Sendable {
         if hasUser {
             guard let id = distinctID, !id.isEmpty else { return reject("the record has no distinct_id") }
         }
-        var itemType: String?
-        var itemID: String?
-        if let entity, entity.keysItem(type) {
-            guard let id = fields.entityID?.stringValue ?? fields.entityID?.int64Value.map({ String($0) }), !id.isEmpty else {
-                return reject("a \(type) record of schema '\(entity.schema)' needs an id")
-            }
-            itemType = entity.schema
-            itemID = id
-        } else if RecordTypes.isItem(type) {
-            guard let kind = fields.itemType?.stringValue, Self.nameProblem(kind) == nil else {
-                return reject("an item record needs a valid item_type")
-            }
-            guard let id = fields.itemID?.stringValue, !id.isEmpty else {
-                return reject("an item record needs an item_id")
-            }
-            itemType = kind
-            itemID = id
+        let itemType: String?
+        let itemID: String?
+        switch Self.item(fields, type: type, entity: entity) {
+        case .success(let item): (itemType, itemID) = (item?.type, item?.id)
+        case .failure(let problem): return reject(problem.reason)
         }
 
         var identities: [String: String]?
         if let user {
+            // The page's identities with the app's: the page's keys are checked here.
+            if let problem = Self.keyProblem(user.identities) { return reject(problem) }
             identities = user.identities
         } else if let raw = identitiesField {
-            guard raw.isObject else { return reject("identities is not a JSON object") }
-            var pairs: [String: String] = [:]
-            pairs.reserveCapacity(Int(raw.entry.count))
-            for (keyRef, value) in raw.members {
-                let key = keyRef.stringValue(sharing: IdentityRecord.commonKeys) ?? ""
-                guard let text = value.stringValue else { return reject("identity '\(UntrustedText.quoted(key))' is not a string") }
-                pairs[key] = text
+            switch Self.identities(raw) {
+            case .success(let pairs): identities = pairs
+            case .failure(let problem): return reject(problem.reason)
             }
-            identities = pairs
-        }
-        for key in (identities ?? [:]).keys {
-            if let problem = Self.nameProblem(key) { return reject("identity key '\(UntrustedText.quoted(key))': \(problem)") }
         }
         let lib = fields.lib.flatMap { $0.isObject ? $0 : nil }
         let libName = lib?["$lib"]?.stringValue ?? properties.lib?.stringValue
@@ -210,6 +192,45 @@ package struct RecordNormalizer: Sendable {
             )
         let token = bridged == nil ? fields.token?.stringValue.flatMap { $0.isEmpty ? nil : $0 } : nil
         return .success(NormalizedRecord(collect: collect, identity: identity, token: token))
+    }
+
+    /// The item (or detail) a record of `type` is keyed by: `item_type` and `item_id`, or a
+    /// multi-entity record's schema and `id`; nil for a record of another type.
+    static func item(_ fields: RecordFields, type: String, entity: MultiEntity?) -> Result<(type: String, id: String)?, InvalidRecord> {
+        if let entity, entity.keysItem(type) {
+            guard let id = fields.entityID?.stringValue ?? fields.entityID?.int64Value.map({ String($0) }), !id.isEmpty else {
+                return .failure(.init(reason: "a \(type) record of schema '\(entity.schema)' needs an id"))
+            }
+            return .success((entity.schema, id))
+        }
+        guard RecordTypes.isItem(type) else { return .success(nil) }
+        guard let kind = fields.itemType?.stringValue, nameProblem(kind) == nil else {
+            return .failure(.init(reason: "an item record needs a valid item_type"))
+        }
+        guard let id = fields.itemID?.stringValue, !id.isEmpty else { return .failure(.init(reason: "an item record needs an item_id")) }
+        return .success((kind, id))
+    }
+
+    /// Why a key of `identities` is not a valid name, or nil.
+    static func keyProblem(_ identities: [String: String]) -> String? {
+        for key in identities.keys {
+            if let problem = nameProblem(key) { return "identity key '\(UntrustedText.quoted(key))': \(problem)" }
+        }
+        return nil
+    }
+
+    /// A record's `identities` object: string values under valid names.
+    static func identities(_ raw: JSONRef) -> Result<[String: String], InvalidRecord> {
+        guard raw.isObject else { return .failure(.init(reason: "identities is not a JSON object")) }
+        var pairs: [String: String] = [:]
+        pairs.reserveCapacity(Int(raw.entry.count))
+        for (keyRef, value) in raw.members {
+            let key = keyRef.stringValue(sharing: IdentityRecord.commonKeys) ?? ""
+            guard let text = value.stringValue else { return .failure(.init(reason: "identity '\(UntrustedText.quoted(key))' is not a string")) }
+            if let problem = nameProblem(key) { return .failure(.init(reason: "identity key '\(UntrustedText.quoted(key))': \(problem)")) }
+            pairs[key] = text
+        }
+        return .success(pairs)
     }
 
     /// Epoch milliseconds from a JSON number; values below 10^11 are seconds. nil for a time no
