@@ -37,8 +37,6 @@ guard (0...10).contains(profileTenths) else {
     print("e2e-bench: --profiles takes 0 to 10 (tenths of an app upload's records)")
     exit(2)
 }
-/// How many of the traffic's records are profile records (not stored as events).
-nonisolated(unsafe) var profileRecordsMade = 0
 let outDirectory = Bench.text("--out") ?? "docs/benchmarks"
 /// Events and identities already stored in the at-volume rounds (0: no such rounds).
 let volumeEvents = Bench.option("--volume", default: 0)
@@ -98,10 +96,7 @@ struct Traffic {
         let records = (0..<recordsPerRequest).map { position -> [String: Any] in
             let sequence = first + position
             let time = now - Int64(sequence)
-            if position % 10 < profileTenths {
-                profileRecordsMade += 1
-                return SDKTraffic.profileRecord(device, sequence: sequence, time: now - Int64(first))
-            }
+            if position % 10 < profileTenths { return SDKTraffic.profileRecord(device, sequence: sequence, time: now - Int64(first)) }
             return position % 5 == 4
                 ? SDKTraffic.h5Event(device, sequence: sequence, time: time)
                 : SDKTraffic.appEvent(device, sequence: sequence, time: time)
@@ -110,6 +105,13 @@ struct Traffic {
             "POST", "/sa?project=default", body: try SDKTraffic.uploadBody(records),
             headers: [("Content-Type", "application/x-www-form-urlencoded")]
         )
+    }
+
+    /// How many of the records of the run's first `requests` requests are profile records, stored
+    /// as profiles, not events: those of the app uploads (7 in 10 requests; the rest are relays).
+    func profileRecords(requests: Int) -> Int {
+        let perUpload = (0..<recordsPerRequest).filter { $0 % 10 < profileTenths }.count
+        return (0..<requests).filter { $0 % 10 < 7 }.count * perUpload
     }
 
     /// `count` requests numbered from `start`: every fifth from a new device.
@@ -207,7 +209,8 @@ func runRound(_ number: Int, url: String, preloaded: Int = 0) async throws -> Ro
         round.cpuMicroseconds = cpuPerEvent(before: cpuBefore, after: cpuAfter, events: fullSpeed.count * recordsPerRequest)
         for name in ServiceFleet.names { round.peakRSS[name] = fleet.peakResidentBytes(name) ?? 0 }
         await fleet.stopAll()
-        let expected = (warmUp.count + fullSpeed.count + halfRate.count) * recordsPerRequest - profileRecordsMade
+        let requests = warmUp.count + fullSpeed.count + halfRate.count
+        let expected = requests * recordsPerRequest - traffic.profileRecords(requests: requests)
         if preloaded > 0 {
             try await checkStoredOnce(url: url, expected: expected)
         } else {
