@@ -102,11 +102,6 @@ package enum TextLength {
         return count
     }
 
-    package static func utf16Count(_ text: String) -> Int {
-        var text = text
-        return text.withUTF8 { utf16Count(utf8: $0) }
-    }
-
     /// Why a string of `bytes` (valid UTF-8) is over `maxLength` characters, or nil. Most strings
     /// are decided by their byte count alone: no more bytes than `maxLength` is within it, more
     /// than three times as many is not.
@@ -124,8 +119,6 @@ package enum TextLength {
 /// user. Counted as `TextLength` counts, so an id is at most 765 bytes.
 package enum IDRule {
     package static let maxLength = 255
-    /// What `maxLength` characters take at most.
-    package static let maxBytes = 3 * maxLength
 
     /// True when `text` is within `maxLength` characters.
     package static func fits(_ text: String) -> Bool {

@@ -158,6 +158,17 @@ struct RecordNormalizerTests {
         #expect(reason.contains(expected), "\(reason)")
     }
 
+    @Test("a length counted from UTF-8 bytes is Java's and JavaScript's: UTF-16 units")
+    func utf16Lengths() {
+        var generator = SystemRandomNumberGenerator()
+        let samples: [Character] = ["x", "é", "中", "😀", "\u{0301}", "𠀀", "\u{7F}", "ß"]
+        for _ in 0..<200 {
+            var text = String((0..<Int.random(in: 0...40, using: &generator)).map { _ in samples.randomElement(using: &generator)! })
+            let counted = text.withUTF8 { TextLength.utf16Count(utf8: $0) }
+            #expect(counted == text.utf16.count, "\(text)")
+        }
+    }
+
     @Test("strings are counted as the SDKs count them: in characters (UTF-16 units), with a byte ceiling of their own")
     func lengthsInCharacters() throws {
         let normalizer = RecordNormalizer(limits: UploadLimits())
