@@ -280,6 +280,10 @@ struct HardeningTests {
             }
             let stored = try await TestDatabase.rows(services.databaseURL, "SELECT count(*) FROM analytics.events")
             #expect(stored == [["2"]])
+            // The 255-character id is linked: its event has a user.
+            let linked = try await TestDatabase.rows(
+                services.databaseURL, "SELECT user_id IS NOT NULL FROM analytics.events WHERE distinct_id = $1", [legalChineseID])
+            #expect(linked == [["t"]])
         }
     }
 
