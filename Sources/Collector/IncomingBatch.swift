@@ -96,7 +96,7 @@ extension IncomingBatch: WireDecodable {
     /// The batches of a group (`POST /v1/batch-groups`), each read on its own: a batch that is
     /// not one is refused alone, with the problem `CollectBatch(wire:path:)` names.
     package static func group(
-        jsonBytes body: [UInt8], keys: KeyRule = .trackIDs
+        jsonBytes body: [UInt8], keys: KeyRule
     ) throws(ContractDecodingError) -> [Result<IncomingBatch, ContractDecodingError>] {
         let root = try WireField.object(body, maxDepth: CollectBatch.maxDepth + 2, "the group")
         guard let list = root["batches"] else { throw ContractDecodingError("batches is missing") }

@@ -138,7 +138,7 @@ let targets: [String: ([UInt8]) -> Void] = [
             }
             return try? WireField.array(list, "batches").map { $0 }
         }
-        guard let read = try? IncomingBatch.group(jsonBytes: input) else {
+        guard let read = try? IncomingBatch.group(jsonBytes: input, keys: .trackIDs) else {
             if elements() != nil { violated("the collector refuses a group whose batches it could read one by one", input) }
             return
         }

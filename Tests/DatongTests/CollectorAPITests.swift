@@ -60,12 +60,14 @@ struct CollectorAPITests {
     static let token = "collector-api-test-service-token"
 
     static func withAPI(
-        reads: RecordingReads = RecordingReads(), _ body: @escaping @Sendable (InMemoryEventStore, any TestClientProtocol) async throws -> Void
+        reads: RecordingReads = RecordingReads(), keys: KeyRule = .trackIDs,
+        _ body: @escaping @Sendable (InMemoryEventStore, any TestClientProtocol) async throws -> Void
     ) async throws {
         let store = InMemoryEventStore()
         let router = Router(context: DatongRequestContext.self)
         router.addMiddleware { ErrorMiddleware() }
-        CollectorAPI(store: store, reads: reads, serviceToken: ServiceToken(Self.token), maxBatchBytes: 64 << 10).register(on: router)
+        CollectorAPI(store: store, reads: reads, serviceToken: ServiceToken(Self.token), maxBatchBytes: 64 << 10, keyRule: { keys })
+            .register(on: router)
         try await Application(router: router).test(.router) { client in try await body(store, client) }
     }
 
@@ -132,6 +134,29 @@ struct CollectorAPITests {
             #expect(store.batches.count == 1)
             #expect(try written.collectRecords().map(\.event) == ["a", "c", "c"])
             #expect(written.rejected.count == 1 && written.rejected[0].reason.contains("event contains a NUL"))
+        }
+    }
+
+    @Test("both write routes key records by the database's rule: content before the upgrade, track ids after")
+    func keysByTheDatabasesRule() async throws {
+        let upgrade: Int64 = 1_795_273_000_000
+        let rule = KeyRule(contentKeysBefore: upgrade)
+        var records = [Self.record("old", time: upgrade - 1), Self.record("new", time: upgrade)]
+        (records[0].trackId, records[1].trackId) = (7, 8)
+        let (old, new) = (records[0], records[1])
+        try await Self.withAPI(keys: rule) { store, client in
+            let batch = CollectBatch(receivedAt: upgrade, records: [old, new])
+            #expect(try await Self.post(client, batch).status == .ok)
+            let group = CollectBatchGroup(batches: [batch])
+            let grouped = try await client.execute(
+                uri: "/v1/batch-groups", method: .post, headers: [.authorization: "Bearer \(Self.token)"], body: ByteBuffer(bytes: group.jsonBytes))
+            #expect(grouped.status == .ok)
+            #expect(store.batches.count == 2)
+            for written in store.batches {
+                // Stored before the upgrade under its content key, the old record keeps it.
+                #expect(written.records.map(\.key) == [RecordKey(of: old, rule: KeyRule(contentKeysBefore: .max)), RecordKey(of: new)])
+                #expect(RecordKey(of: old, rule: KeyRule(contentKeysBefore: .max)) != RecordKey(of: old))
+            }
         }
     }
 

@@ -50,6 +50,24 @@ struct IncomingBatchTests {
         #expect(batch.records[0].key.uuidText == "1f655aa3-b493-808c-b831-4116ad2a9886")
     }
 
+    @Test("with track ids, the reader's key is still RecordKey(of:rule:)'s, on either side of an upgrade's time")
+    func trackIDKeysAsTheContract() throws {
+        let rule = KeyRule(contentKeysBefore: Self.base + 2)
+        let records = Self.varied.enumerated().map { index, record in
+            var record = record
+            record.trackId = Int64(index) - 2
+            return record
+        }
+        let batch = try IncomingBatch(jsonBytes: CollectBatch(receivedAt: Self.base, records: records).jsonBytes, keys: rule)
+        #expect(batch.records.count == records.count)
+        for (read, record) in zip(batch.records, records) {
+            #expect(read.key == RecordKey(of: record, rule: rule), "\(record.type) \(record.time)")
+        }
+        // Both kinds of key occur in the batch.
+        #expect(records.contains { $0.time < rule.contentKeysBefore } && records.contains { $0.time >= rule.contentKeysBefore })
+        #expect(RecordKey(of: records[3], rule: rule) != RecordKey(of: records[3], rule: KeyRule(contentKeysBefore: .max)))
+    }
+
     @Test("a body is a batch for the collector exactly when it is one for the contract's decoder")
     func sameRefusals() throws {
         let record = #"{"project":"p","type":"track","time":1,"hybridH5":false,"properties":{}}"#

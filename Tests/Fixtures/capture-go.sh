@@ -6,6 +6,7 @@
 # downloads), and run against Tests/Fixtures/capture.py on a free local port.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/capture-server.sh"
 sdk="${1:?usage: capture-go.sh SDK_GIT_DIR OUT.jsonl}"
 out="${2:?usage: capture-go.sh SDK_GIT_DIR OUT.jsonl}"
 command -v go >/dev/null || { echo "capture-go: install golang-go first" >&2; exit 1; }
@@ -15,10 +16,6 @@ git --git-dir="$(git -C "$sdk" rev-parse --absolute-git-dir)" archive HEAD | tar
 printf 'module github.com/sensorsdata/sa-sdk-go\n\ngo 1.19\n' >"$work/go.mod"
 mkdir -p "$work/cmd/capture" && cp "$here/capture-go/main.go" "$work/cmd/capture/"
 (cd "$work" && GOFLAGS=-mod=mod GOPROXY=off go build -o capture ./cmd/capture)
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
-rm -f "$out"
-python3 "$here/capture.py" --port "$port" --out "$out" >/dev/null &
-server=$!
-for _ in $(seq 1 50); do python3 -c "import socket; socket.create_connection(('127.0.0.1', $port))" 2>/dev/null && break; sleep 0.1; done
+start_capture_server "$out"
 "$work/capture" "http://127.0.0.1:$port"
 echo "capture-go: $(wc -l <"$out") requests in $out"

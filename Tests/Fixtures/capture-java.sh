@@ -10,6 +10,7 @@
 # name IOException instead, or javac refuses them. What the SDK sends is unchanged.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/capture-server.sh"
 sdk="${1:?usage: capture-java.sh SDK_GIT_DIR OUT.jsonl}"
 out="${2:?usage: capture-java.sh SDK_GIT_DIR OUT.jsonl}"
 command -v javac >/dev/null || { echo "capture-java: install default-jdk first" >&2; exit 1; }
@@ -30,10 +31,6 @@ mkdir -p "$work/classes"
 javac -nowarn -encoding UTF-8 -d "$work/classes" -cp "$classpath" -processorpath /usr/share/java/lombok.jar \
     $(find "$src" -name '*.java' ! -name 'HelloSensorsAnalytics.java') "$here/capture-java/Capture.java" 2>&1 | grep -v '^Note:' || true
 [ -f "$work/classes/Capture.class" ] || { echo "capture-java: the SDK did not compile" >&2; exit 1; }
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
-rm -f "$out"
-python3 "$here/capture.py" --port "$port" --out "$out" >/dev/null &
-server=$!
-for _ in $(seq 1 50); do python3 -c "import socket; socket.create_connection(('127.0.0.1', $port))" 2>/dev/null && break; sleep 0.1; done
+start_capture_server "$out"
 java -cp "$work/classes:$classpath" Capture "http://127.0.0.1:$port"
 echo "capture-java: $(wc -l <"$out") requests in $out"

@@ -10,6 +10,7 @@
 # requests are marked with `?capture=BUILD-MODE-PHONE` on the server URL.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/capture-server.sh"
 sdk="${1:?usage: capture-miniprogram.sh SDK_GIT_DIR OUT.jsonl}"
 out="${2:?usage: capture-miniprogram.sh SDK_GIT_DIR OUT.jsonl}"
 command -v node >/dev/null || { echo "capture-miniprogram: Node.js is needed" >&2; exit 1; }
@@ -17,11 +18,7 @@ work="$(mktemp -d)"
 trap 'kill "${server:-0}" 2>/dev/null || true; rm -rf "$work"' EXIT
 git_dir="$(git -C "$sdk" rev-parse --absolute-git-dir)"
 for build in wechat v2; do git --git-dir="$git_dir" show "HEAD:dist/$build/sensorsdata.cjs.js" >"$work/$build.js"; done
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
-rm -f "$out"
-python3 "$here/capture.py" --port "$port" --out "$out" >/dev/null &
-server=$!
-for _ in $(seq 1 50); do python3 -c "import socket; socket.create_connection(('127.0.0.1', $port))" 2>/dev/null && break; sleep 0.1; done
+start_capture_server "$out"
 for build in wechat v2; do
     modes="batch plain"
     [ "$build" = v2 ] && modes=batch
