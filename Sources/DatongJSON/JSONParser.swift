@@ -188,7 +188,7 @@ package struct JSONRef: Sendable {
         case .bool: return .bool(entry.flag)
         case .number:
             if let int = int64Value { return .int(int) }
-            return .double(doubleValue ?? .nan)
+            return .number(rawText)
         case .string: return .string(stringValue ?? "")
         case .array: return .array(elements.map(\.value))
         case .object:

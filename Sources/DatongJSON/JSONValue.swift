@@ -1,11 +1,13 @@
 /// A JSON value built as a tree, for the few small objects the gateway reads whole (a relay's `app`
-/// context and its presets); records are read straight from their `JSONDocument`. Integers stay
-/// exact (`int`) rather than passing through Double.
+/// context and its presets, config documents); records are read straight from their
+/// `JSONDocument`. Numbers are kept exactly as sent, never passed through a Double: a 64-bit
+/// integer as `int`, any other number as its JSON text (`12345678901234567890`, `9.90`, `1e3`).
 package enum JSONValue: Sendable, Equatable {
     case null
     case bool(Bool)
     case int(Int64)
-    case double(Double)
+    /// A number that is not a 64-bit integer, as its JSON text (checked JSON number grammar).
+    case number(String)
     case string(String)
     case array([JSONValue])
     case object([String: JSONValue])
@@ -21,7 +23,7 @@ package enum JSONValue: Sendable, Equatable {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let value): out.append(contentsOf: (value ? "true" : "false").utf8)
         case .int(let value): out.append(contentsOf: String(value).utf8)
-        case .double(let value): out.append(contentsOf: value.description.utf8)
+        case .number(let text): out.append(contentsOf: text.utf8)
         case .string(let value): Self.writeString(utf8: value.utf8, to: &out)
         case .array(let values):
             out.append(UInt8(ascii: "["))
@@ -122,7 +124,9 @@ extension JSONValue {
     package var integerValue: Int64? {
         switch self {
         case .int(let value): return value
-        case .double(let value): return value.rounded() == value && abs(value) < 9.0e18 ? Int64(value) : nil
+        case .number(let text):
+            guard let value = Double(text) else { return nil }
+            return value.rounded() == value && abs(value) < 9.0e18 ? Int64(value) : nil
         default: return nil
         }
     }
@@ -130,10 +134,20 @@ extension JSONValue {
     /// A member of an object (nil for a missing member and for anything but an object).
     package subscript(member: String) -> JSONValue? { objectValue?[member] }
 
-    /// True when every number in the tree is finite (a tree that is written as valid JSON).
+    /// The number as a Double (rounded to the nearest one), or nil for other kinds.
+    package var doubleValue: Double? {
+        switch self {
+        case .int(let value): return Double(value)
+        case .number(let text): return Double(text)
+        default: return nil
+        }
+    }
+
+    /// True when every number in the tree is within what a Double holds (`1e400` is not): what
+    /// an SDK parsing it as a double can read.
     package var isFinite: Bool {
         switch self {
-        case .double(let value): return value.isFinite
+        case .number(let text): return Double(text)?.isFinite ?? false
         case .array(let elements): return elements.allSatisfy(\.isFinite)
         case .object(let members): return members.values.allSatisfy(\.isFinite)
         default: return true
@@ -157,7 +171,10 @@ extension JSONValue: Encodable {
         case .null: try container.encodeNil()
         case .bool(let value): try container.encode(value)
         case .int(let value): try container.encode(value)
-        case .double(let value): try container.encode(value)
+        case .number(let text):
+            // A Codable encoder has no way to write a number's text: the nearest Double (only a
+            // diff's display goes this way; documents are served as their text).
+            try container.encode(Double(text) ?? .nan)
         case .string(let value): try container.encode(value)
         case .array(let elements): try container.encode(elements)
         case .object(let members): try container.encode(members)

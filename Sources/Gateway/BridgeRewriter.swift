@@ -88,7 +88,7 @@ package struct AppContext: Sendable, Equatable {
     private static func presetProblem(_ value: JSONValue, limits: UploadLimits) -> String? {
         switch value {
         case .null, .bool, .int: return nil
-        case .double(let number): return number.isFinite ? nil : "is a number outside what a double holds"
+        case .number: return value.isFinite ? nil : "is a number outside what a double holds"
         case .string(let text):
             return limits.stringProblem(text)
         case .array, .object: return "must be a string, number or boolean"

@@ -137,11 +137,17 @@ struct InvalidRecord: Error, Sendable {
 /// A record's properties read in one pass: every name and value checked, the few the normalizer
 /// needs remembered, and the rest kept as positions in the upload, to be written as the stored
 /// text (keys sorted, so equal properties give equal text) straight from the upload's bytes.
+///
+/// A key is always read after unescaping: `"\u0024time"` is `"$time"` (the same JSON string), so it
+/// sets the time, sorts and is stored as `$time` does; nothing depends on how the JSON was written.
 struct PropertiesReading {
     private let document: JSONDocument?
     /// Key entries of the properties to store, in the order sent.
     private var keys: [Int32] = []
-    private var hasEscapedKey = false
+    /// The names of keys sent with an escape, unescaped, one after another (no SDK writes one).
+    private var unescapedNames: [UInt8] = []
+    /// Where in `unescapedNames` each escaped key's name is, by its key entry.
+    private var unescapedRanges: [Int32: Range<Int>] = [:]
     /// `$time`: when the record happened, if it differs from `time`; never stored as a property.
     private(set) var time: JSONRef?
     private(set) var lib: JSONRef?
@@ -174,61 +180,27 @@ struct PropertiesReading {
                     let key = position
                     let entry = entries[key]
                     position = Int(entries[key + 1].next)
-                    let name: UnsafeBufferPointer<UInt8> = UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.end)])
-                    if multiEntity, !entry.flag {
-                        let value = JSONRef(document: document, index: key + 1)
-                        if Self.equals(name, "identities") {
-                            reading.identities = value
-                            continue
-                        } else if Self.equals(name, "distinct_id") {
-                            reading.distinctID = value
-                            continue
-                        } else if Self.equals(name, "user_id") {
-                            reading.sensorsUserID = value
-                            continue
-                        }
-                    }
+                    let raw = UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.end)])
+                    let outcome: Result<Bool, InvalidRecord>
                     if entry.flag {
-                        reading.hasEscapedKey = true
-                        let decoded = JSONParser.unescape(name)
-                        if let reason = decoded.withUnsafeBufferPointer({ RecordNormalizer.nameProblem(utf8: $0) }) {
-                            problem = .init(reason: "property '\(UntrustedText.quoted(String(decoding: decoded, as: UTF8.self)))': \(reason)")
-                            return
+                        let name = JSONParser.unescape(raw)
+                        outcome = name.withUnsafeBufferPointer {
+                            reading.take(key, named: $0, bridged: bridged, multiEntity: multiEntity, normalizer: normalizer, bytes: bytes, entries: entries)
                         }
-                    } else if let reason = RecordNormalizer.nameProblem(utf8: name) {
-                        problem = .init(reason: "property '\(UntrustedText.quoted(String(decoding: name, as: UTF8.self)))': \(reason)")
+                        if case .success(true) = outcome {
+                            reading.unescapedRanges[Int32(key)] = reading.unescapedNames.count..<(reading.unescapedNames.count + name.count)
+                            reading.unescapedNames += name
+                        }
+                    } else {
+                        outcome = reading.take(
+                            key, named: raw, bridged: bridged, multiEntity: multiEntity, normalizer: normalizer, bytes: bytes, entries: entries)
+                    }
+                    switch outcome {
+                    case .success(let stored): if stored { reading.keys.append(Int32(key)) }
+                    case .failure(let invalid):
+                        problem = invalid
                         return
                     }
-                    if let reason = normalizer.valueProblem(at: key + 1, bytes: bytes, entries: entries) {
-                        problem = .init(reason: "property '\(UntrustedText.quoted(JSONRef(document: document, index: key).stringValue ?? ""))': \(reason)")
-                        return
-                    }
-                    if !entry.flag, let first = name.first {
-                        if first == UInt8(ascii: "$") {
-                            let value = JSONRef(document: document, index: key + 1)
-                            if Self.equals(name, "$time") {
-                                reading.time = value
-                                continue
-                            }
-                            if Self.equals(name, "$lib") {
-                                reading.lib = value
-                            } else if Self.equals(name, "$lib_version") {
-                                reading.libVersion = value
-                            } else if Self.equals(name, "$app_version") {
-                                reading.appVersion = value
-                            } else if Self.equals(name, "$is_login_id") {
-                                // A flag on the record (its distinct_id is a login id), not data: the
-                                // server SDKs add it when told isLoginId (sa-sdk-go track.go TrackEvent,
-                                // `properties["$is_login_id"] = true`). Read here, never stored, on
-                                // events or profiles (the event's login_id column says the same).
-                                reading.isLoginID = value
-                                continue
-                            }
-                        } else if bridged, Self.equals(name, "project") || Self.equals(name, "token") {
-                            continue
-                        }
-                    }
-                    reading.keys.append(Int32(key))
                 }
             }
         }
@@ -236,84 +208,120 @@ struct PropertiesReading {
         return .success(reading)
     }
 
+    /// Checks the property at `key` (its name unescaped: `name`) and remembers it when the
+    /// normalizer reads it; true when it is stored among the properties.
+    private mutating func take(
+        _ key: Int, named name: UnsafeBufferPointer<UInt8>, bridged: Bool, multiEntity: Bool, normalizer: RecordNormalizer,
+        bytes: UnsafeBufferPointer<UInt8>, entries: UnsafeBufferPointer<JSONDocument.Entry>
+    ) -> Result<Bool, InvalidRecord> {
+        let value = JSONRef(document: document!, index: key + 1)
+        if multiEntity {
+            if Self.equals(name, "identities") {
+                identities = value
+                return .success(false)
+            } else if Self.equals(name, "distinct_id") {
+                distinctID = value
+                return .success(false)
+            } else if Self.equals(name, "user_id") {
+                sensorsUserID = value
+                return .success(false)
+            }
+        }
+        if let reason = RecordNormalizer.nameProblem(utf8: name) {
+            return .failure(.init(reason: "property '\(UntrustedText.quoted(String(decoding: name, as: UTF8.self)))': \(reason)"))
+        }
+        if let reason = normalizer.valueProblem(at: key + 1, bytes: bytes, entries: entries) {
+            return .failure(.init(reason: "property '\(UntrustedText.quoted(String(decoding: name, as: UTF8.self)))': \(reason)"))
+        }
+        guard let first = name.first else { return .success(true) }
+        if first == UInt8(ascii: "$") {
+            if Self.equals(name, "$time") {
+                time = value
+                return .success(false)
+            }
+            if Self.equals(name, "$lib") {
+                lib = value
+            } else if Self.equals(name, "$lib_version") {
+                libVersion = value
+            } else if Self.equals(name, "$app_version") {
+                appVersion = value
+            } else if Self.equals(name, "$is_login_id") {
+                // A flag on the record (its distinct_id is a login id), not data: the
+                // server SDKs add it when told isLoginId (sa-sdk-go track.go TrackEvent,
+                // `properties["$is_login_id"] = true`). Read here, never stored, on
+                // events or profiles (the event's login_id column says the same).
+                isLoginID = value
+                return .success(false)
+            }
+        } else if bridged, Self.equals(name, "project") || Self.equals(name, "token") {
+            return .success(false)
+        }
+        return .success(true)
+    }
+
     private static func equals(_ name: UnsafeBufferPointer<UInt8>, _ literal: StaticString) -> Bool {
         name.count == literal.utf8CodeUnitCount
             && compare(name, UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount)) == 0
     }
 
-    /// The properties to store as JSON object text: keys sorted by their bytes, a repeated key
-    /// keeping its last value, date-times given three millisecond digits, and each of `presets`
-    /// (sorted by key) in place of the property of its name.
+    /// The properties to store as JSON object text: keys sorted by their (unescaped) bytes, a
+    /// repeated key keeping its last value, date-times given three millisecond digits, and each of
+    /// `presets` (sorted by key) in place of the property of its name. Values are copied as sent:
+    /// a number keeps every digit.
     func canonicalText(replacing presets: [PropertyPreset] = [], dateTimes: RecordNormalizer.DateTimeStyle = .milliseconds) -> String {
-        guard let document, !hasEscapedKey else { return escapedKeysText(replacing: presets, dateTimes: dateTimes) }
         var out: [UInt8] = []
         out.reserveCapacity(estimatedSize)
         out.append(UInt8(ascii: "{"))
-        document.bytes.withUnsafeBufferPointer { bytes in
-            document.entries.withUnsafeBufferPointer { entries in
-                func name(_ key: Int32) -> UnsafeBufferPointer<UInt8> {
-                    let entry = entries[Int(key)]
-                    return UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.end)])
-                }
-                let sorted = keys.sorted { a, b in
-                    let order = Self.compare(name(a), name(b))
-                    return order != 0 ? order < 0 : a < b
-                }
-                var presetIndex = 0
-                // `out` and `presetIndex` go in as arguments: captured, every append would pay an
-                // exclusivity check (swift_beginAccess was 1.3% of the gateway's samples).
-                func writePresets(before key: UnsafeBufferPointer<UInt8>?, _ presetIndex: inout Int, _ out: inout [UInt8]) {
-                    while presetIndex < presets.count {
-                        if let key, presets[presetIndex].key.withUnsafeBufferPointer({ Self.compare($0, key) }) >= 0 { return }
+        let bytes = document?.bytes ?? []
+        let entries = document?.entries ?? []
+        unescapedNames.withUnsafeBufferPointer { unescaped in
+            bytes.withUnsafeBufferPointer { bytes in
+                entries.withUnsafeBufferPointer { entries in
+                    func name(_ key: Int32) -> UnsafeBufferPointer<UInt8> {
+                        let entry = entries[Int(key)]
+                        if entry.flag, let range = unescapedRanges[key] { return UnsafeBufferPointer(rebasing: unescaped[range]) }
+                        return UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.end)])
+                    }
+                    let sorted = keys.sorted { a, b in
+                        let order = Self.compare(name(a), name(b))
+                        return order != 0 ? order < 0 : a < b
+                    }
+                    var presetIndex = 0
+                    // `out` and `presetIndex` go in as arguments: captured, every append would pay an
+                    // exclusivity check (swift_beginAccess was 1.3% of the gateway's samples).
+                    func writePresets(before key: UnsafeBufferPointer<UInt8>?, _ presetIndex: inout Int, _ out: inout [UInt8]) {
+                        while presetIndex < presets.count {
+                            if let key, presets[presetIndex].key.withUnsafeBufferPointer({ Self.compare($0, key) }) >= 0 { return }
+                            if out.count > 1 { out.append(UInt8(ascii: ",")) }
+                            presets[presetIndex].write(to: &out)
+                            presetIndex += 1
+                        }
+                    }
+                    for (position, key) in sorted.enumerated() {
+                        let keyName = name(key)
+                        // Of a repeated key only the last one sent (the last of its run) is stored.
+                        if position + 1 < sorted.count, Self.compare(keyName, name(sorted[position + 1])) == 0 { continue }
+                        writePresets(before: keyName, &presetIndex, &out)
+                        if presetIndex < presets.count, presets[presetIndex].key.elementsEqual(keyName) {
+                            // The app's value, unless the page's own is kept (`$lib`, `$lib_version`, `$app_version`).
+                            if !presets[presetIndex].pageWins { continue }
+                            presetIndex += 1
+                        }
                         if out.count > 1 { out.append(UInt8(ascii: ",")) }
-                        presets[presetIndex].write(to: &out)
-                        presetIndex += 1
+                        let entry = entries[Int(key)]
+                        if entry.flag {
+                            JSONValue.writeString(utf8: keyName, to: &out)
+                        } else {
+                            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[Int(entry.start - 1)...Int(entry.end)]))
+                        }
+                        out.append(UInt8(ascii: ":"))
+                        Self.writeValue(at: Int(key) + 1, bytes: bytes, entries: entries, dateTimes: dateTimes, to: &out)
                     }
+                    writePresets(before: nil, &presetIndex, &out)
                 }
-                for (position, key) in sorted.enumerated() {
-                    let keyName = name(key)
-                    // Of a repeated key only the last one sent (the last of its run) is stored.
-                    if position + 1 < sorted.count, Self.compare(keyName, name(sorted[position + 1])) == 0 { continue }
-                    writePresets(before: keyName, &presetIndex, &out)
-                    if presetIndex < presets.count, presets[presetIndex].key.elementsEqual(keyName) {
-                        // The app's value, unless the page's own is kept (`$lib`, `$lib_version`, `$app_version`).
-                        if !presets[presetIndex].pageWins { continue }
-                        presetIndex += 1
-                    }
-                    if out.count > 1 { out.append(UInt8(ascii: ",")) }
-                    let entry = entries[Int(key)]
-                    out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[Int(entry.start - 1)...Int(entry.end)]))
-                    out.append(UInt8(ascii: ":"))
-                    Self.writeValue(at: Int(key) + 1, bytes: bytes, entries: entries, dateTimes: dateTimes, to: &out)
-                }
-                writePresets(before: nil, &presetIndex, &out)
             }
         }
         out.append(UInt8(ascii: "}"))
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    /// The same text built through `JSONValue`, when a key holds an escape (no SDK writes one) or
-    /// there are no properties.
-    private func escapedKeysText(replacing presets: [PropertyPreset], dateTimes: RecordNormalizer.DateTimeStyle) -> String {
-        var object: [String: JSONValue] = [:]
-        if let document {
-            for key in keys {
-                let value = JSONRef(document: document, index: Int(key) + 1)
-                var stored = value.value
-                if value.kind == .string, let padded = RecordNormalizer.normalizedDateTime(value.textBytes, style: dateTimes) {
-                    stored = .string(String(decoding: padded, as: UTF8.self))
-                }
-                object[JSONRef(document: document, index: Int(key)).stringValue ?? ""] = stored
-            }
-        }
-        for preset in presets {
-            let key = String(decoding: preset.key, as: UTF8.self)
-            if preset.pageWins, object[key] != nil { continue }
-            object[key] = preset.value
-        }
-        var out: [UInt8] = []
-        JSONValue.object(object).write(to: &out)
         return String(decoding: out, as: UTF8.self)
     }
 

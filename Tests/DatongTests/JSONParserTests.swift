@@ -20,17 +20,22 @@ struct JSONParserTests {
         }
     }
 
-    @Test("values keep their type; integers stay exact beyond 2^53")
+    @Test("values keep their type; numbers stay exact beyond 2^53 and beyond 64 bits")
     func values() throws {
         let value = try parse(#" {"a": [true, false, null, -0, 9007199254740993, 9.9, 1e3, "x"], "b": {}} "#)
         #expect(
             value
                 == .object([
-                    "a": .array([.bool(true), .bool(false), .null, .int(0), .int(9_007_199_254_740_993), .double(9.9), .double(1000), .string("x")]),
+                    "a": .array([.bool(true), .bool(false), .null, .int(0), .int(9_007_199_254_740_993), .number("9.9"), .number("1e3"), .string("x")]),
                     "b": .object([:]),
                 ]))
         #expect(try parse("-9223372036854775808") == .int(Int64.min))
-        #expect(try parse("9223372036854775808") == .double(9_223_372_036_854_775_808))
+        #expect(try parse("9223372036854775808") == .number("9223372036854775808"))
+        // Written back as sent: a Double would give 12345678901234567000 and 1.8446744073709552e19.
+        let big = try parse("[12345678901234567890,18446744073709551615,123456789012345678901234567890,-0.10]")
+        #expect(big.canonicalText == "[12345678901234567890,18446744073709551615,123456789012345678901234567890,-0.10]")
+        #expect(try parse("1e400").isFinite == false)
+        #expect(try parse("[1e308]").isFinite)
     }
 
     @Test("a known text is read as the shared literal, escaped or not; any other text as itself")

@@ -1,0 +1,47 @@
+import DatongContracts
+import DatongJSON
+import Foundation
+import HummingbirdTesting
+import Testing
+
+@testable import Gateway
+
+/// One JSON text, one meaning (issue 37): how a record was written — escaped or plain keys, a
+/// Unicode form, a time in seconds or milliseconds — never changes what is stored.
+@Suite("one JSON text, one meaning")
+struct OneMeaningTests {
+    static let time = Int64(Date().timeIntervalSince1970 * 1000) / 1000 * 1000
+
+    static func milliseconds(_ text: String) throws -> Int64? {
+        RecordNormalizer.milliseconds(try JSONParser.parse(Array(text.utf8), maxDepth: 4).root)
+    }
+
+    @Test("an escaped key is the key it spells: it sets the time and the login flag, and every number is kept exactly")
+    func escapedKeys() async throws {
+        let happened = Self.time - 60_000
+        let values = #""big":123456789012345678901234567890,"u64":18446744073709551615,"price":9.90"#
+        let plain =
+            #"{"type":"track","event":"Plain","time":\#(Self.time),"distinct_id":"user-plain","properties":{"$time":\#(happened),"$is_login_id":true,\#(values),"x":1,"city":"北京"}}"#
+        // The same JSON strings written with escapes, keys and values alike.
+        let escaped =
+            #"{"\u0074ype":"track","event":"Escaped","time":\#(Self.time),"distinct_id":"user-escaped","properties":{"\u0024time":\#(happened),"\u0024is_login_id":true,\#(values),"\u0078":1,"city":"\u5317\u4eac"}}"#
+        try await RunningServices.run { services in
+            let answer = try await HardeningTests.upload(services, [plain, escaped])
+            #expect(answer["stored"] as? Int == 2, "\(answer)")
+            let rows = try await TestDatabase.rows(
+                services.databaseURL,
+                """
+                SELECT event, (extract(epoch FROM time) * 1000)::bigint::text, login_id, properties::text
+                FROM analytics.events ORDER BY event
+                """)
+            #expect(rows.count == 2)
+            #expect(rows.map { $0[1] } == ["\(happened)", "\(happened)"])
+            #expect(rows.map { $0[2] } == ["user-escaped", "user-plain"])
+            #expect(rows[0][3] == rows[1][3])
+            #expect(rows[0][3]?.contains("123456789012345678901234567890") == true, "\(rows)")
+            #expect(rows[0][3]?.contains("18446744073709551615") == true, "\(rows)")
+            #expect(rows[0][3]?.contains("9.90") == true, "\(rows)")
+            #expect(rows[0][3]?.contains("$time") == false && rows[0][3]?.contains("is_login_id") == false, "\(rows)")
+        }
+    }
+}
