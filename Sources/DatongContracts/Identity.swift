@@ -40,6 +40,24 @@ package struct IdentityRecord: Sendable, Hashable {
         self.isLoginId = isLoginId
         self.lib = lib
     }
+
+    /// Field by field as bytes (`ExactText`): a record whose ids differ only in their Unicode form
+    /// is another record.
+    package static func == (a: IdentityRecord, b: IdentityRecord) -> Bool {
+        ExactText.equal(a.project, b.project) && ExactText.equal(a.type, b.type) && ExactText.equal(a.distinctId, b.distinctId)
+            && ExactText.equal(a.originalId, b.originalId) && ExactText.equal(a.identities, b.identities) && a.isLoginId == b.isLoginId
+            && ExactText.equal(a.lib, b.lib)
+    }
+
+    package func hash(into hasher: inout Hasher) {
+        ExactText.hash(project, into: &hasher)
+        ExactText.hash(type, into: &hasher)
+        ExactText.hash(distinctId, into: &hasher)
+        ExactText.hash(originalId ?? "", into: &hasher)
+        ExactText.hash(identities, into: &hasher)
+        hasher.combine(isLoginId)
+        ExactText.hash(lib ?? "", into: &hasher)
+    }
 }
 
 extension IdentityRecord {

@@ -1,3 +1,4 @@
+import DatongContracts
 import DatongRuntime
 import IdentityCore
 
@@ -122,7 +123,7 @@ enum MergeRule {
             let owner = view.owners[identity]
             if owner == user { continue }
             guard let owner else {
-                if IdentityRules.isLoginClass(identity.key), let held = view.logins[user]?[identity.key], held != identity.value {
+                if IdentityRules.isLoginClass(identity.key), let held = view.logins[user]?[identity.key], !ExactText.equal(held, identity.value) {
                     let reason = "user \(user) already has \(identity.key)=\(held); \(identity.description) is not linked to it"
                     if strict { throw GraphRefusal(code: .loginConflict, message: reason) }
                     changes.append(.note(GraphNote(kind: "conflict", user: user, identity: identity, reason: reason)))
@@ -154,7 +155,7 @@ enum MergeRule {
     /// such users are two people and are not merged implicitly.
     static func clash(_ first: [String: String], _ second: [String: String]) -> (key: String, kept: String, other: String)? {
         for key in first.keys.sorted() {
-            if let kept = first[key], let other = second[key], kept != other { return (key, kept, other) }
+            if let kept = first[key], let other = second[key], !ExactText.equal(kept, other) { return (key, kept, other) }
         }
         return nil
     }

@@ -11,7 +11,8 @@ package struct ScopedIdentity: Hashable, Sendable {
     }
 }
 
-/// One identity: a `$identity_*` key (or a custom `loginWithKey` key) and its value.
+/// One identity: a `$identity_*` key (or a custom `loginWithKey` key) and its value, compared and
+/// hashed as bytes (`ExactText`).
 package struct IdentityKey: Hashable, Sendable, Comparable {
     package let key: String
     package let value: String
@@ -21,9 +22,19 @@ package struct IdentityKey: Hashable, Sendable, Comparable {
         self.value = value
     }
 
+    /// By rank, then by bytes: ids are compared as bytes (`ExactText`), never canonically.
     package static func < (a: IdentityKey, b: IdentityKey) -> Bool {
         let (rankA, rankB) = (IdentityRules.rank(a.key), IdentityRules.rank(b.key))
-        return rankA != rankB ? rankA < rankB : (a.key, a.value) < (b.key, b.value)
+        if rankA != rankB { return rankA < rankB }
+        if !ExactText.equal(a.key, b.key) { return ExactText.less(a.key, b.key) }
+        return ExactText.less(a.value, b.value)
+    }
+
+    package static func == (a: IdentityKey, b: IdentityKey) -> Bool { ExactText.equal(a.key, b.key) && ExactText.equal(a.value, b.value) }
+
+    package func hash(into hasher: inout Hasher) {
+        ExactText.hash(key, into: &hasher)
+        ExactText.hash(value, into: &hasher)
     }
 
     package var description: String { "\(key)=\(value)" }

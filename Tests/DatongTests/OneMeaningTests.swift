@@ -44,4 +44,36 @@ struct OneMeaningTests {
             #expect(rows[0][3]?.contains("$time") == false && rows[0][3]?.contains("is_login_id") == false, "\(rows)")
         }
     }
+
+    @Test("a login id in NFC and in NFD are two ids, in the gateway's cache as in identity-service and the database")
+    func unicodeForms() async throws {
+        let nfc = "jos\u{E9}"  // é as one code point
+        let nfd = "jose\u{301}"  // e and a combining acute accent: canonically equivalent, other bytes
+        #expect(nfc == nfd)  // Swift's own comparison
+        #expect(!ExactText.equal(nfc, nfd))
+        @Sendable func record(_ event: String, device: String?, login: String) -> String {
+            let cookie = device.map { #","$identity_cookie_id":"\#($0)""# } ?? ""
+            return
+                #"{"type":"track","event":"\#(event)","time":\#(Self.time),"distinct_id":"\#(login)","identities":{"$identity_login_id":"\#(login)"\#(cookie)},"properties":{}}"#
+        }
+        try await RunningServices.run { services in
+            // Each upload after the first finds the first's ids in the gateway's cache if it compares canonically.
+            for (event, device, login) in [("NFC1", "device-a", nfc), ("NFD2", "device-a", nfd), ("NFC3", nil, nfc), ("NFD4", nil, nfd)] {
+                let answer = try await HardeningTests.upload(services, [record(event, device: device, login: login)])
+                #expect(answer["stored"] as? Int == 1, "\(answer)")
+            }
+            let rows = try await TestDatabase.rows(
+                services.databaseURL, "SELECT event, user_id::text, encode(convert_to(distinct_id, 'UTF8'), 'hex') FROM analytics.events ORDER BY event")
+            #expect(rows.count == 4)
+            let users = Dictionary(uniqueKeysWithValues: rows.map { ($0[0]!, $0[1]) })
+            #expect(users["NFC1"] != nil && users["NFC1"] == users["NFC3"], "\(rows)")
+            #expect(users["NFD2"] != nil && users["NFD2"] == users["NFD4"], "\(rows)")
+            #expect(users["NFD2"] != users["NFC1"], "NFD must be another user: \(rows)")
+            // Stored as sent: the bytes of each form.
+            #expect(rows.map { $0[2] } == ["6a6f73c3a9", "6a6f73c3a9", "6a6f7365cc81", "6a6f7365cc81"])
+            let identities = try await TestDatabase.rows(
+                services.databaseURL, "SELECT count(DISTINCT user_id)::text FROM identity.identities WHERE key = '$identity_login_id'")
+            #expect(identities == [["2"]])
+        }
+    }
 }
