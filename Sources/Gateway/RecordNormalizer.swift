@@ -233,24 +233,29 @@ package struct RecordNormalizer: Sendable {
         return .success(pairs)
     }
 
-    /// Epoch milliseconds from a JSON number; values below 10^11 are seconds. nil for a time no
+    /// Epoch milliseconds from a JSON number. The rule: a value of at most ten integer digits
+    /// (below 10^10) is seconds, anything larger milliseconds. Seconds below 10^10 reach the year
+    /// 2286 and milliseconds from 10^10 start in April 1970, so no time a record can mean is read
+    /// the wrong way (`76204800000` is 1972-06-01 in milliseconds). A fraction is kept to the
+    /// millisecond (`1795578076.148` seconds is …076148 ms), rounded to the nearest. nil for a time no
     /// record can have (before 1970, after 9999): the window check would refuse it anyway, and
     /// scaling a hostile value must not overflow.
     static func milliseconds(_ value: JSONRef?) -> Int64? {
         guard let value, value.isNumber else { return nil }
-        let raw: Int64
+        let scaled: Int64
         if let int = value.int64Value {
-            raw = int
-        } else if let double = value.doubleValue, double.isFinite, abs(double) < 9e15 {
-            raw = Int64(double)
+            guard int >= 0 else { return nil }
+            scaled = int < secondsBelow ? int * 1000 : int
+        } else if let double = value.doubleValue, double.isFinite, double >= 0, double < 1e15 {
+            scaled = Int64((double < Double(secondsBelow) ? double * 1000 : double).rounded())
         } else {
             return nil
         }
-        guard raw >= 0 else { return nil }
-        let (scaled, overflow) = raw < 100_000_000_000 ? raw.multipliedReportingOverflow(by: 1000) : (raw, false)
-        guard !overflow, scaled <= StoredTime.latestMillis else { return nil }
-        return scaled
+        return scaled <= StoredTime.latestMillis ? scaled : nil
     }
+
+    /// A number time below this is seconds (see `milliseconds`).
+    static let secondsBelow: Int64 = 10_000_000_000
 
     /// How an SDK writes the fraction of a date-time value (`yyyy-MM-dd HH:mm:ss.f`), read from each
     /// SDK's formatter. Stored values always have three millisecond digits.

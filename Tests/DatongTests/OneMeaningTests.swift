@@ -45,6 +45,18 @@ struct OneMeaningTests {
         }
     }
 
+    @Test("a number time below 10^10 is seconds, with its fraction; from 10^10 it is milliseconds")
+    func timeRule() throws {
+        #expect(try Self.milliseconds("76204800000") == 76_204_800_000)  // 1972-06-01 in milliseconds
+        #expect(try Self.milliseconds("1795578076.148") == 1_795_578_076_148)
+        #expect(try Self.milliseconds("1795578076") == 1_795_578_076_000)
+        #expect(try Self.milliseconds("9999999999") == 9_999_999_999_000)
+        #expect(try Self.milliseconds("10000000000") == 10_000_000_000)
+        #expect(try Self.milliseconds("1795578076148.4") == 1_795_578_076_148)
+        #expect(try Self.milliseconds("-1") == nil)
+        #expect(try Self.milliseconds("1e300") == nil)
+    }
+
     @Test("a login id in NFC and in NFD are two ids, in the gateway's cache as in identity-service and the database")
     func unicodeForms() async throws {
         let nfc = "jos\u{E9}"  // é as one code point
