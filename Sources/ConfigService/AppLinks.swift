@@ -20,7 +20,7 @@ enum AppLinks {
         }
         var problems: [DocumentProblem] = []
         for key in document.keys.sorted() where !["routes", "apple", "android"].contains(key) {
-            problems.append(.init(path: "/\(key)", message: "unknown section; the sections are routes, apple and android"))
+            problems.append(.init(path: "/" + DocumentProblem.token(key), message: "unknown section; the sections are routes, apple and android"))
         }
         if document.isEmpty { problems.append(.init(path: "", message: "the document has no routes, apple or android section")) }
         problems += list(document["routes"], at: "/routes", routeProblems)
@@ -149,7 +149,7 @@ enum AppLinks {
 
     private static func unknownKeys(_ object: [String: JSONValue], _ known: Set<String>, _ path: String) -> [DocumentProblem] {
         object.keys.sorted().filter { !known.contains($0) }.map {
-            .init(path: "\(path)/\($0)", message: "unknown field; the fields are \(known.sorted().joined(separator: ", "))")
+            .init(path: "\(path)/" + DocumentProblem.token($0), message: "unknown field; the fields are \(known.sorted().joined(separator: ", "))")
         }
     }
 

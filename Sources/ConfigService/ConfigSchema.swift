@@ -84,5 +84,15 @@ enum ConfigSchema {
                 );
                 ALTER TABLE config.projects ADD COLUMN transport_encryption boolean NOT NULL DEFAULT false;
                 """),
+        Migration(
+            version: 6, name: "documents kept as the text that was checked",
+            sql: """
+                -- A document is served as the canonical text config-service checked and hashed into
+                -- its ETag, byte for byte. As jsonb it came back with spaces after every ':' and ','
+                -- (a 996,902-byte tracking table was served as 1,116,902 bytes, over the limit) and
+                -- with numbers reformatted (1e300 as 301 digits). Versions stored before keep
+                -- jsonb's text.
+                ALTER TABLE config.documents ALTER COLUMN body TYPE text USING body::text;
+                """),
     ]
 }

@@ -1,3 +1,4 @@
+import DatongContracts
 import DatongCrypto
 import DatongRuntime
 
@@ -41,7 +42,7 @@ package struct ConfigSettings: Sendable {
             server: try ServerSettings(reader, defaultPort: Self.defaultPort),
             database: try DatabaseSettings(reader, defaultPoolSize: Self.defaultPoolSize),
             adminToken: reader.optionalString("ADMIN_TOKEN"),
-            maxDocumentBytes: try reader.int("CONFIG_MAX_DOCUMENT_BYTES", default: defaults.maxDocumentBytes, range: 1024...(64 << 20)),
+            maxDocumentBytes: try reader.int("CONFIG_MAX_DOCUMENT_BYTES", default: defaults.maxDocumentBytes, range: 1024...DocumentKind.largestDocumentBytes),
             sealer: try reader.masterKey(),
             identityURL: reader.string("IDENTITY_URL", default: defaults.identityURL),
             collectorURL: reader.string("COLLECTOR_URL", default: defaults.collectorURL)

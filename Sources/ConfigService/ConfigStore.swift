@@ -127,7 +127,7 @@ struct PostgresConfigStore: ConfigStore {
             let next = try connection.query(
                 """
                 INSERT INTO config.documents (project, kind, platform, app_id, version, body, etag, note, min_app_version, max_app_version)
-                SELECT $1, $2, $3, $4, coalesce(max(version), 0) + 1, $5::jsonb, $6, $7, $8::integer[], $9::integer[]
+                SELECT $1, $2, $3, $4, coalesce(max(version), 0) + 1, $5, $6, $7, $8::integer[], $9::integer[]
                 FROM config.documents WHERE project = $1 AND kind = $2 AND platform = $3 AND app_id = $4
                 RETURNING version
                 """,
@@ -145,7 +145,7 @@ struct PostgresConfigStore: ConfigStore {
         try await pool.withConnection { connection in
             try connection.query(
                 """
-                SELECT version, etag, body::text FROM config.documents
+                SELECT version, etag, body FROM config.documents
                 WHERE project = $1 AND kind = $2 AND platform = $3 AND app_id = $4
                   AND CASE WHEN $5::integer[] IS NULL THEN min_app_version IS NULL AND max_app_version IS NULL
                            ELSE (min_app_version IS NULL OR min_app_version <= $5::integer[])
@@ -184,7 +184,7 @@ struct PostgresConfigStore: ConfigStore {
         try await pool.withConnection { connection in
             try connection.query(
                 """
-                SELECT version, etag, body::text FROM config.documents
+                SELECT version, etag, body FROM config.documents
                 WHERE project = $1 AND kind = $2 AND platform = $3 AND app_id = $4 AND version = $5
                 """,
                 [project, kind.rawValue, scope.platform, scope.appID, String(number)]

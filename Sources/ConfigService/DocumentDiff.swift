@@ -25,7 +25,7 @@ enum DocumentDiff {
         case (.object(let before), .object(let after)):
             var changes: [Change] = []
             for key in Set(before.keys).union(after.keys).sorted() {
-                let child = path + "/" + TrackingTable.pointerToken(key)
+                let child = path + "/" + DocumentProblem.token(key)
                 switch (before[key], after[key]) {
                 case (let removed?, nil): changes.append(Change(op: .remove, path: child, from: removed))
                 case (nil, let added?): changes.append(Change(op: .add, path: child, to: added))

@@ -63,10 +63,15 @@ struct AppVersion: Sendable, Equatable {
     }
 }
 
-/// A problem found in a document, at a JSON path.
+/// A problem found in a document, at a JSON Pointer (RFC 6901: `/routes/0/scheme`, "" for the whole).
 struct DocumentProblem: Codable, Sendable, Equatable {
     let path: String
     let message: String
+
+    /// An object key as one token of a JSON Pointer: `~` is `~0`, `/` is `~1`.
+    static func token(_ key: String) -> String {
+        key.replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1")
+    }
 }
 
 /// Every problem of a refused document.
@@ -93,12 +98,12 @@ enum DocumentValidator {
             if let list = value.arrayValue {
                 for (index, item) in list.enumerated() {
                     guard let text = item.stringValue, !text.isEmpty, text.utf8.count <= 2048 else {
-                        problems.append(DocumentProblem(path: "[\(index)]", message: "must be a non-empty string of at most 2048 bytes"))
+                        problems.append(DocumentProblem(path: "/\(index)", message: "must be a non-empty string of at most 2048 bytes"))
                         continue
                     }
                     if kind == .serverURLWhitelist, URLComponents(string: text)?.host == nil {
                         problems.append(
-                            DocumentProblem(path: "[\(index)]", message: "must be a server URL with a host, e.g. https://sa.example.com/sa?project=production"))
+                            DocumentProblem(path: "/\(index)", message: "must be a server URL with a host, e.g. https://sa.example.com/sa?project=production"))
                     }
                 }
             } else {

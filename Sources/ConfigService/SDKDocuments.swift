@@ -18,7 +18,7 @@ enum SDKDocuments {
             return problems + [.init(path: "/configs", message: "must be an object of switches")]
         }
         for name in ["disableSDK", "disableDebugMode"] where switches[name] != nil && switches[name]?.boolValue == nil {
-            problems.append(.init(path: "/configs/\(name)", message: "must be true or false"))
+            problems.append(.init(path: "/configs/" + DocumentProblem.token(name), message: "must be true or false"))
         }
         if let mode = switches["autoTrackMode"], !(mode.integerValue.map { (-1...15).contains($0) } ?? false) {
             problems.append(.init(path: "/configs/autoTrackMode", message: "must be -1 (the app's own setting), 0 (all off) or a bitmask up to 15"))

@@ -46,7 +46,7 @@ enum TrackingTable {
         }
         var problems: [DocumentProblem] = []
         for (name, content) in table.sorted(by: { $0.key < $1.key }) {
-            let sectionPath = "/" + pointerToken(name)
+            let sectionPath = "/" + DocumentProblem.token(name)
             guard let section = Section(rawValue: name) else {
                 problems.append(.init(path: sectionPath, message: "unknown section '\(name.prefix(64))'; sections are \(sectionNames)"))
                 continue
@@ -56,7 +56,7 @@ enum TrackingTable {
                 continue
             }
             for (identifier, entry) in entries.sorted(by: { $0.key < $1.key }) {
-                let entryPath = sectionPath + "/" + pointerToken(identifier)
+                let entryPath = sectionPath + "/" + DocumentProblem.token(identifier)
                 if !section.accepts(identifier) {
                     problems.append(
                         .init(path: entryPath, message: "'\(identifier.prefix(200))' is not a \(name) identifier: expected \(section.identifierForm)"))
@@ -77,7 +77,7 @@ enum TrackingTable {
             problems.append(.init(path: path + "/userDefined", message: "missing: the fixed values reported with the event (may be {})"))
         case .object(let values):
             for (key, value) in values.sorted(by: { $0.key < $1.key }) where value.stringValue == nil {
-                problems.append(.init(path: path + "/userDefined/" + pointerToken(key), message: "must be a string"))
+                problems.append(.init(path: path + "/userDefined/" + DocumentProblem.token(key), message: "must be a string"))
             }
         default:
             problems.append(.init(path: path + "/userDefined", message: "must be an object of string values"))
@@ -87,13 +87,13 @@ enum TrackingTable {
             problems.append(.init(path: path + "/pagePara", message: "missing: the values read at run time (may be {})"))
         case .object(let parameters):
             for (key, parameter) in parameters.sorted(by: { $0.key < $1.key }) {
-                problems += parameterProblems(parameter, at: path + "/pagePara/" + pointerToken(key))
+                problems += parameterProblems(parameter, at: path + "/pagePara/" + DocumentProblem.token(key))
             }
         default:
             problems.append(.init(path: path + "/pagePara", message: "must be an object of upload key → {propertyName, propertyPath, containIn}"))
         }
         for key in fields.keys.sorted() where key != "userDefined" && key != "pagePara" {
-            problems.append(.init(path: path + "/" + pointerToken(key), message: "unknown field; an entry has userDefined and pagePara"))
+            problems.append(.init(path: path + "/" + DocumentProblem.token(key), message: "unknown field; an entry has userDefined and pagePara"))
         }
         return problems
     }
@@ -129,7 +129,8 @@ enum TrackingTable {
             problems.append(.init(path: path + "/containIn", message: "must be 0 (the target) or 1 (the tapped cell)"))
         }
         for key in fields.keys.sorted() where !["propertyName", "propertyPath", "containIn"].contains(key) {
-            problems.append(.init(path: path + "/" + pointerToken(key), message: "unknown field; a parameter has propertyName, propertyPath and containIn"))
+            problems.append(
+                .init(path: path + "/" + DocumentProblem.token(key), message: "unknown field; a parameter has propertyName, propertyPath and containIn"))
         }
         return problems
     }
@@ -137,10 +138,6 @@ enum TrackingTable {
     private static let sectionNames = Section.allCases.map(\.rawValue).joined(separator: ", ")
 
     /// A JSON Pointer reference token: `~` is `~0` and `/` is `~1`.
-    static func pointerToken(_ key: String) -> String {
-        key.replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1")
-    }
-
     /// An Objective-C or Swift class name, possibly module-qualified (`Shop.CartViewController`).
     static func isClassName(_ text: String) -> Bool {
         guard let first = text.unicodeScalars.first, first == "_" || first.properties.isAlphabetic else { return false }

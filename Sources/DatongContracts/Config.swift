@@ -9,6 +9,13 @@ package enum DocumentKind: String, Codable, Sendable, CaseIterable {
     case appLinks = "app-links"
 }
 
+extension DocumentKind {
+    /// The largest `CONFIG_MAX_DOCUMENT_BYTES` config-service may be given, and what the gateway
+    /// reads of a document: config-service serves a document as the canonical text it checked,
+    /// never longer than what was published, so every document it accepts reaches the SDKs.
+    package static let largestDocumentBytes = 64 << 20
+}
+
 /// A project as the admin API lists it.
 package struct ProjectInfo: Codable, Sendable, Equatable {
     package var name: String

@@ -60,7 +60,8 @@ package enum JSONValue: Sendable, Equatable {
     package static func writeString(utf8: [UInt8], to out: inout [UInt8]) { writeString(generic: utf8, to: &out) }
     package static func writeString(utf8: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) { writeString(generic: utf8, to: &out) }
 
-    /// A JSON string: UTF-8 copied as it is, only quotes, backslashes and control characters escaped.
+    /// A JSON string: UTF-8 copied as it is, only quotes, backslashes and control characters escaped,
+    /// each as briefly as JSON allows, so the text is never longer than any JSON text of the string.
     private static func writeString(generic utf8: some Collection<UInt8>, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         // Most strings need no escape: copy them whole.
@@ -86,6 +87,12 @@ package enum JSONValue: Sendable, Equatable {
             case 0x09:
                 out.append(UInt8(ascii: "\\"))
                 out.append(UInt8(ascii: "t"))
+            case 0x08:
+                out.append(UInt8(ascii: "\\"))
+                out.append(UInt8(ascii: "b"))
+            case 0x0C:
+                out.append(UInt8(ascii: "\\"))
+                out.append(UInt8(ascii: "f"))
             case 0..<0x20:
                 out.append(contentsOf: "\\u00".utf8)
                 out.append(hexDigits[Int(byte >> 4)])

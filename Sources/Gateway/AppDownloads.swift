@@ -52,7 +52,9 @@ struct AppDownloadsHandler: Sendable {
             components.path = "/v1/projects/\(project)/\(kind.rawValue)"
             let items = (scope + (appVersion.map { [("app_version", $0)] } ?? [])).map { URLQueryItem(name: $0.0, value: $0.1) }
             components.queryItems = items.isEmpty ? nil : items
-            switch try await config.fetchDocument(components.string ?? components.path, etag: held, maxBytes: 1 << 20, logger: context.logger) {
+            switch try await config.fetchDocument(
+                components.string ?? components.path, etag: held, maxBytes: DocumentKind.largestDocumentBytes, logger: context.logger)
+            {
             case .document(let etag, let body):
                 var headers: HTTPFields = [.cacheControl: "no-cache", .contentType: "application/json; charset=utf-8"]
                 if let etag { headers[.eTag] = etag }
@@ -113,7 +115,9 @@ struct AppDownloadsHandler: Sendable {
         _ request: Request, context: DatongRequestContext, name: String, build: ([String: JSONValue]) -> JSONValue?
     ) async throws -> Response {
         let path = "/v1/projects/\(linksProject)/\(DocumentKind.appLinks.rawValue)"
-        guard case .document(let documentTag, let body) = try await config.fetchDocument(path, etag: nil, maxBytes: 1 << 20, logger: context.logger),
+        guard
+            case .document(let documentTag, let body) = try await config.fetchDocument(
+                path, etag: nil, maxBytes: DocumentKind.largestDocumentBytes, logger: context.logger),
             let document = (try? JSONValue(parsing: body))?.objectValue,
             let file = build(document)
         else {

@@ -2,6 +2,7 @@ import DatongRuntime
 
 /// The codes Gateway answers with (`ErrorCode`), besides the shared ones.
 extension ErrorCode {
+    package static let answerTooLarge = ErrorCode("answer_too_large")
     package static let bodyTooLarge = ErrorCode("body_too_large")
     package static let configBadAnswer = ErrorCode("config_bad_answer")
     package static let crcMismatch = ErrorCode("crc_mismatch")

@@ -152,7 +152,9 @@ struct SDKConfigHandler: Sendable {
             var components = URLComponents()
             components.path = "/v1/projects/\(project)/\(kind.rawValue)"
             components.queryItems = scope.isEmpty ? nil : scope.map { URLQueryItem(name: $0.0, value: $0.1) }
-            switch try await config.fetchDocument(components.string ?? components.path, etag: nil, maxBytes: 1 << 20, logger: context.logger) {
+            switch try await config.fetchDocument(
+                components.string ?? components.path, etag: nil, maxBytes: DocumentKind.largestDocumentBytes, logger: context.logger)
+            {
             case .document(let etag, let body): return (etag ?? "", body)
             case .absent, .notModified: continue
             }

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import DatongContracts
 import DatongRuntime
 import Foundation
+import HTTPTypes
 import Logging
 import NIOCore
 import NIOFoundationEssentialsCompat
@@ -119,6 +120,11 @@ struct ServiceClient: Sendable {
         do {
             let response = try await http.execute(request, timeout: timeout)
             return (response, try await response.body.collect(upTo: maxBytes))
+        } catch is NIOTooManyBytesError {
+            // Not a service that cannot be reached (retrying will not help): its answer is larger
+            // than any this caller reads. Limits that derive from one another make this unreachable.
+            logger.error("upstream.answer_too_large", metadata: ["upstream": "\(name)", "url": "\(request.url)", "limit": "\(maxBytes)"])
+            throw ServiceError(.badGateway, .answerTooLarge, "\(name) answered with more than \(maxBytes) bytes, more than the gateway reads")
         } catch {
             logger.warning("upstream.unreachable", metadata: ["upstream": "\(name)", "error": "\(error)"])
             throw ServiceError.unavailable(.unavailable(name), "\(name) cannot be reached now; try again later")

@@ -28,7 +28,7 @@ final class WhitelistCache: Service, Sendable {
     private let logger: Logger
     private let entries = Mutex<[String: Entry]>([:])
 
-    static let maxDocumentBytes = 1 << 20
+    static let maxDocumentBytes = DocumentKind.largestDocumentBytes
 
     init(config: ServiceClient, refreshInterval: Duration, maxProjects: Int = 4096, logger: Logger) {
         self.config = config

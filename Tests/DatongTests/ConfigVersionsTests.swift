@@ -188,8 +188,8 @@ struct ConfigVersionsTests {
             "visual-config", #"{"events":[]}"#, #"{"events":[{"event_name":"Buy","event_type":"appclick","event":{"element_path":"A/B"}}]}"#,
             #"{"events":[{"event_name":"","event_type":"appclick","event":{}}]}"#, "/events/0/event_name"
         ),
-        ("server-url-whitelist", #"["https://a.example.com/sa?project=p"]"#, #"["https://b.example.com/sa?project=p"]"#, #"["no host"]"#, "[0]"),
-        ("h5-domain-whitelist", #"["h5.example.com"]"#, #"["*.example.com"]"#, #"["ok.example.com", ""]"#, "[1]"),
+        ("server-url-whitelist", #"["https://a.example.com/sa?project=p"]"#, #"["https://b.example.com/sa?project=p"]"#, #"["no host"]"#, "/0"),
+        ("h5-domain-whitelist", #"["h5.example.com"]"#, #"["*.example.com"]"#, #"["ok.example.com", ""]"#, "/1"),
     ]
 
     @Test(

@@ -218,7 +218,7 @@ struct EndToEndTests {
                 uri: "/v1/projects/default/h5-domain-whitelist", method: .put, headers: admin,
                 body: ByteBuffer(string: #"["h5.example.com", 3]"#))
             #expect(invalid.status == .unprocessableContent)
-            #expect(invalid.text.contains(#""path":"[1]""#))
+            #expect(invalid.text.contains(#""path":"/1""#))
 
             let missing = try await services.config.execute(uri: "/v1/projects/default/visual-config", method: .get)
             #expect(missing.status == .notFound)
