@@ -61,6 +61,10 @@ package struct IdentityRecord: Sendable, Hashable {
 }
 
 extension IdentityRecord {
+    /// The most identities one record may carry (an SDK sends a handful): one record's resolve text
+    /// is then at most about half a MiB, far under a call's `ResolveRequest.maxCallBytes`.
+    package static let maxIdentities = 100
+
     /// The identity keys the official SDKs send, most frequent first: read with
     /// `JSONRef.stringValue(sharing:)`, so that the keys of every record are these literals.
     package static let commonKeys: [String] = [

@@ -35,7 +35,44 @@ extension ResolveRequest: WireCodable {
     }
 }
 
+extension ResolveRequest {
+    /// The most one resolve call carries: the gateway splits an upload's records into calls of
+    /// at most this (`calls(of:)`), and identity-service accepts at least twice it
+    /// (`IDENTITY_MAX_REQUEST_BYTES`), so whatever the gateway accepted, identity-service reads.
+    package static let maxCallBytes = 4 << 20
+
+    /// `records` split into runs, in order, whose calls each hold at most `maxBytes` (by each
+    /// record's `maxWireBytes`); a record larger than that alone goes alone.
+    package static func calls(of records: [IdentityRecord], maxBytes: Int = maxCallBytes) -> [Range<Int>] {
+        var runs: [Range<Int>] = []
+        var start = 0
+        var bytes = 32
+        for (index, record) in records.enumerated() {
+            let size = record.maxWireBytes
+            if index > start, bytes + size > maxBytes {
+                runs.append(start..<index)
+                (start, bytes) = (index, 32)
+            }
+            bytes += size
+        }
+        if start < records.count { runs.append(start..<records.count) }
+        return runs
+    }
+}
+
 extension IdentityRecord {
+    /// At most the bytes of this record's JSON text: every byte of its strings as if escaped to
+    /// six (`\u00XX`), plus the names and punctuation.
+    package var maxWireBytes: Int {
+        var text = project.utf8.count + type.utf8.count + distinctId.utf8.count + (originalId?.utf8.count ?? 0) + (lib?.utf8.count ?? 0)
+        var pairs = 0
+        for (key, value) in identities ?? [:] {
+            text += key.utf8.count + value.utf8.count
+            pairs += 1
+        }
+        return 6 * text + 8 * pairs + 128
+    }
+
     fileprivate func write(to out: inout [UInt8]) {
         var record = JSONObjectWriter(&out)
         record.string("project", project, &out)

@@ -63,6 +63,12 @@ package struct AppContext: Sendable, Equatable {
                 if let problem = RecordNormalizer.nameProblem(key) { throw .init("app.properties key '\(UntrustedText.quoted(key))': \(problem)") }
                 if let problem = Self.presetProblem(value, limits: limits) { throw .init("app.properties.\(UntrustedText.quoted(key)) \(problem)") }
             }
+            // They go on every message of the relay: bounded, so that a relay's records are never
+            // more than its body plus maxBridgeMessages × this (the collector call stays bounded).
+            let size = JSONValue.object(object).canonicalText.utf8.count
+            guard size <= Self.maxAppPropertiesBytes else {
+                throw .init("app.properties is \(size) bytes of JSON; the limit is \(Self.maxAppPropertiesBytes)")
+            }
             properties = object
         default: throw .init("app.properties must be an object")
         }
@@ -82,6 +88,10 @@ package struct AppContext: Sendable, Equatable {
             server: server, anonymousID: anonymousID, loginID: loginID, identities: identities,
             properties: properties, appVersion: appVersion, pageURL: pageURL)
     }
+
+    /// The most app.properties may hold, as JSON text (an app's presets and super properties are a
+    /// few hundred bytes; they are copied onto each of up to `MAX_BRIDGE_MESSAGES` records).
+    static let maxAppPropertiesBytes = 16 << 10
 
     /// Why an app property cannot be put on events, or nil: presets are strings, numbers or
     /// booleans, within the string limit.

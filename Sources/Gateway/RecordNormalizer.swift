@@ -213,6 +213,9 @@ package struct RecordNormalizer: Sendable {
 
     /// Why a key of `identities` is not a valid name, or nil.
     static func keyProblem(_ identities: [String: String]) -> String? {
+        guard identities.count <= IdentityRecord.maxIdentities else {
+            return "identities has \(identities.count) members; the limit is \(IdentityRecord.maxIdentities)"
+        }
         for key in identities.keys {
             if let problem = nameProblem(key) { return "identity key '\(UntrustedText.quoted(key))': \(problem)" }
         }
@@ -222,6 +225,9 @@ package struct RecordNormalizer: Sendable {
     /// A record's `identities` object: string values under valid names.
     static func identities(_ raw: JSONRef) -> Result<[String: String], InvalidRecord> {
         guard raw.isObject else { return .failure(.init(reason: "identities is not a JSON object")) }
+        guard raw.entry.count <= IdentityRecord.maxIdentities else {
+            return .failure(.init(reason: "identities has \(raw.entry.count) members; the limit is \(IdentityRecord.maxIdentities)"))
+        }
         var pairs: [String: String] = [:]
         pairs.reserveCapacity(Int(raw.entry.count))
         for (keyRef, value) in raw.members {

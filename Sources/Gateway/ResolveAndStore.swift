@@ -87,12 +87,20 @@ struct ResolveAndStore: Sendable {
         }
         guard !asking.isEmpty else { return }
         let epoch = cache?.epoch ?? 0
-        let resolved = try await identity.post(
-            "/v1/resolve", ResolveRequest(records: asking.map { distinct[$0].record }, forCache: cache != nil),
-            as: ResolveResponse.self, requestID: context.requestID, logger: context.logger
-        )
-        guard resolved.users.count == asking.count else {
-            throw ServiceError.unavailable(.identityBadAnswer, "identity-service answered for \(resolved.users.count) of \(asking.count) records")
+        // In calls identity-service always reads (`ResolveRequest.maxCallBytes`), one after another:
+        // it applies records in their order, so a later call sees what an earlier one linked.
+        let records = asking.map { distinct[$0].record }
+        var resolved = ResolveResponse(users: [])
+        for run in ResolveRequest.calls(of: records) {
+            let answer = try await identity.post(
+                "/v1/resolve", ResolveRequest(records: Array(records[run]), forCache: cache != nil),
+                as: ResolveResponse.self, requestID: context.requestID, logger: context.logger
+            )
+            guard answer.users.count == run.count else {
+                throw ServiceError.unavailable(.identityBadAnswer, "identity-service answered for \(answer.users.count) of \(run.count) records")
+            }
+            resolved.users += answer.users
+            resolved.invalidated += answer.invalidated
         }
         for (slot, user) in zip(asking, resolved.users) {
             for position in distinct[slot].positions { users[position] = user.userId }

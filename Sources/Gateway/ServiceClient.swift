@@ -76,6 +76,13 @@ struct ServiceClient: Sendable {
         guard (400..<500).contains(status) else {
             return ServiceError.unavailable(.unavailable(name), "\(name) answered \(status); try again later")
         }
+        if status == 413 {
+            // The gateway's calls stay within what the services accept (limits derived from one
+            // another); a 413 means a deployment set them apart. The SDK's data met the public
+            // limits: it keeps it and retries (a 400 would make it delete the batch).
+            return ServiceError.unavailable(
+                .unavailable(name), "\(name) refused a call as too large (\(message ?? "413")): its size limit is below the gateway's; try again later")
+        }
         return ServiceError.badRequest(error.map { ErrorCode(passedOn: $0) } ?? .refused, "\(name) refused the request: \(message ?? "status \(status)")")
     }
 

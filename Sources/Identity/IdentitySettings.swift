@@ -1,10 +1,12 @@
+import DatongContracts
 import DatongRuntime
 
 /// identity-service's settings (see the README's settings table).
 package struct IdentitySettings: Sendable {
     package var server: ServerSettings
     package var database: DatabaseSettings
-    /// Largest resolve request accepted, in bytes (`IDENTITY_MAX_REQUEST_BYTES`).
+    /// Largest resolve request accepted, in bytes (`IDENTITY_MAX_REQUEST_BYTES`); at least twice
+    /// the gateway's largest call (`ResolveRequest.maxCallBytes`).
     package var maxRequestBytes: Int
     /// Identities kept in memory; 0 turns the cache off (`IDENTITY_CACHE_ENTRIES`).
     package var cacheEntries: Int
@@ -31,7 +33,8 @@ package struct IdentitySettings: Sendable {
         self.init(
             server: try ServerSettings(reader, defaultPort: Self.defaultPort),
             database: try DatabaseSettings(reader, defaultPoolSize: defaults.database.poolSize),
-            maxRequestBytes: try reader.int("IDENTITY_MAX_REQUEST_BYTES", default: defaults.maxRequestBytes, range: 1024...(1 << 30)),
+            maxRequestBytes: try reader.int(
+                "IDENTITY_MAX_REQUEST_BYTES", default: defaults.maxRequestBytes, range: (2 * ResolveRequest.maxCallBytes)...(1 << 30)),
             cacheEntries: try reader.int("IDENTITY_CACHE_ENTRIES", default: defaults.cacheEntries, range: 0...100_000_000),
             cacheRefreshMilliseconds: try reader.int("IDENTITY_CACHE_REFRESH_MS", default: defaults.cacheRefreshMilliseconds, range: 50...60_000)
         )

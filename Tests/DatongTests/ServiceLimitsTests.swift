@@ -57,4 +57,48 @@ struct ServiceLimitsTests {
             #expect(canonical.utf8.count <= text.utf8.count, "\(text) → \(canonical)")
         }
     }
+
+    @Test("an upload within every gateway limit whose identities exceed one identity-service call is stored whole")
+    func largeIdentityBatch() async throws {
+        // 130 records × 80 identities, keys of 100 bytes, values of 255 Chinese characters (765
+        // bytes): 8.6 MiB of resolve text, over the smallest IDENTITY_MAX_REQUEST_BYTES allowed
+        // (8 MiB), which identity-service refused as one call (the SDK got a 400 and dropped it).
+        let time = Int64(Date().timeIntervalSince1970 * 1000)
+        var payload: [UInt8] = Array("[".utf8)
+        for record in 0..<130 {
+            if record > 0 { payload.append(UInt8(ascii: ",")) }
+            let identities = (0..<80).map { key in
+                let name = "k\(key)_".padding(toLength: 100, withPad: "x", startingAt: 0)
+                let value = "\(record)-\(key)-".padding(toLength: 255, withPad: "值", startingAt: 0)
+                return #""\#(name)":"\#(value)""#
+            }
+            payload += Array(
+                #"{"type":"track","event":"Big","time":\#(time),"distinct_id":"r\#(record)","identities":{\#(identities.joined(separator: ","))},"properties":{}}"#
+                    .utf8)
+        }
+        payload.append(UInt8(ascii: "]"))
+        #expect(payload.count > 8 << 20 && payload.count < 20 << 20)
+        let body = try HostileInputTests.form(payload)
+        try await RunningServices.run(identityMaxRequestBytes: 2 * ResolveRequest.maxCallBytes) { services in
+            let answer = try await services.gateway.execute(uri: "/sa?project=default", method: .post, body: body)
+            #expect(answer.status == .ok, "\(answer.text)")
+            #expect(answer.text.contains(#""stored":130"#), "\(answer.text)")
+            let users = try await TestDatabase.rows(
+                services.databaseURL, "SELECT count(DISTINCT user_id)::text, count(*)::text FROM analytics.events WHERE event = 'Big'")
+            #expect(users == [["130", "130"]])
+        }
+    }
+
+    @Test("a record's identities are bounded, so one record always fits in a call")
+    func identitiesBound() {
+        let record = IdentityRecord(
+            project: "p", type: "track", distinctId: String(repeating: "\u{1}", count: 255),
+            identities: Dictionary(
+                uniqueKeysWithValues: (0..<IdentityRecord.maxIdentities).map {
+                    ("k\($0)".padding(toLength: 100, withPad: "x", startingAt: 0), String(repeating: "\u{1}", count: 255))
+                }))
+        #expect(record.maxWireBytes < ResolveRequest.maxCallBytes / 4)
+        let runs = ResolveRequest.calls(of: Array(repeating: record, count: 40))
+        #expect(runs.count > 1 && runs.flatMap { Array($0) } == Array(0..<40))
+    }
 }

@@ -154,6 +154,7 @@ struct RunningServices: Sendable {
         gatewayHasMasterKey: Bool = true,
         gatewayIdentityCacheRefreshMilliseconds: Int = GatewaySettings().identityCacheRefreshMilliseconds,
         gatewayCollectorCalls: Int = GatewaySettings().collectorCalls,
+        identityMaxRequestBytes: Int = IdentitySettings(server: ServerSettings(port: 0), database: DatabaseSettings()).maxRequestBytes,
         _ body: @escaping @Sendable (RunningServices) async throws -> Void
     ) async throws {
         let url = try await TestDatabase.create()
@@ -163,7 +164,8 @@ struct RunningServices: Sendable {
         let runtime = ServiceRuntime(logger: TestDatabase.logger)
         let database = DatabaseSettings(url: url, poolSize: 2, startupTimeout: 10)
         let server = ServerSettings(port: 0, serviceToken: serviceToken, idleTimeoutSeconds: idleTimeoutSeconds)
-        let identity = buildIdentityApplication(settings: IdentitySettings(server: server, database: database), runtime: runtime)
+        let identity = buildIdentityApplication(
+            settings: IdentitySettings(server: server, database: database, maxRequestBytes: identityMaxRequestBytes), runtime: runtime)
         let collector = buildCollectorApplication(settings: CollectorSettings(server: server, database: database), runtime: runtime)
         // No error leaves a `.test(.live)` closure: HummingbirdTesting answers a thrown error by
         // cancelling the server's task, and a connection the server accepted in that moment is
