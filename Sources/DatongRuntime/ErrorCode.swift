@@ -23,6 +23,7 @@ extension ErrorCode {
     package static let invalidAppId = ErrorCode("invalid_app_id")
     package static let invalidBody = ErrorCode("invalid_body")
     package static let invalidCursor = ErrorCode("invalid_cursor")
+    package static let invalidHost = ErrorCode("invalid_host")
     package static let invalidLimit = ErrorCode("invalid_limit")
     package static let invalidPlatform = ErrorCode("invalid_platform")
     package static let invalidServiceToken = ErrorCode("invalid_service_token")

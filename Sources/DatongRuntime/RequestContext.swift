@@ -97,3 +97,61 @@ extension Request {
         return number
     }
 }
+
+/// RFC 9112 §3.2: a request must carry exactly one `Host`, a valid `uri-host [":" port]` (empty is
+/// allowed, for a target without an authority); anything else is a 400 before any route runs.
+/// SwiftNIO gives the first `Host` as the request's authority and leaves a second among the fields.
+package struct HostHeaderMiddleware: RouterMiddleware {
+    package typealias Context = DatongRequestContext
+
+    package init() {}
+
+    package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let host = request.head.authority else {
+            throw ServiceError(.badRequest, .invalidHost, "the request has no Host header", closesConnection: true)
+        }
+        guard !request.headers.contains(where: { $0.name.canonicalName == "host" }) else {
+            throw ServiceError(.badRequest, .invalidHost, "the request has more than one Host header", closesConnection: true)
+        }
+        guard Self.isValid(host) else {
+            throw ServiceError(.badRequest, .invalidHost, "the Host header is not a host[:port]", closesConnection: true)
+        }
+        return try await next(request, context)
+    }
+
+    /// `uri-host [":" port]` (RFC 3986): a bracketed IP literal, or a reg-name or IPv4 address of
+    /// unreserved, sub-delim and percent-encoded characters; the port digits only.
+    static func isValid(_ host: String) -> Bool {
+        var bytes = Substring(host).utf8[...]
+        guard bytes.count <= 1024 else { return false }
+        if bytes.first == UInt8(ascii: "[") {
+            guard let close = bytes.firstIndex(of: UInt8(ascii: "]")) else { return false }
+            let literal = bytes[bytes.index(after: bytes.startIndex)..<close]
+            guard !literal.isEmpty, literal.allSatisfy({ isHexDigit($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") }) else {
+                return false
+            }
+            bytes = bytes[bytes.index(after: close)...]
+        } else {
+            let end = bytes.firstIndex(of: UInt8(ascii: ":")) ?? bytes.endIndex
+            guard bytes[..<end].allSatisfy(isRegNameByte) else { return false }
+            bytes = bytes[end...]
+        }
+        guard let colon = bytes.first else { return true }
+        return colon == UInt8(ascii: ":") && bytes.dropFirst().count <= 5 && bytes.dropFirst().allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+    }
+
+    private static func isHexDigit(_ byte: UInt8) -> Bool {
+        (byte >= 0x30 && byte <= 0x39) || (byte | 0x20 >= UInt8(ascii: "a") && byte | 0x20 <= UInt8(ascii: "f"))
+    }
+
+    private static func isRegNameByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+        case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "%"): true
+        case UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"),
+            UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="):
+            true
+        default: false
+        }
+    }
+}

@@ -29,14 +29,16 @@ package struct ServiceRuntime: Sendable {
 }
 
 /// A router with the middleware every Datong service runs (request id, metrics, debug request log,
-/// error mapping) and the operational endpoints `/health`, `/ready` and `/metrics`.
+/// error mapping, the Host rule) and the operational endpoints `/health`, `/ready` and `/metrics`.
+/// Every GET route answers HEAD too (RFC 9110 §9.3.2: the same status and headers, no body).
 package func makeServiceRouter(runtime: ServiceRuntime, readiness: [ReadinessCheck]) -> Router<DatongRequestContext> {
-    let router = Router(context: DatongRequestContext.self)
+    let router = Router(context: DatongRequestContext.self, options: .autoGenerateHeadEndpoints)
     router.addMiddleware {
         RequestIDMiddleware()
         MetricsMiddleware()
         LogRequestsMiddleware(.debug)
         ErrorMiddleware(registry: runtime.metrics)
+        HostHeaderMiddleware()
     }
     router.get("/health") { _, _ in
         jsonResponse(.ok, #"{"status":"ok"}"#)
