@@ -20,7 +20,8 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 PROJECT = "shop_app"
 DISTINCT_ID = "browser-device-1"
-OTHER_ID = "browser-device-2"
+# With a space: the console must send it as %20, which every service reads as a space (a "+" is a plus).
+OTHER_ID = "browser device 2"
 
 
 class Console:
@@ -105,7 +106,7 @@ def identity_call(args, method, path, body=None):
 
 
 def identity_user(args, device):
-    query = urllib.parse.urlencode({"key": "$identity_anonymous_id", "value": device})
+    query = urllib.parse.urlencode({"key": "$identity_anonymous_id", "value": device}, quote_via=urllib.parse.quote)
     return identity_call(args, "GET", f"/identities?{query}")["userId"]
 
 
@@ -239,6 +240,11 @@ def run(args):
         c.text_in(".result table.merges", "undone")
         identities = c.find(".result table.identities").text
         assert OTHER_ID not in identities, f"the other device went back to its user: {identities}"
+        # An id with spaces is found: the console writes its query as RFC 3986 (%20), not as a form ("+").
+        c.type(c.find("#lookup-value"), OTHER_ID)
+        c.button("Look up")
+        c.text_in(".result h2", f"User {other}")
+        c.text_in(".result table.identities", OTHER_ID)
 
         # 8. The audit trail names every change made above.
         d.get(f"{args.console}#/audit")

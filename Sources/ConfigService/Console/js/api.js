@@ -20,14 +20,17 @@ export const session = {
   },
 };
 
-/** A path with its query; parameters that are undefined, null or "" are left out. */
+/**
+ * A path with its query; parameters that are undefined, null or "" are left out. Written as RFC 3986
+ * percent-encoding (a space is %20, a plus %2B): the services read a query that way, where
+ * URLSearchParams would write a space as "+", which they read as a plus.
+ */
 export function url(path, params = {}) {
-  const query = new URLSearchParams();
+  const pairs = [];
   for (const [name, value] of Object.entries(params)) {
-    if (value !== undefined && value !== null && value !== "") query.set(name, String(value));
+    if (value !== undefined && value !== null && value !== "") pairs.push(`${encodeURIComponent(name)}=${encodeURIComponent(String(value))}`);
   }
-  const text = query.toString();
-  return text ? `${path}?${text}` : path;
+  return pairs.length ? `${path}?${pairs.join("&")}` : path;
 }
 
 export async function call(method, path, { params, body, token = session.token } = {}) {
