@@ -87,6 +87,7 @@ package struct GatewaySettings: Sendable {
                 maxBridgeMessages: try reader.int("MAX_BRIDGE_MESSAGES", default: defaults.maxBridgeMessages, range: 1...100_000),
                 timeWindowPastDays: try reader.int("TIME_WINDOW_PAST_DAYS", default: defaults.timeWindowPastDays, range: 1...36_500),
                 timeWindowFutureMinutes: try reader.int("TIME_WINDOW_FUTURE_MINUTES", default: defaults.timeWindowFutureMinutes, range: 0...525_600),
+                timeFreePastDays: try reader.int("TIME_FREE_PAST_DAYS", default: defaults.timeFreePastDays, range: 1...36_500),
                 bodyTimeoutSeconds: try reader.int("BODY_TIMEOUT_SECONDS", default: defaults.bodyTimeoutSeconds, range: 1...3600),
                 maxListItems: try reader.int("MAX_LIST_ITEMS", default: defaults.maxListItems, range: 1...1_000_000)
             ),
@@ -126,17 +127,24 @@ package struct UploadLimits: Sendable {
     package var maxBridgeMessages: Int
     /// How old a record's time may be (`TIME_WINDOW_PAST_DAYS`).
     package var timeWindowPastDays: Int
-    /// How far ahead of the server's clock a record's time may be (`TIME_WINDOW_FUTURE_MINUTES`).
+    /// How far ahead of the server's clock a record's time may be (`TIME_WINDOW_FUTURE_MINUTES`),
+    /// `time_free` or not.
     package var timeWindowFutureMinutes: Int
+    /// How old a `time_free` record's time may be (`TIME_FREE_PAST_DAYS`; at least
+    /// `timeWindowPastDays`). Each month a record is stored in is a partition, kept until retention
+    /// drops it: with both bounds, records (of every project, token or not) can reach a fixed set
+    /// of about TIME_FREE_PAST_DAYS / 30 months, never any month from 1970 to 9999.
+    package var timeFreePastDays: Int
     /// Seconds a request body may take to arrive in full (`BODY_TIMEOUT_SECONDS`; 408 after).
     package var bodyTimeoutSeconds: Int
 
     package init(
         maxBodyBytes: Int = 5 << 20, maxDecompressedBytes: Int = 20 << 20, maxRecordsPerRequest: Int = 1000,
         maxStringLength: Int = 8192, maxStringBytes: Int? = nil, maxPropertiesPerRecord: Int = 1000, maxJSONDepth: Int = 16,
-        maxBridgeMessages: Int = 500, timeWindowPastDays: Int = 730, timeWindowFutureMinutes: Int = 1440,
+        maxBridgeMessages: Int = 500, timeWindowPastDays: Int = 730, timeWindowFutureMinutes: Int = 1440, timeFreePastDays: Int? = nil,
         bodyTimeoutSeconds: Int = 30, maxListItems: Int = 500
     ) {
+        self.timeFreePastDays = max(timeFreePastDays ?? 3650, timeWindowPastDays)
         self.maxStringBytes = maxStringBytes ?? 3 * maxStringLength
         self.maxListItems = maxListItems
         self.bodyTimeoutSeconds = bodyTimeoutSeconds

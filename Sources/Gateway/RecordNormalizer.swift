@@ -86,15 +86,9 @@ package struct RecordNormalizer: Sendable {
         if let override = properties.time, bridged == nil || override.isNumber { timeValue = override }
         guard let time = Self.milliseconds(timeValue) else { return reject("the record has no numeric time from 1970 to 9999") }
         // `time_free: true` marks an import of history (the server SDKs' `enableTimeFree`): Sensors
-        // skips its time window for it, and so does Datong; the time must still be one it stores.
-        if !(fields.timeFree?.isTrue ?? false) {
-            let pastLimit = now - Int64(limits.timeWindowPastDays) * 86_400_000
-            let futureLimit = now + Int64(limits.timeWindowFutureMinutes) * 60_000
-            guard time >= pastLimit else {
-                return reject("time \(time) is more than \(limits.timeWindowPastDays) days in the past (send time_free: true for an import of history)")
-            }
-            guard time <= futureLimit else { return reject("time \(time) is more than \(limits.timeWindowFutureMinutes) minutes in the future") }
-        }
+        // skips its time window for it; Datong widens it to TIME_FREE_PAST_DAYS, as every month
+        // stored is a partition (a record of 2999 made one that stays), and keeps the future bound.
+        if let problem = Self.timeProblem(time, now: now, timeFree: fields.timeFree?.isTrue ?? false, limits: limits) { return reject(problem) }
 
         var event: String?
         if isEvent {
@@ -258,6 +252,21 @@ package struct RecordNormalizer: Sendable {
             return nil
         }
         return scaled <= StoredTime.latestMillis ? scaled : nil
+    }
+
+    /// Why `time` is outside the window a record may have, or nil.
+    static func timeProblem(_ time: Int64, now: Int64, timeFree: Bool, limits: UploadLimits) -> String? {
+        let pastDays = timeFree ? limits.timeFreePastDays : limits.timeWindowPastDays
+        if time < now - Int64(pastDays) * 86_400_000 {
+            return timeFree
+                ? "time \(time) is more than \(pastDays) days in the past, even for time_free (TIME_FREE_PAST_DAYS: each month stored is a partition)"
+                : "time \(time) is more than \(pastDays) days in the past (send time_free: true for an import of history)"
+        }
+        if time > now + Int64(limits.timeWindowFutureMinutes) * 60_000 {
+            return
+                "time \(time) is more than \(limits.timeWindowFutureMinutes) minutes in the future\(timeFree ? " (time_free imports history, not the future)" : "")"
+        }
+        return nil
     }
 
     /// A number time below this is seconds (see `milliseconds`).

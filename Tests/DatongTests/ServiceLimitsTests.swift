@@ -6,6 +6,8 @@ import HummingbirdTesting
 import NIOCore
 import Testing
 
+@testable import Gateway
+
 /// What one service accepts, the next one on its way carries (issue 37): limits derived from one
 /// another and tested together, so nothing valid is lost between services.
 @Suite("limits that derive from one another")
@@ -100,5 +102,30 @@ struct ServiceLimitsTests {
         #expect(record.maxWireBytes < ResolveRequest.maxCallBytes / 4)
         let runs = ResolveRequest.calls(of: Array(repeating: record, count: 40))
         #expect(runs.count > 1 && runs.flatMap { Array($0) } == Array(0..<40))
+    }
+
+    @Test("time_free records reach a bounded set of months: none in the future, none older than TIME_FREE_PAST_DAYS")
+    func partitionsOnDemand() async throws {
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let day: Int64 = 86_400_000
+        func record(_ event: String, _ time: Int64) -> String {
+            #"{"type":"track","event":"\#(event)","time":\#(time),"time_free":true,"distinct_id":"importer","properties":{}}"#
+        }
+        // 2999-01-15 and 2999-02-15: each made a partition that stayed, with its indexes.
+        let future = [record("Future1", 32_473_296_000_000), record("Future2", 32_475_974_400_000)]
+        let old = record("Old", now - 3_700 * day)
+        let history = record("History", now - 2_000 * day)
+        try await RunningServices.run(limits: UploadLimits(timeWindowPastDays: 730)) { services in
+            let partitions = "SELECT count(*)::text FROM pg_inherits WHERE inhparent = 'collector.events'::regclass"
+            let before = try await TestDatabase.rows(services.databaseURL, partitions)
+            let answer = try await HardeningTests.upload(services, future + [old, history])
+            #expect(answer["stored"] as? Int == 1 && answer["rejected"] as? Int == 3, "\(answer)")
+            #expect("\(answer)".contains("time_free imports history, not the future"), "\(answer)")
+            #expect("\(answer)".contains("TIME_FREE_PAST_DAYS"), "\(answer)")
+            let after = try await TestDatabase.rows(services.databaseURL, partitions)
+            // Only History's month, if no test record made it before.
+            #expect(Int(after[0][0]!)! - Int(before[0][0]!)! <= 1)
+            #expect(try await TestDatabase.rows(services.databaseURL, "SELECT count(*)::text FROM collector.events WHERE time > '2100-01-01'") == [["0"]])
+        }
     }
 }
