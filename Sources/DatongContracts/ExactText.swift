@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// Ids compared as their UTF-8 bytes, never as Swift compares strings.
 ///
 /// Swift's `==` and hashing treat canonically equivalent strings as equal (`"é"` as U+00E9 and as
@@ -8,7 +14,12 @@
 package enum ExactText {
     @inlinable
     package static func equal(_ a: String, _ b: String) -> Bool {
-        a.utf8.count == b.utf8.count && a.utf8.elementsEqual(b.utf8)
+        guard a.utf8.count == b.utf8.count else { return false }
+        // Native strings: one memcmp; others (bridged, never here) byte by byte.
+        let same = a.utf8.withContiguousStorageIfAvailable { left in
+            b.utf8.withContiguousStorageIfAvailable { right in left.isEmpty || memcmp(left.baseAddress!, right.baseAddress!, left.count) == 0 }
+        }
+        return (same ?? nil) ?? a.utf8.elementsEqual(b.utf8)
     }
 
     @inlinable
@@ -29,7 +40,10 @@ package enum ExactText {
     @inlinable
     package static func hash(_ text: String, into hasher: inout Hasher) {
         hasher.combine(text.utf8.count)
-        for byte in text.utf8 { hasher.combine(byte) }
+        // A native string's bytes are contiguous: hashed at once, not byte by byte.
+        if text.utf8.withContiguousStorageIfAvailable({ hasher.combine(bytes: UnsafeRawBufferPointer($0)) }) == nil {
+            for byte in text.utf8 { hasher.combine(byte) }
+        }
     }
 
     /// The same pairs under the same key bytes: a dictionary's own `==` compares canonically.
