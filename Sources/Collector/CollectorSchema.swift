@@ -284,5 +284,71 @@ package enum CollectorSchema {
                     LEFT JOIN analytics.user_canonical c ON c.project = d.project AND c.user_id = d.user_id;
                 COMMENT ON VIEW analytics.details IS 'One row per detail (multi-entity protocol): detail_set records applied in record order; detail_delete removes it. user_id follows merges.';
                 """),
+        Migration(
+            version: 7, name: "profile operations with Sensors' meaning, and why one did not apply",
+            sql: """
+                -- Why a profile_increment or profile_append does not apply to the profile `state` it
+                -- meets, or NULL: Sensors adds numbers to a NUMBER property only (and a sum must stay
+                -- a double), and appends to a LIST property only. The gateway already refused values
+                -- of the wrong kind; these depend on what the profile holds.
+                CREATE FUNCTION collector.profile_problem(state jsonb, op text, props jsonb) RETURNS text
+                LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+                DECLARE
+                    k text;
+                    v jsonb;
+                    cur jsonb;
+                BEGIN
+                    IF op NOT IN ('profile_increment', 'profile_append') OR jsonb_typeof(props) IS DISTINCT FROM 'object' THEN RETURN NULL; END IF;
+                    IF jsonb_typeof(state) IS DISTINCT FROM 'object' THEN state := '{}'::jsonb; END IF;
+                    FOR k, v IN SELECT * FROM jsonb_each(props) LOOP
+                        cur := state -> k;
+                        IF cur IS NULL OR jsonb_typeof(cur) = 'null' THEN CONTINUE; END IF;
+                        IF op = 'profile_increment' THEN
+                            IF jsonb_typeof(cur) <> 'number' THEN
+                                RETURN format('profile_increment of %s not applied: the profile holds a %s there, not a number', k, jsonb_typeof(cur));
+                            END IF;
+                            IF jsonb_typeof(v) = 'number' AND abs(cur::numeric + v::numeric) > 1.7976931348623157e308 THEN
+                                RETURN format('profile_increment of %s not applied: the sum is beyond what a double holds', k);
+                            END IF;
+                        ELSIF jsonb_typeof(cur) <> 'array' THEN
+                            RETURN format('profile_append to %s not applied: the profile holds a %s there, not a list', k, jsonb_typeof(cur));
+                        END IF;
+                    END LOOP;
+                    RETURN NULL;
+                END $$;
+
+                -- A record that does not apply (profile_problem) leaves the profile as it was: before,
+                -- an append over a number replaced it, and increments summed past a double.
+                CREATE OR REPLACE FUNCTION collector.profile_step(state jsonb, op text, props jsonb) RETURNS jsonb
+                LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+                DECLARE
+                    k text;
+                    v jsonb;
+                    cur jsonb;
+                BEGIN
+                    IF op IN ('profile_delete', 'item_delete', 'detail_delete') THEN RETURN 'null'::jsonb; END IF;
+                    IF jsonb_typeof(state) IS DISTINCT FROM 'object' THEN state := '{}'::jsonb; END IF;
+                    IF jsonb_typeof(props) IS DISTINCT FROM 'object' THEN RETURN state; END IF;
+                    IF op IN ('profile_set', 'item_set', 'detail_set') THEN RETURN state || props; END IF;
+                    IF op = 'profile_unset' THEN RETURN state - ARRAY(SELECT jsonb_object_keys(props)); END IF;
+                    IF collector.profile_problem(state, op, props) IS NOT NULL THEN RETURN state; END IF;
+                    FOR k, v IN SELECT * FROM jsonb_each(props) LOOP
+                        cur := state -> k;
+                        IF op = 'profile_set_once' THEN
+                            IF cur IS NULL THEN state := state || jsonb_build_object(k, v); END IF;
+                        ELSIF op = 'profile_increment' THEN
+                            -- A JSON null counts as nothing yet (profile_problem lets it through).
+                            IF jsonb_typeof(v) = 'number' THEN
+                                state := state || jsonb_build_object(k, COALESCE(CASE WHEN jsonb_typeof(cur) = 'number' THEN cur::numeric END, 0) + v::numeric);
+                            END IF;
+                        ELSIF op = 'profile_append' THEN
+                            IF jsonb_typeof(v) = 'array' THEN
+                                state := state || jsonb_build_object(k, CASE WHEN jsonb_typeof(cur) = 'array' THEN cur ELSE '[]'::jsonb END || v);
+                            END IF;
+                        END IF;
+                    END LOOP;
+                    RETURN state;
+                END $$;
+                """),
     ]
 }

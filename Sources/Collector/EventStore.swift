@@ -289,6 +289,11 @@ final class PostgresEventStore: EventStore {
         try connection.lockInOrder(touched.lockNames)
         if !touched.userProjects.isEmpty {
             try connection.query(refoldProfiles, [postgresTextArray(touched.userProjects), postgresTextArray(touched.userIDs)])
+            if !touched.dependentIDs.isEmpty {
+                try connection.query(
+                    noteUnapplied,
+                    [postgresTextArray(touched.userProjects), postgresTextArray(touched.userIDs), postgresTextArray(touched.dependentIDs)])
+            }
         }
         if !touched.itemProjects.isEmpty {
             try connection.query(
@@ -335,6 +340,29 @@ final class PostgresEventStore: EventStore {
         SELECT project, user_id, distinct_id, properties, updated_at FROM folded WHERE properties <> 'null'::jsonb
         ON CONFLICT (project, user_id) DO UPDATE
             SET distinct_id = EXCLUDED.distinct_id, properties = EXCLUDED.properties, updated_at = EXCLUDED.updated_at
+        """
+
+    /// Puts each new increment or append that the fold left out (`collector.profile_problem` of the
+    /// profile it met, folded from every record before it) in `collector.rejected` with the reason.
+    /// The record stays among the profile's records: an earlier record arriving later may make it apply.
+    private static let noteUnapplied = """
+        INSERT INTO collector.rejected (project, received_at, reason, raw)
+        SELECT project, received_at, problem,
+               jsonb_build_object(
+                   'type', type, 'distinct_id', distinct_id, 'time', (extract(epoch FROM time) * 1000)::bigint, 'properties', properties
+               )::text
+        FROM (
+            SELECT r.record_id, r.project, r.received_at, r.type, r.distinct_id, r.time, r.properties,
+                   collector.profile_problem(collector.profile_fold(r.type, r.properties) OVER earlier, r.type, r.properties) AS problem
+            FROM collector.profile_records r
+            JOIN unnest($1::text[], $2::bigint[]) AS u(project, user_id) ON r.project = u.project AND r.user_id = u.user_id
+            WHERE r.item_type IS NULL
+            WINDOW earlier AS (
+                PARTITION BY r.project, r.user_id ORDER BY r.time, r.received_at, r.seq NULLS FIRST, r.record_id
+                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+            )
+        ) checked
+        WHERE problem IS NOT NULL AND record_id = ANY($3::uuid[])
         """
 
     private static let refoldItems = """

@@ -15,6 +15,8 @@ struct ProfileKeys: Sendable {
     }
 
     private var owners: [RecordKey: Owner] = [:]
+    /// The increments and appends: whether they apply depends on the profile they meet.
+    private var dependent: Set<RecordKey> = []
 
     /// Notes the owner of a profile or item record stored under `id` (its dedup key).
     mutating func add(_ record: CollectRecord, id: RecordKey) {
@@ -22,6 +24,7 @@ struct ProfileKeys: Sendable {
             owners[id] = Owner(project: record.project, itemType: itemType, itemID: itemID, isDetail: RecordTypes.isDetail(record.type))
         } else if let userID = record.userId {
             owners[id] = Owner(project: record.project, userID: userID)
+            if record.type == "profile_increment" || record.type == "profile_append" { dependent.insert(id) }
         }
     }
 
@@ -29,6 +32,7 @@ struct ProfileKeys: Sendable {
     func touched(by insertedIDs: Set<RecordKey>) -> Touched {
         var seen = Set<Owner>()
         var touched = Touched()
+        touched.dependentIDs = dependent.intersection(insertedIDs).map(\.uuidText)
         for (id, owner) in owners where insertedIDs.contains(id) && seen.insert(owner).inserted {
             if let schema = owner.itemType, let detailID = owner.itemID, owner.isDetail {
                 touched.detailProjects.append(owner.project)
@@ -59,6 +63,8 @@ struct ProfileKeys: Sendable {
         var detailProjects: [String] = []
         var detailSchemas: [String] = []
         var detailIDs: [String] = []
+        /// The newly stored increments and appends (record ids), checked against what they met.
+        var dependentIDs: [String] = []
     }
 }
 

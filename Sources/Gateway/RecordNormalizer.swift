@@ -75,7 +75,7 @@ package struct RecordNormalizer: Sendable {
             }
         }
         let properties: PropertiesReading
-        switch PropertiesReading.read(fields.properties, bridged: bridged != nil, multiEntity: entity != nil, normalizer: self) {
+        switch PropertiesReading.read(fields.properties, bridged: bridged != nil, multiEntity: entity != nil, type: type, normalizer: self) {
         case .success(let reading): properties = reading
         case .failure(let problem): return reject(problem.reason)
         }

@@ -166,7 +166,7 @@ struct PropertiesReading {
     /// loses `project` and `token`, as the app SDK removes them; a multi-entity record its user's
     /// `identities`, `distinct_id` and `user_id`, which it carries there.
     static func read(
-        _ properties: JSONRef?, bridged: Bool, multiEntity: Bool = false, normalizer: RecordNormalizer
+        _ properties: JSONRef?, bridged: Bool, multiEntity: Bool = false, type: String = "track", normalizer: RecordNormalizer
     ) -> Result<PropertiesReading, InvalidRecord> {
         guard let properties else { return .success(PropertiesReading(document: nil)) }
         let document = properties.document
@@ -196,7 +196,13 @@ struct PropertiesReading {
                             key, named: raw, bridged: bridged, multiEntity: multiEntity, normalizer: normalizer, bytes: bytes, entries: entries)
                     }
                     switch outcome {
-                    case .success(let stored): if stored { reading.keys.append(Int32(key)) }
+                    case .success(let stored):
+                        guard stored else { continue }
+                        if let invalid = Self.operandProblem(type, at: key, document: document) {
+                            problem = invalid
+                            return
+                        }
+                        reading.keys.append(Int32(key))
                     case .failure(let invalid):
                         problem = invalid
                         return
@@ -257,6 +263,24 @@ struct PropertiesReading {
             return .success(false)
         }
         return .success(true)
+    }
+
+    /// Why a stored property cannot be the operand of a `profile_increment` (a number, within a
+    /// double) or a `profile_append` (a list of strings), as Sensors applies them; nil otherwise.
+    /// What the operation meets in the profile is the collector's to judge (`profile_problem`).
+    private static func operandProblem(_ type: String, at key: Int, document: JSONDocument) -> InvalidRecord? {
+        let isIncrement = type == "profile_increment"
+        guard isIncrement || type == "profile_append" else { return nil }
+        let value = JSONRef(document: document, index: key + 1)
+        let name = UntrustedText.quoted(JSONRef(document: document, index: key).stringValue ?? "")
+        if isIncrement {
+            guard value.isNumber, value.doubleValue?.isFinite == true else {
+                return .init(reason: "profile_increment of '\(name)': \(value.rawText.prefix(40)) is not a number (Sensors adds numbers only)")
+            }
+        } else if value.kind != .array || value.elements.contains(where: { $0.kind != .string }) {
+            return .init(reason: "profile_append to '\(name)': the value must be a list of strings (Sensors appends to lists only)")
+        }
+        return nil
     }
 
     private static func equals(_ name: UnsafeBufferPointer<UInt8>, _ literal: StaticString) -> Bool {

@@ -155,12 +155,12 @@ struct CollectorTests {
                 [
                     profile("profile_set", at: 0, #"{"name":"Alice","city":"Hangzhou","visits":1,"tags":["a"],"gone":true}"#),
                     profile("profile_set_once", at: 1, #"{"name":"Bob","first_seen":"2026-01-01"}"#),
-                    profile("profile_increment", at: 2, #"{"visits":2,"points":5,"name":3}"#),
+                    profile("profile_increment", at: 2, #"{"visits":2,"points":5}"#),
                     profile("profile_append", at: 3, #"{"tags":["b","c"],"new_list":["x"]}"#),
                     profile("profile_unset", at: 4, #"{"gone":true}"#),
                 ])
             let properties = try #require(try await profileJSON(url))
-            #expect(properties["name"] as? String == "Alice")  // set_once does not overwrite; increment skips text
+            #expect(properties["name"] as? String == "Alice")  // set_once does not overwrite
             #expect(properties["first_seen"] as? String == "2026-01-01")
             #expect(properties["visits"] as? Int == 3)
             #expect(properties["points"] as? Int == 5)

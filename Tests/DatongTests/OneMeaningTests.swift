@@ -88,4 +88,50 @@ struct OneMeaningTests {
             #expect(identities == [["2"]])
         }
     }
+
+    @Test("profile operations apply with Sensors' meaning, or are refused with a reason in analytics.rejected")
+    func profileOperations() async throws {
+        var clock = Self.time - 60_000
+        func record(_ type: String, _ properties: String) -> String {
+            clock += 1_000
+            return #"{"type":"\#(type)","time":\#(clock),"distinct_id":"profile-ops","properties":\#(properties)}"#
+        }
+        let firstRecords = [
+            record("profile_set", #"{"age":10,"score":10,"big":1.79e308}"#),
+            // Refused by the gateway whatever the profile holds: not a number, not a list of strings.
+            record("profile_increment", #"{"age":"5"}"#),
+            record("profile_increment", #"{"age":true}"#),
+            record("profile_append", #"{"tags":"x"}"#),
+            record("profile_append", #"{"tags":[1]}"#),
+        ]
+        let secondRecords = [
+            // Stored, but they do not apply to what the profile holds: the collector says why.
+            record("profile_append", #"{"score":["a"]}"#),
+            record("profile_increment", #"{"big":1.79e308}"#),
+            // These apply.
+            record("profile_increment", #"{"age":1,"visits":2}"#),
+            record("profile_append", #"{"tags":["x","y"]}"#),
+        ]
+        try await RunningServices.run { services in
+            let first = try await HardeningTests.upload(services, firstRecords)
+            #expect(first["stored"] as? Int == 1 && first["rejected"] as? Int == 4, "\(first)")
+            #expect("\(first)".contains("is not a number") && "\(first)".contains("must be a list of strings"), "\(first)")
+            let second = try await HardeningTests.upload(services, secondRecords)
+            #expect(second["stored"] as? Int == 4, "\(second)")
+            let profile = try await TestDatabase.rows(
+                services.databaseURL,
+                """
+                SELECT properties->>'age', properties->>'score', (properties->>'big')::float8 = 1.79e308, properties->>'visits', properties->>'tags'
+                FROM analytics.profiles WHERE distinct_id = 'profile-ops'
+                """)
+            #expect(profile == [["11", "10", "t", "2", #"["x", "y"]"#]])
+            let reasons = try await TestDatabase.rows(
+                services.databaseURL, "SELECT reason FROM analytics.rejected WHERE reason LIKE '%not applied%' ORDER BY reason")
+            #expect(
+                reasons == [
+                    ["profile_append to score not applied: the profile holds a number there, not a list"],
+                    ["profile_increment of big not applied: the sum is beyond what a double holds"],
+                ])
+        }
+    }
 }
