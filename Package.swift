@@ -209,7 +209,8 @@ let package = Package(
 
         // libFuzzer targets for every parser of untrusted bytes (scripts/fuzz, docs/RELIABILITY.md).
         .executableTarget(
-            name: "Fuzz", dependencies: ["GatewayHarness", "Gateway", "Collector", "DatongJSON", "DatongContracts", "DatongCrypto", "CLibFuzzer"]),
+            name: "Fuzz",
+            dependencies: ["GatewayHarness", "Gateway", "Collector", "DatongJSON", "DatongContracts", "DatongCrypto", "IdentityCore", "CLibFuzzer"]),
 
         .testTarget(
             name: "DatongTests",

@@ -20,6 +20,10 @@
 //           batch, on every record's key, and on which records cannot be stored
 //   group   a group of batches (`POST /v1/batch-groups`): each batch is read on its own, refused
 //           alone exactly when the contract refuses it, and read whole otherwise
+//   escapes the decoded JSON payload, and the same JSON with every string (keys too) written as
+//           \uXXXX escapes: both must store byte for byte the same records ("one JSON text, one
+//           meaning"); and ids compare as their bytes (`ExactText`), never canonically, so an NFC
+//           and an NFD form of one text are two ids
 //   envelopes  an encrypted upload's data_list (gzip=9/13 envelopes) with the published test keys of
 //           Tests/Fixtures/sensors: unwrapping, AES, gunzip, records; the storability oracle
 import CLibFuzzer
@@ -30,6 +34,7 @@ import DatongJSON
 import Foundation
 import Gateway
 import GatewayHarness
+import IdentityCore
 
 let limits = UploadLimits(maxDecompressedBytes: 1 << 20, maxRecordsPerRequest: 200, timeWindowPastDays: 36_500)
 let now: Int64 = 1_795_273_119_736
@@ -71,7 +76,79 @@ let testKeys: GatewayHarness.ProjectKeysHandle? = {
     return try? GatewayHarness.ProjectKeysHandle(parsed)
 }()
 
+/// `value` as JSON text with every string, keys included, written as `\uXXXX` escapes (surrogate
+/// pairs beyond the BMP): the same JSON value, spelled otherwise. nil when a string holds a lone
+/// surrogate escape (read as U+FFFD, which re-escaped would be another text).
+func escapedForm(_ value: JSONRef) -> [UInt8]? {
+    var out: [UInt8] = []
+    func string(_ ref: JSONRef) -> Bool {
+        let text = Array(ref.textBytes)
+        if text.contains(0xEF), String(decoding: text, as: UTF8.self).unicodeScalars.contains("\u{FFFD}") { return false }
+        out.append(UInt8(ascii: "\""))
+        for unit in String(decoding: text, as: UTF8.self).utf16 {
+            out += Array("\\u".utf8) + Array(String(format: "%04x", unit).utf8)
+        }
+        out.append(UInt8(ascii: "\""))
+        return true
+    }
+    func write(_ ref: JSONRef) -> Bool {
+        switch ref.kind {
+        case .string: return string(ref)
+        case .object:
+            out.append(UInt8(ascii: "{"))
+            for (index, (key, member)) in ref.members.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                guard string(key) else { return false }
+                out.append(UInt8(ascii: ":"))
+                guard write(member) else { return false }
+            }
+            out.append(UInt8(ascii: "}"))
+        case .array:
+            out.append(UInt8(ascii: "["))
+            for (index, element) in ref.elements.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                guard write(element) else { return false }
+            }
+            out.append(UInt8(ascii: "]"))
+        default: out += ref.rawBytes
+        }
+        return true
+    }
+    return write(value) ? out : nil
+}
+
+/// An upload of `json` as the iOS SDK sends it (base64, form-encoded).
+func upload(json: [UInt8]) -> GatewayHarness.Outcome? {
+    let body = Array("data_list=".utf8) + Array(Data(json).base64EncodedString().addingPercentEncoding(withAllowedCharacters: .alphanumerics)!.utf8)
+    return try? GatewayHarness.prepareUpload(query: "project=fuzz", body: body, limits: limits, now: now)
+}
+
 let targets: [String: ([UInt8]) -> Void] = [
+    "escapes": { input in
+        guard let document = try? JSONParser.parse(input, maxDepth: limits.maxJSONDepth), let escaped = escapedForm(document.root) else { return }
+        let plain = upload(json: input)
+        let other = upload(json: escaped)
+        guard let plain, let other else {
+            if (plain == nil) != (other == nil) { violated("one spelling of the JSON is an upload and the other is not", input) }
+            return
+        }
+        // Byte for byte: CollectRecord's == compares strings as Swift does (canonically).
+        if CollectBatch(receivedAt: now, records: plain.accepted).jsonBytes != CollectBatch(receivedAt: now, records: other.accepted).jsonBytes
+            || plain.rejected.count != other.rejected.count
+        {
+            violated("the escaped spelling of the JSON stores other records", input)
+        }
+        let ids = plain.accepted.prefix(16).compactMap(\.distinctId)
+        for a in ids {
+            for b in ids {
+                let same = IdentityKey(key: "k", value: a) == IdentityKey(key: "k", value: b)
+                if same != Array(a.utf8).elementsEqual(Array(b.utf8)) { violated("ids compare otherwise than their bytes", input) }
+                if same, IdentityKey(key: "k", value: a).hashValue != IdentityKey(key: "k", value: b).hashValue {
+                    violated("equal ids hash differently", input)
+                }
+            }
+        }
+    },
     "form": { input in
         guard let outcome = try? GatewayHarness.prepareUpload(query: "project=fuzz", body: input, limits: limits, now: now) else { return }
         checkStorable(outcome, input)
@@ -228,6 +305,7 @@ func writeSeeds(fixtures: URL, output: URL) throws {
             try write("gzip", "python-\(index)", Array(gzipped))
             if let json = try? gzipped.withUnsafeBytes({ try GatewayHarness.inflate($0, limit: 1 << 20) }) {
                 try write("records", "python-\(index)", json)
+                try write("escapes", "python-\(index)", json)
                 try write("json", "python-\(index)", json)
                 if let outcome = try? GatewayHarness.prepareUpload(query: "project=default", body: Array(body.utf8), limits: limits, now: now) {
                     let batch = CollectBatch(receivedAt: now, records: outcome.accepted).jsonBytes
@@ -272,6 +350,13 @@ func writeSeeds(fixtures: URL, output: URL) throws {
     for (index, message) in messages.enumerated() {
         try write("relay", "js-\(index)", Array(try JSONSerialization.data(withJSONObject: ["app": app, "messages": [message]])))
     }
+    // One text in NFC and in NFD, as ids and values, for the escapes target.
+    let time = now - 1_000
+    try write(
+        "escapes", "unicode-forms",
+        Array(
+            #"[{"type":"track","event":"E","time":\#(time),"distinct_id":"jos\#u{E9}","properties":{"$time":\#(time),"name":"jose\#u{301}","big":18446744073709551615}},{"type":"profile_set","time":\#(time),"distinct_id":"jose\#u{301}","properties":{"$is_login_id":true}}]"#
+                .utf8))
     print("datong-fuzz: seeds from \(count) captures written to \(output.path)")
 }
 
