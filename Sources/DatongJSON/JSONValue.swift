@@ -46,6 +46,19 @@ package enum JSONValue: Sendable, Equatable {
 
     private static let hexDigits = Array("0123456789abcdef".utf8)
 
+    /// The letter of a byte's two-character escape (`\"`, `\\`, `\n`, `\r`, `\t`, `\b`, `\f`), or nil.
+    private static func shortEscape(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"): byte
+        case 0x0A: UInt8(ascii: "n")
+        case 0x0D: UInt8(ascii: "r")
+        case 0x09: UInt8(ascii: "t")
+        case 0x08: UInt8(ascii: "b")
+        case 0x0C: UInt8(ascii: "f")
+        default: nil
+        }
+    }
+
     /// `writeString` for the kinds of text callers have, compiled here so that a caller in another
     /// module does not run the unspecialized generic (metadata lookups and casts per string).
     /// A native string's bytes are contiguous and are scanned through a pointer, several times
@@ -71,33 +84,15 @@ package enum JSONValue: Sendable, Equatable {
             return
         }
         for byte in utf8 {
-            switch byte {
-            case UInt8(ascii: "\""):
+            if let short = shortEscape(byte) {
                 out.append(UInt8(ascii: "\\"))
-                out.append(UInt8(ascii: "\""))
-            case UInt8(ascii: "\\"):
-                out.append(UInt8(ascii: "\\"))
-                out.append(UInt8(ascii: "\\"))
-            case 0x0A:
-                out.append(UInt8(ascii: "\\"))
-                out.append(UInt8(ascii: "n"))
-            case 0x0D:
-                out.append(UInt8(ascii: "\\"))
-                out.append(UInt8(ascii: "r"))
-            case 0x09:
-                out.append(UInt8(ascii: "\\"))
-                out.append(UInt8(ascii: "t"))
-            case 0x08:
-                out.append(UInt8(ascii: "\\"))
-                out.append(UInt8(ascii: "b"))
-            case 0x0C:
-                out.append(UInt8(ascii: "\\"))
-                out.append(UInt8(ascii: "f"))
-            case 0..<0x20:
+                out.append(short)
+            } else if byte < 0x20 {
                 out.append(contentsOf: "\\u00".utf8)
                 out.append(hexDigits[Int(byte >> 4)])
                 out.append(hexDigits[Int(byte & 0x0F)])
-            default: out.append(byte)
+            } else {
+                out.append(byte)
             }
         }
         out.append(UInt8(ascii: "\""))
