@@ -173,6 +173,7 @@ struct PropertiesReading {
         var reading = PropertiesReading(document: document)
         reading.keys.reserveCapacity(Int(properties.entry.count))
         var problem: InvalidRecord?
+        let operand = Operand(type)
         document.bytes.withUnsafeBufferPointer { bytes in
             document.entries.withUnsafeBufferPointer { entries in
                 var position = properties.index + 1
@@ -198,7 +199,7 @@ struct PropertiesReading {
                     switch outcome {
                     case .success(let stored):
                         guard stored else { continue }
-                        if let invalid = Self.operandProblem(type, at: key, document: document) {
+                        if operand != .any, let invalid = Self.operandProblem(operand, at: key, document: document) {
                             problem = invalid
                             return
                         }
@@ -220,16 +221,17 @@ struct PropertiesReading {
         _ key: Int, named name: UnsafeBufferPointer<UInt8>, bridged: Bool, multiEntity: Bool, normalizer: RecordNormalizer,
         bytes: UnsafeBufferPointer<UInt8>, entries: UnsafeBufferPointer<JSONDocument.Entry>
     ) -> Result<Bool, InvalidRecord> {
-        let value = JSONRef(document: document!, index: key + 1)
+        // Made only for a property the normalizer keeps: a JSONRef retains the document.
+        func value() -> JSONRef { JSONRef(document: document!, index: key + 1) }
         if multiEntity {
             if Self.equals(name, "identities") {
-                identities = value
+                identities = value()
                 return .success(false)
             } else if Self.equals(name, "distinct_id") {
-                distinctID = value
+                distinctID = value()
                 return .success(false)
             } else if Self.equals(name, "user_id") {
-                sensorsUserID = value
+                sensorsUserID = value()
                 return .success(false)
             }
         }
@@ -242,21 +244,21 @@ struct PropertiesReading {
         guard let first = name.first else { return .success(true) }
         if first == UInt8(ascii: "$") {
             if Self.equals(name, "$time") {
-                time = value
+                time = value()
                 return .success(false)
             }
             if Self.equals(name, "$lib") {
-                lib = value
+                lib = value()
             } else if Self.equals(name, "$lib_version") {
-                libVersion = value
+                libVersion = value()
             } else if Self.equals(name, "$app_version") {
-                appVersion = value
+                appVersion = value()
             } else if Self.equals(name, "$is_login_id") {
                 // A flag on the record (its distinct_id is a login id), not data: the
                 // server SDKs add it when told isLoginId (sa-sdk-go track.go TrackEvent,
                 // `properties["$is_login_id"] = true`). Read here, never stored, on
                 // events or profiles (the event's login_id column says the same).
-                isLoginID = value
+                isLoginID = value()
                 return .success(false)
             }
         } else if bridged, Self.equals(name, "project") || Self.equals(name, "token") {
@@ -265,15 +267,26 @@ struct PropertiesReading {
         return .success(true)
     }
 
-    /// Why a stored property cannot be the operand of a `profile_increment` (a number, within a
-    /// double) or a `profile_append` (a list of strings), as Sensors applies them; nil otherwise.
-    /// What the operation meets in the profile is the collector's to judge (`profile_problem`).
-    private static func operandProblem(_ type: String, at key: Int, document: JSONDocument) -> InvalidRecord? {
-        let isIncrement = type == "profile_increment"
-        guard isIncrement || type == "profile_append" else { return nil }
+    /// What a record's type asks of each property's value.
+    private enum Operand {
+        case any
+        /// `profile_increment`: a number, within a double.
+        case number
+        /// `profile_append`: a list of strings.
+        case stringList
+
+        init(_ type: String) {
+            self = type == "profile_increment" ? .number : type == "profile_append" ? .stringList : .any
+        }
+    }
+
+    /// Why a stored property cannot be the operand of a `profile_increment` or a `profile_append`,
+    /// as Sensors applies them; nil otherwise. What the operation meets in the profile is the
+    /// collector's to judge (`profile_problem`).
+    private static func operandProblem(_ operand: Operand, at key: Int, document: JSONDocument) -> InvalidRecord? {
         let value = JSONRef(document: document, index: key + 1)
         let name = UntrustedText.quoted(JSONRef(document: document, index: key).stringValue ?? "")
-        if isIncrement {
+        if operand == .number {
             guard value.isNumber, value.doubleValue?.isFinite == true else {
                 return .init(reason: "profile_increment of '\(name)': \(value.rawText.prefix(40)) is not a number (Sensors adds numbers only)")
             }
