@@ -58,7 +58,7 @@ package enum GzipInflater {
                         guard status == Z_STREAM_END else { throw .invalid }
                         continue
                     }
-                    output += [UInt8](repeating: 0, count: min(output.count, limit - output.count))
+                    output.append(contentsOf: repeatElement(0, count: min(output.count, limit - output.count)))
                 }
                 status = output.withUnsafeMutableBufferPointer { buffer in
                     stream.next_out = buffer.baseAddress! + produced

@@ -311,18 +311,31 @@ struct PropertiesReading {
         out.append(UInt8(ascii: "{"))
         let bytes = document?.bytes ?? []
         let entries = document?.entries ?? []
+        // Local copies: the sort's comparator reads them, and must not reach through `self`.
+        let ranges = unescapedRanges
+        let anyEscaped = !ranges.isEmpty
         unescapedNames.withUnsafeBufferPointer { unescaped in
             bytes.withUnsafeBufferPointer { bytes in
                 entries.withUnsafeBufferPointer { entries in
-                    func name(_ key: Int32) -> UnsafeBufferPointer<UInt8> {
+                    func rawName(_ key: Int32) -> UnsafeBufferPointer<UInt8> {
                         let entry = entries[Int(key)]
-                        if entry.flag, let range = unescapedRanges[key] { return UnsafeBufferPointer(rebasing: unescaped[range]) }
                         return UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.end)])
                     }
-                    let sorted = keys.sorted { a, b in
-                        let order = Self.compare(name(a), name(b))
-                        return order != 0 ? order < 0 : a < b
+                    func name(_ key: Int32) -> UnsafeBufferPointer<UInt8> {
+                        if anyEscaped, entries[Int(key)].flag, let range = ranges[key] { return UnsafeBufferPointer(rebasing: unescaped[range]) }
+                        return rawName(key)
                     }
+                    // The sort compares names ~n log n times: without escaped keys, straight from the upload.
+                    let sorted =
+                        anyEscaped
+                        ? keys.sorted { a, b in
+                            let order = Self.compare(name(a), name(b))
+                            return order != 0 ? order < 0 : a < b
+                        }
+                        : keys.sorted { a, b in
+                            let order = Self.compare(rawName(a), rawName(b))
+                            return order != 0 ? order < 0 : a < b
+                        }
                     var presetIndex = 0
                     // `out` and `presetIndex` go in as arguments: captured, every append would pay an
                     // exclusivity check (swift_beginAccess was 1.3% of the gateway's samples).

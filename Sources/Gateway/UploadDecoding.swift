@@ -322,12 +322,14 @@ package enum UploadPayload {
 
 /// Inflates gzip within `limit` (`GzipInflater`); throws `tooLarge` past the limit, or `invalid`
 /// for data that is not complete, intact gzip.
-func inflateGzip(_ compressed: ByteBuffer, limit: Int, tooLarge: ServiceError, invalid: ServiceError) throws -> [UInt8] {
+func inflateGzip(
+    _ compressed: ByteBuffer, limit: Int, tooLarge: @autoclosure () -> ServiceError, invalid: @autoclosure () -> ServiceError
+) throws -> [UInt8] {
     do {
         return try compressed.withUnsafeReadableBytes { bytes throws(GzipInflater.Failure) in try GzipInflater.inflate(bytes, limit: limit) }
     } catch .tooLarge {
-        throw tooLarge
+        throw tooLarge()
     } catch {
-        throw invalid
+        throw invalid()
     }
 }
