@@ -144,10 +144,12 @@ func readRequestBody(_ request: Request, limits: UploadLimits) async throws -> [
     case "gzip", "x-gzip":
         return try inflateGzip(
             body, limit: limits.maxDecompressedBytes,
-            tooLarge: ServiceError(
-                .contentTooLarge, .bodyTooLarge,
-                "the request body inflates to more than \(GzipInflater.limit(compressedBytes: body.readableBytes, ceiling: limits.maxDecompressedBytes)) bytes (MAX_DECOMPRESSED_BYTES, or \(GzipInflater.maxRatio) times its compressed size beyond 1 MiB)"
-            ),
+            tooLarge: { limit in
+                ServiceError(
+                    .contentTooLarge, .bodyTooLarge,
+                    "the request body inflates to more than \(limit) bytes (MAX_DECOMPRESSED_BYTES, or \(GzipInflater.maxRatio) times its compressed size beyond 1 MiB)"
+                )
+            },
             invalid: ServiceError.badRequest(.invalidGzip, "Content-Encoding is gzip but the body is not valid gzip")
         )
     default:

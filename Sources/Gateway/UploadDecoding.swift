@@ -311,7 +311,7 @@ package enum UploadPayload {
 
     static func inflate(_ bytes: [UInt8], limit: Int) throws -> [UInt8] {
         try inflateGzip(
-            ByteBuffer(bytes: bytes), limit: limit, tooLarge: tooLarge(GzipInflater.limit(compressedBytes: bytes.count, ceiling: limit)),
+            ByteBuffer(bytes: bytes), limit: limit, tooLarge: tooLarge,
             invalid: ServiceError.badRequest(.invalidGzip, "gzip=1 but the data is not valid gzip"))
     }
 
@@ -320,15 +320,16 @@ package enum UploadPayload {
     }
 }
 
-/// Inflates gzip within `limit` (`GzipInflater`); throws `tooLarge` past the limit, or `invalid`
-/// for data that is not complete, intact gzip.
+/// Inflates gzip within `limit` and the ratio bound (`GzipInflater.limit`); throws `tooLarge` of the
+/// limit that applied, or `invalid` for data that is not complete, intact gzip.
 func inflateGzip(
-    _ compressed: ByteBuffer, limit: Int, tooLarge: @autoclosure () -> ServiceError, invalid: @autoclosure () -> ServiceError
+    _ compressed: ByteBuffer, limit ceiling: Int, tooLarge: (Int) -> ServiceError, invalid: @autoclosure () -> ServiceError
 ) throws -> [UInt8] {
+    let limit = GzipInflater.limit(compressedBytes: compressed.readableBytes, ceiling: ceiling)
     do {
         return try compressed.withUnsafeReadableBytes { bytes throws(GzipInflater.Failure) in try GzipInflater.inflate(bytes, limit: limit) }
     } catch .tooLarge {
-        throw tooLarge()
+        throw tooLarge(limit)
     } catch {
         throw invalid()
     }
