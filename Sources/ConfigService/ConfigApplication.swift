@@ -20,8 +20,8 @@ package func buildConfigApplication(
         documentLimit: settings.maxDocumentBytes,
         owners: OwnedDataAPI(
             auth: auth,
-            collector: .init(name: "collector", baseURL: settings.collectorURL, serviceToken: settings.server.serviceToken),
-            identity: .init(name: "identity", baseURL: settings.identityURL, serviceToken: settings.server.serviceToken)
+            collector: .init(upstream: .collector, baseURL: settings.collectorURL, serviceToken: settings.server.serviceToken),
+            identity: .init(upstream: .identity, baseURL: settings.identityURL, serviceToken: settings.server.serviceToken)
         ),
         console: .bundled()
     )
@@ -54,20 +54,27 @@ struct ConfigAPI: ServiceAPI {
             let project = try context.project()
             // An optional body sets the ingestion token ({"token": "…"}) or clears it ({"token": null}).
             let body = try await collectBody(request, limit: 4096)
-            var token: String??
+            enum TokenChange {
+                case keep
+                case set(String)
+                case clear
+            }
+            var change = TokenChange.keep
             if body.readableBytes > 0 {
                 guard let sent = bodyObject(body)?["token"] else {
                     throw ServiceError.badRequest(.invalidBody, #"the body is optional; when sent it is {"token": "…"} or {"token": null}"#)
                 }
                 switch sent {
-                case .string(let text) where (16...256).contains(text.utf8.count): token = .some(text)
-                case .null: token = .some(nil)
+                case .string(let text) where (16...256).contains(text.utf8.count): change = .set(text)
+                case .null: change = .clear
                 default: throw ServiceError.badRequest(.invalidToken, "an ingestion token is 16 to 256 characters (or null to remove it)")
                 }
             }
             let created = try await store.createProject(project, actor: actor)
-            if let token {
-                _ = try await store.setIngestionToken(project: project, digestHex: token.map(AdminAuth.digestHex(of:)), actor: actor)
+            switch change {
+            case .keep: break
+            case .set(let token): _ = try await store.setIngestionToken(project: project, digestHex: AdminAuth.digestHex(of: token), actor: actor)
+            case .clear: _ = try await store.setIngestionToken(project: project, digestHex: nil, actor: actor)
             }
             context.logger.info("audit.project.put", metadata: ["project": "\(project)", "created": "\(created)", "actor": "\(actor)"])
             return jsonResponse(created ? .created : .ok, #"{"name":"\#(project)"}"#)
@@ -78,10 +85,13 @@ struct ConfigAPI: ServiceAPI {
         router.get("/v1/projects/:project/ingestion") { request, context in
             try serviceToken.check(request)
             let project = try context.project()
-            guard let token = try await store.ingestion(project: project) else {
-                throw ServiceError(.notFound, .unknownProject, "there is no project '\(project)'")
+            let tokenSHA256: String?
+            switch try await store.ingestion(project: project) {
+            case .unknown: throw ServiceError(.notFound, .unknownProject, "there is no project '\(project)'")
+            case .open: tokenSHA256 = nil
+            case .token(let digest): tokenSHA256 = digest
             }
-            return try jsonResponse(.ok, encoding: ProjectIngestion(project: project, tokenSHA256: token))
+            return try jsonResponse(.ok, encoding: ProjectIngestion(project: project, tokenSHA256: tokenSHA256))
         }
 
         router.put("/v1/projects/:project/:kind") { request, context in

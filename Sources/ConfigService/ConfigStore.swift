@@ -22,7 +22,7 @@ protocol ConfigStore: Sendable {
     func setIngestionToken(project: String, digestHex: String?, actor: String) async throws -> Bool
     /// What the gateway needs to accept uploads for `project`: nil when there is no such project,
     /// otherwise the hex SHA-256 of its ingestion token (nil inside when uploads need none).
-    func ingestion(project: String) async throws -> String??
+    func ingestion(project: String) async throws -> ProjectAccess
     func projectExists(_ name: String) async throws -> Bool
     /// Publishes `canonical` as the next version of the document; versions are numbered per
     /// (project, kind, scope) and never reused.
@@ -103,11 +103,11 @@ struct PostgresConfigStore: ConfigStore {
         }
     }
 
-    func ingestion(project: String) async throws -> String?? {
+    func ingestion(project: String) async throws -> ProjectAccess {
         try await pool.withConnection { connection in
             let rows = try connection.query("SELECT token_sha256 FROM config.projects WHERE name = $1", [project]).rows
-            guard let row = rows.first else { return nil }
-            return .some(row[0])
+            guard let row = rows.first else { return .unknown }
+            return row[0].map { .token(sha256: $0) } ?? .open
         }
     }
 

@@ -19,10 +19,11 @@ struct OwnedDataAPI: ServiceAPI {
 
     /// A service the admin API passes calls on to.
     struct Owner: Sendable {
-        let name: String
+        let upstream: Upstream
         let baseURL: String
         let serviceToken: String?
         var timeout: TimeAmount = .seconds(5)
+        var name: String { upstream.serviceName }
         /// The largest answer passed on; the owners bound their pages well below it.
         static let maxAnswerBytes = 16 << 20
 
@@ -42,7 +43,7 @@ struct OwnedDataAPI: ServiceAPI {
                 payload = try await response.body.collect(upTo: Self.maxAnswerBytes)
             } catch {
                 logger.warning("upstream.unreachable", metadata: ["upstream": "\(name)", "error": "\(error)"])
-                throw ServiceError.unavailable(.unavailable(name), "\(name) cannot be reached at \(baseURL) now; try again later")
+                throw ServiceError.unavailable(.unavailable(upstream), "\(name) cannot be reached at \(baseURL) now; try again later")
             }
             switch response.status.code {
             case 200..<300, 400, 404, 409, 413, 422, 503:
@@ -55,9 +56,9 @@ struct OwnedDataAPI: ServiceAPI {
             case 401, 403:
                 // The owner refused config-service's own service token: a deployment mistake.
                 logger.error("upstream.refused_service_token", metadata: ["upstream": "\(name)"])
-                throw ServiceError.unavailable(.unavailable(name), "\(name) refused config-service's SERVICE_TOKEN; the services must share one")
+                throw ServiceError.unavailable(.unavailable(upstream), "\(name) refused config-service's SERVICE_TOKEN; the services must share one")
             default:
-                throw ServiceError.unavailable(.unavailable(name), "\(name) answered \(response.status.code); try again later")
+                throw ServiceError.unavailable(.unavailable(upstream), "\(name) answered \(response.status.code); try again later")
             }
         }
     }

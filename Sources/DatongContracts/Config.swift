@@ -149,6 +149,16 @@ package struct ProjectIngestion: Codable, Sendable, Equatable {
         self.project = project
         self.tokenSHA256 = tokenSHA256
     }
+
+    package var access: ProjectAccess { tokenSHA256.map { .token(sha256: $0) } ?? .open }
+}
+
+/// Who may upload to a project: none (no such project), anyone, or whoever holds its token.
+package enum ProjectAccess: Sendable, Equatable {
+    case unknown
+    case open
+    /// The hex SHA-256 of the project's ingestion token.
+    case token(sha256: String)
 }
 
 /// One of a project's encryption key pairs as the admin API shows it: never the private key.

@@ -38,9 +38,25 @@ extension ErrorCode {
     package static let unknownProject = ErrorCode("unknown_project")
 
     /// `<service>_unavailable`: another service cannot be reached or answered 5xx (503 to the caller).
-    package static func unavailable(_ service: String) -> ErrorCode { ErrorCode("\(service)_unavailable") }
+    package static func unavailable(_ service: Upstream) -> ErrorCode { ErrorCode("\(service.rawValue)_unavailable") }
     /// `<service>_bad_answer`: another service answered with what the caller cannot read.
-    package static func badAnswer(from service: String) -> ErrorCode { ErrorCode("\(service)_bad_answer") }
+    package static func badAnswer(from service: Upstream) -> ErrorCode { ErrorCode("\(service.rawValue)_bad_answer") }
     /// A service answered 404 to one of its own routes: an older version, during an upgrade.
-    package static func lacksRoute(_ service: String) -> ErrorCode { ErrorCode("\(service)_lacks_route") }
+    package static func lacksRoute(_ service: Upstream) -> ErrorCode { ErrorCode("\(service.rawValue)_lacks_route") }
+}
+
+/// A service another one calls, as error codes name it (`identity_unavailable`).
+package enum Upstream: String, Sendable {
+    case identity
+    case collector
+    case config
+
+    /// Its name in messages and logs: the executable's.
+    package var serviceName: String {
+        switch self {
+        case .identity: "identity-service"
+        case .collector: "collector"
+        case .config: "config-service"
+        }
+    }
 }

@@ -12,20 +12,17 @@ package struct BridgeHandler: Sendable {
     let limits: UploadLimits
     let whitelists: WhitelistCache
     let ingest: ResolveAndStore
-    let projects: ProjectDirectory
+    let auth: IngestionAuth
 
     func handle(_ request: Request, context: DatongRequestContext) async throws -> Response {
         let project = try requestProject(request.uri.queryParameters["project"].map(String.init))
+        // Before the body is read: a refused relay costs no parsing.
+        try await auth.check(project: project, token: request.uri.queryParameters["token"].map(String.init), logger: context.logger)
         let body = try await readRequestBody(request, limits: limits)
         let (app, messages) = try Self.parseRelay(body, limits: limits)
         let receivedAt = ResolveAndStore.now()
         let readings = messages.map { BridgeMessage.read($0, limits: limits) }
-        // The project and its whitelists are checked once a message is a record: a 503 if
-        // config-service was never reached, a 404 / 403 for an unknown project or a wrong token.
         let needsWhitelists = readings.contains { if case .success(.record) = $0 { true } else { false } }
-        if needsWhitelists {
-            try await projects.check(project: project, token: request.uri.queryParameters["token"].map(String.init), logger: context.logger)
-        }
         let projectWhitelists = needsWhitelists ? try await whitelists.whitelists(for: project) : ProjectWhitelists()
         let relay = PreparedRelay(
             messages: messages, readings: readings, app: app, project: project, whitelists: projectWhitelists,

@@ -64,7 +64,7 @@ final class CollectorCalls: Sendable {
                     "/v1/batch-groups", bytes: CollectBatchGroup.jsonBytes(joining: group.map(\.body)), as: CollectGroupResult.self,
                     requestID: first.requestID, logger: first.logger
                 )
-            } catch let error as ServiceError where error.code == .lacksRoute(collector.name) {
+            } catch let error as ServiceError where error.code == .lacksRoute(.collector) {
                 first.logger.warning(
                     "collector.no_groups", metadata: ["detail": "the collector has no /v1/batch-groups: batches go alone for \(groupsRefused.length)"])
                 groupsRefused.start()
@@ -79,7 +79,7 @@ final class CollectorCalls: Sendable {
             guard answer.outcomes.count == group.count else {
                 first.logger.error(
                     "upstream.bad_answer", metadata: ["upstream": "collector", "error": "\(answer.outcomes.count) outcomes for \(group.count) batches"])
-                let error = ServiceError.unavailable(.badAnswer(from: collector.name), "the collector gave an answer the gateway cannot read")
+                let error = ServiceError.unavailable(.badAnswer(from: .collector), "the collector gave an answer the gateway cannot read")
                 return group.map { _ in .failure(error) }
             }
             return answer.outcomes.map { outcome in

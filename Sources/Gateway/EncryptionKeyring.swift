@@ -70,7 +70,7 @@ final class EncryptionKeyring: Sendable {
                 fetched = .none
             case .document(_, let body):
                 guard let encryption = try? JSONDecoder().decode(ProjectEncryption.self, from: Data(body)) else {
-                    throw ServiceError.unavailable(.configBadAnswer, "config-service gave an answer the gateway cannot read")
+                    throw ServiceError.unavailable(.badAnswer(from: .config), "config-service gave an answer the gateway cannot read")
                 }
                 fetched = open(encryption, project: project, logger: logger)
             }

@@ -3,11 +3,8 @@ import DatongRuntime
 /// The codes Gateway answers with (`ErrorCode`), besides the shared ones.
 extension ErrorCode {
     package static let answerTooLarge = ErrorCode("answer_too_large")
-    package static let bodyTooLarge = ErrorCode("body_too_large")
-    package static let configBadAnswer = ErrorCode("config_bad_answer")
     package static let crcMismatch = ErrorCode("crc_mismatch")
     package static let encryptionUnavailable = ErrorCode("encryption_unavailable")
-    package static let identityBadAnswer = ErrorCode("identity_bad_answer")
     package static let invalidAppContext = ErrorCode("invalid_app_context")
     package static let invalidBase64 = ErrorCode("invalid_base64")
     package static let invalidCallback = ErrorCode("invalid_callback")

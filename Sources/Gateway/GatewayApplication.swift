@@ -14,9 +14,9 @@ package func buildGatewayApplication(
     let http = HTTPClient.forServices(connectTimeout: .seconds(2))
     let timeout = TimeAmount.seconds(Int64(settings.upstreamTimeoutSeconds))
     let token = settings.server.serviceToken
-    let identity = ServiceClient(name: "identity-service", baseURL: settings.identityURL, http: http, timeout: timeout, serviceToken: token)
-    let collector = ServiceClient(name: "collector", baseURL: settings.collectorURL, http: http, timeout: timeout, serviceToken: token)
-    let config = ServiceClient(name: "config-service", baseURL: settings.configURL, http: http, timeout: timeout, serviceToken: token)
+    let identity = ServiceClient(upstream: .identity, baseURL: settings.identityURL, http: http, timeout: timeout, serviceToken: token)
+    let collector = ServiceClient(upstream: .collector, baseURL: settings.collectorURL, http: http, timeout: timeout, serviceToken: token)
+    let config = ServiceClient(upstream: .config, baseURL: settings.configURL, http: http, timeout: timeout, serviceToken: token)
     var ingest = ResolveAndStore(
         identity: identity,
         collector: CollectorCalls(
@@ -36,10 +36,10 @@ package func buildGatewayApplication(
     let whitelists = WhitelistCache(
         config: config, refreshInterval: .seconds(settings.whitelistRefreshSeconds), logger: runtime.logger
     )
-    let projects = ProjectDirectory(config: config, refreshInterval: .seconds(settings.whitelistRefreshSeconds))
+    let auth = IngestionAuth(config: config, refreshInterval: .seconds(settings.whitelistRefreshSeconds))
     let keyring = EncryptionKeyring(config: config, sealer: settings.sealer, refreshInterval: .seconds(settings.whitelistRefreshSeconds))
-    let uploads = UploadHandler(limits: settings.limits, ingest: ingest, projects: projects, whitelists: whitelists, keyring: keyring)
-    let bridge = BridgeHandler(limits: settings.limits, whitelists: whitelists, ingest: ingest, projects: projects)
+    let uploads = UploadHandler(limits: settings.limits, ingest: ingest, auth: auth, whitelists: whitelists, keyring: keyring)
+    let bridge = BridgeHandler(limits: settings.limits, whitelists: whitelists, ingest: ingest, auth: auth)
 
     let router = makeServiceRouter(
         runtime: runtime,

@@ -97,7 +97,7 @@ struct ResolveAndStore: Sendable {
                 as: ResolveResponse.self, requestID: context.requestID, logger: context.logger
             )
             guard answer.users.count == run.count else {
-                throw ServiceError.unavailable(.identityBadAnswer, "identity-service answered for \(answer.users.count) of \(run.count) records")
+                throw ServiceError.unavailable(.badAnswer(from: .identity), "identity-service answered for \(answer.users.count) of \(run.count) records")
             }
             resolved.users += answer.users
             resolved.invalidated += answer.invalidated

@@ -12,12 +12,14 @@ import ServiceLifecycle
 /// JSON over HTTP to another Datong service. Any failure to get an answer (connection refused,
 /// timeout, 5xx) is a `503` for the caller: the SDK keeps the batch and retries it later.
 struct ServiceClient: Sendable {
-    let name: String
+    let upstream: Upstream
     let baseURL: String
     let http: HTTPClient
     let timeout: TimeAmount
     /// `SERVICE_TOKEN`, sent with every call when set.
     var serviceToken: String? = nil
+
+    var name: String { upstream.serviceName }
 
     /// The most a service's answer may hold.
     static let maxResponseBytes = 64 << 20
@@ -54,13 +56,13 @@ struct ServiceClient: Sendable {
                 return try Answer(jsonBytes: Array(payload.readableBytesView))
             } catch {
                 logger.error("upstream.bad_answer", metadata: ["upstream": "\(name)", "error": "\(error)"])
-                throw ServiceError.unavailable(.badAnswer(from: name), "\(name) gave an answer the gateway cannot read")
+                throw ServiceError.unavailable(.badAnswer(from: upstream), "\(name) gave an answer the gateway cannot read")
             }
         case 404:
             // The service has no such route: during a rolling upgrade, an older version. The
             // caller's data is not at fault, so it is told to retry, never to drop it.
             logger.warning("upstream.lacks_route", metadata: ["upstream": "\(name)", "url": "\(request.url)"])
-            throw ServiceError.unavailable(.lacksRoute(name), "\(name) does not offer this call (an older version?); try again later")
+            throw ServiceError.unavailable(.lacksRoute(upstream), "\(name) does not offer this call (an older version?); try again later")
         default:
             let problem = try? JSONDecoder().decode(ProblemBody.self, from: Data(buffer: payload))
             if (400..<500).contains(response.status.code) {
@@ -74,14 +76,14 @@ struct ServiceClient: Sendable {
     /// caller's 400 with the reason (passed on), anything else a 503 to retry.
     func refusal(status: Int, error: String?, message: String?) -> ServiceError {
         guard (400..<500).contains(status) else {
-            return ServiceError.unavailable(.unavailable(name), "\(name) answered \(status); try again later")
+            return ServiceError.unavailable(.unavailable(upstream), "\(name) answered \(status); try again later")
         }
         if status == 413 {
             // The gateway's calls stay within what the services accept (limits derived from one
             // another); a 413 means a deployment set them apart. The SDK's data met the public
             // limits: it keeps it and retries (a 400 would make it delete the batch).
             return ServiceError.unavailable(
-                .unavailable(name), "\(name) refused a call as too large (\(message ?? "413")): its size limit is below the gateway's; try again later")
+                .unavailable(upstream), "\(name) refused a call as too large (\(message ?? "413")): its size limit is below the gateway's; try again later")
         }
         return ServiceError.badRequest(error.map { ErrorCode(passedOn: $0) } ?? .refused, "\(name) refused the request: \(message ?? "status \(status)")")
     }
@@ -116,7 +118,7 @@ struct ServiceClient: Sendable {
                 "\(name) refused the request: \(problem?.message ?? "status \(response.status.code)")")
         default:
             logger.warning("upstream.refused", metadata: ["upstream": "\(name)", "status": "\(response.status.code)"])
-            throw ServiceError.unavailable(.unavailable(name), "\(name) answered \(response.status.code); try again later")
+            throw ServiceError.unavailable(.unavailable(upstream), "\(name) answered \(response.status.code); try again later")
         }
     }
 
@@ -134,7 +136,7 @@ struct ServiceClient: Sendable {
             throw ServiceError(.badGateway, .answerTooLarge, "\(name) answered with more than \(maxBytes) bytes, more than the gateway reads")
         } catch {
             logger.warning("upstream.unreachable", metadata: ["upstream": "\(name)", "error": "\(error)"])
-            throw ServiceError.unavailable(.unavailable(name), "\(name) cannot be reached now; try again later")
+            throw ServiceError.unavailable(.unavailable(upstream), "\(name) cannot be reached now; try again later")
         }
     }
 

@@ -5,13 +5,13 @@ import Foundation
 import Hummingbird
 import Logging
 
-/// Handles SDK uploads (docs/PROTOCOL.md section 1): decode once, validate each record, resolve every
-/// record's user in one identity-service call, store the batch through the collector, and answer
-/// only after the collector says it is committed.
+/// Handles SDK uploads (docs/PROTOCOL.md section 1): authenticate, decode once, validate each
+/// record, resolve every record's user in one identity-service call, store the batch through the
+/// collector, and answer only after the collector says it is committed.
 struct UploadHandler: Sendable {
     let limits: UploadLimits
     let ingest: ResolveAndStore
-    let projects: ProjectDirectory
+    let auth: IngestionAuth
     /// The H5 domain whitelists, which an app's upload of relayed records meets as a relay does.
     let whitelists: WhitelistCache
     /// The projects' encryption keys, for `gzip=9` / `gzip=13` uploads.
@@ -34,6 +34,9 @@ struct UploadHandler: Sendable {
         let body = try await readRequestBody(request, limits: limits)
         let receivedAt = ResolveAndStore.now()
         let parameters = FormParameters(query: request.uri.query, body: body)
+        // Before any decoding: a refused upload costs no base64, gunzip, decryption or parsing.
+        let project = try requestProject(parameters["project"])
+        try await auth.check(project: project, token: parameters["token"], logger: context.logger)
         var keys: ProjectKeys?
         if UploadPayload.isEncrypted(parameters) {
             // A request that can never succeed is refused first, whatever the keys.
@@ -47,7 +50,7 @@ struct UploadHandler: Sendable {
                     .encryptionUnavailable,
                     "this gateway has no ENCRYPTION_MASTER_KEY, so it cannot open encrypted payloads; the SDK keeps the batch and retries")
             }
-            keys = try await keyring.keys(for: try requestProject(parameters["project"]), logger: context.logger)
+            keys = try await keyring.keys(for: project, logger: context.logger)
         }
         var upload = try PreparedUpload(parameters: parameters, limits: limits, now: receivedAt, keys: keys)
         if !upload.unknownPKVs.isEmpty {
@@ -55,8 +58,7 @@ struct UploadHandler: Sendable {
             keys = try await keyring.keys(for: upload.project, fresh: true, logger: context.logger)
             upload = try PreparedUpload(parameters: parameters, limits: limits, now: receivedAt, keys: keys)
         }
-        try await projects.check(project: upload.project, token: upload.token, logger: context.logger)
-        try await upload.checkRecordProjects(projects, logger: context.logger)
+        try await upload.checkRecordProjects(auth, logger: context.logger)
         if upload.hasRelayedRecords {
             upload.checkRelayedPages(try await whitelists.whitelists(for: upload.project))
         }
@@ -205,13 +207,14 @@ extension PreparedUpload {
     /// Records that name a project of their own must name one that exists, with its token (theirs,
     /// or the request's); the others are kept as rejected with the reason, under the project they
     /// name when it exists (its operators are the ones to see a wrong token), else the request's.
-    mutating func checkRecordProjects(_ projects: ProjectDirectory, logger: Logger) async throws {
+    mutating func checkRecordProjects(_ auth: IngestionAuth, logger: Logger) async throws {
         guard !foreignRecords.isEmpty else { return }
         var refusals: [Int: (reason: String, raw: String)] = [:]
         var filedUnder: [Int: String] = [:]
         for (record, index) in zip(accepted, acceptedIndexes) {
             if let raw = foreignRecords[index],
-                let refusal = try await projects.problem(project: record.collect.project, token: record.token ?? token, logger: logger)
+                let refusal = try await auth.access(record.collect.project, logger: logger)
+                    .refusal(project: record.collect.project, token: record.token ?? token)
             {
                 refusals[index] = (refusal.message, raw)
                 if refusal.code != .unknownProject { filedUnder[index] = record.collect.project }

@@ -122,7 +122,7 @@ struct CollectorCallsTests {
         let stub = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
         try await stub.test(.live) { collector in
             let http = HTTPClient.forServices(connectTimeout: .seconds(2))
-            let client = ServiceClient(name: "collector", baseURL: "http://127.0.0.1:\(collector.port!)", http: http, timeout: .seconds(5))
+            let client = ServiceClient(upstream: .collector, baseURL: "http://127.0.0.1:\(collector.port!)", http: http, timeout: .seconds(5))
             let calls = CollectorCalls(collector: client, maxCalls: 1, maxGroupBytes: 1 << 20, groupsRetry: .milliseconds(300))
             // Twelve uploads at once with one call slot: the first goes alone, the others wait and fold.
             func storeAtOnce() async throws {

@@ -165,8 +165,8 @@ struct ConsoleAPITests {
             let files = ConsoleFiles(directory: nil)
             let api = OwnedDataAPI(
                 auth: AdminAuth(bootstrapToken: "t0ken", pool: .init(url: "postgresql://127.0.0.1:1/none", maxConnections: 1, logger: TestDatabase.logger)),
-                collector: .init(name: "collector", baseURL: "http://127.0.0.1:1", serviceToken: "s", timeout: .seconds(1)),
-                identity: .init(name: "identity", baseURL: "http://127.0.0.1:\(owner.port!)", serviceToken: "s", timeout: .seconds(1)))
+                collector: .init(upstream: .collector, baseURL: "http://127.0.0.1:1", serviceToken: "s", timeout: .seconds(1)),
+                identity: .init(upstream: .identity, baseURL: "http://127.0.0.1:\(owner.port!)", serviceToken: "s", timeout: .seconds(1)))
             let router = Router(context: DatongRequestContext.self)
             router.addMiddleware { ErrorMiddleware() }
             api.register(on: router)

@@ -73,4 +73,34 @@ struct ProjectAccessTests {
             #expect(refused.status == .notFound)
         }
     }
+
+    @Test("a wrong token is refused before anything is decoded: garbage, encrypted and relayed payloads all get 403, not their decoding error")
+    func tokenBeforeDecoding() async throws {
+        try await RunningServices.run { services in
+            let token = "shop-ingestion-token-0123456789"
+            let created = try await services.config.execute(
+                uri: "/v1/projects/shop", method: .put, headers: Self.admin, body: ByteBuffer(string: #"{"token":"\#(token)"}"#))
+            #expect(created.status == .created)
+            let refusals: [(String, String, String)] = [
+                ("/sa?project=shop&token=guess", "data_list=%25%25not-base64", "invalid_token"),
+                ("/sa?project=shop", "gzip=1&data_list=H4sInotgzip", "missing_token"),
+                ("/sa?project=shop&token=guess", "gzip=9&data_list=%5B%7B%22pkv%22%3A99%7D%5D", "invalid_token"),
+                ("/sa?project=shop&token=guess", "gzip=9", "invalid_token"),
+                ("/v1/bridge?project=shop&token=guess", "{not json", "invalid_token"),
+            ]
+            for (uri, body, code) in refusals {
+                let answer = try await services.gateway.execute(uri: uri, method: .post, body: ByteBuffer(string: body))
+                #expect(answer.status == .forbidden, "\(uri) \(body): \(answer.status)")
+                #expect(try answer.json()["error"] as? String == code, "\(uri) \(body)")
+            }
+            // The same bodies with the right token fail as they are: decoded, then refused for what they hold.
+            let garbage = try await services.gateway.execute(
+                uri: "/sa?project=shop&token=\(token)", method: .post, body: ByteBuffer(string: "data_list=%25%25not-base64"))
+            #expect(garbage.status == .badRequest)
+            let relay = try await services.gateway.execute(uri: "/v1/bridge?project=shop&token=\(token)", method: .post, body: ByteBuffer(string: "{not json"))
+            #expect(relay.status == .badRequest)
+            let stored = try await TestDatabase.rows(services.databaseURL, "SELECT count(*) FROM analytics.rejected")
+            #expect(stored == [["0"]])
+        }
+    }
 }
