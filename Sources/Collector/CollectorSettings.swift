@@ -1,6 +1,6 @@
 import DatongRuntime
 
-/// The collector's settings (see the README's settings table).
+/// The collector's settings (docs/SETTINGS.md).
 package struct CollectorSettings: Sendable {
     package var server: ServerSettings
     package var database: DatabaseSettings

@@ -2,7 +2,7 @@ import DatongContracts
 import DatongCrypto
 import DatongRuntime
 
-/// config-service's settings (see the README's settings table).
+/// config-service's settings (docs/SETTINGS.md).
 package struct ConfigSettings: Sendable {
     package var server: ServerSettings
     package var database: DatabaseSettings

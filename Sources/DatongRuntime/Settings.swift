@@ -3,13 +3,13 @@ import Synchronization
 
 /// Reads settings from environment variables, with typed parsing and clear errors.
 ///
-/// Every service describes its settings as a struct built from this reader; the README's table
+/// Every service describes its settings as a struct built from this reader; docs/SETTINGS.md's table
 /// lists each variable with its type and default.
 package struct SettingsReader: Sendable {
     private let values: [String: String]
     private let recorder: SettingsRecorder?
 
-    /// - Parameter recorder: notes each variable read with its default (the README test uses it).
+    /// - Parameter recorder: notes each variable read with its default (the settings table test uses it).
     package init(environment: [String: String], recorder: SettingsRecorder? = nil) {
         self.values = environment
         self.recorder = recorder

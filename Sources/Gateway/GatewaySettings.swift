@@ -2,7 +2,7 @@ import DatongContracts
 import DatongCrypto
 import DatongRuntime
 
-/// bridge-gateway's settings (see the README's settings table).
+/// bridge-gateway's settings (docs/SETTINGS.md).
 package struct GatewaySettings: Sendable {
     package var server: ServerSettings
     /// Base URLs of the services the gateway calls.

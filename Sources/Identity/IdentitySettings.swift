@@ -1,7 +1,7 @@
 import DatongContracts
 import DatongRuntime
 
-/// identity-service's settings (see the README's settings table).
+/// identity-service's settings (docs/SETTINGS.md).
 package struct IdentitySettings: Sendable {
     package var server: ServerSettings
     package var database: DatabaseSettings

@@ -5,18 +5,24 @@ import Testing
 
 @testable import Collector
 
-/// The README's analyst queries, run as written against a database the collector filled.
-@Suite("README analyst queries")
+/// The documented analyst queries (docs/ANALYTICS.md, and the one in the README), run as written
+/// against a database the collector filled.
+@Suite("documented analyst queries")
 struct AnalystQueryTests {
-    /// The statements of the README's "What analysts query" SQL block, keyed by their leading comment.
-    static func readmeQueries() throws -> [String: String] {
-        let readme = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../README.md")
-        let text = try String(contentsOf: readme, encoding: .utf8)
-        let section = try #require(text.range(of: "## What analysts query")).upperBound
+    /// The first SQL block after `heading` in `file` (a path from the repository's root).
+    static func sqlBlock(_ file: String, after heading: String) throws -> String {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../\(file)")
+        let text = try String(contentsOf: url, encoding: .utf8)
+        let section = try #require(text.range(of: heading), "no '\(heading)' in \(file)").upperBound
         let block = try #require(text.range(of: "```sql\n", range: section..<text.endIndex))
         let close = try #require(text.range(of: "```", range: block.upperBound..<text.endIndex))
+        return String(text[block.upperBound..<close.lowerBound])
+    }
+
+    /// The statements of docs/ANALYTICS.md's "Queries" SQL block, keyed by their leading comment.
+    static func readmeQueries() throws -> [String: String] {
         var queries: [String: String] = [:]
-        for statement in text[block.upperBound..<close.lowerBound].components(separatedBy: ";\n") {
+        for statement in try sqlBlock("docs/ANALYTICS.md", after: "## Queries").components(separatedBy: ";\n") {
             let lines = statement.split(separator: "\n", omittingEmptySubsequences: true)
             guard let first = lines.first, first.hasPrefix("-- ") else { continue }
             queries[String(first.dropFirst(3))] = lines.dropFirst().joined(separator: "\n")
@@ -24,12 +30,19 @@ struct AnalystQueryTests {
         return queries
     }
 
-    @Test("every query in the README runs and answers what it says")
+    @Test("the README's query is one of the documented ones, as written there")
+    func readmeQueryIsDocumented() throws {
+        let readme = try Self.sqlBlock("README.md", after: "## What analysts query")
+        let documented = try Self.sqlBlock("docs/ANALYTICS.md", after: "## Queries")
+        #expect(!readme.isEmpty && documented.contains(readme))
+    }
+
+    @Test("every documented query runs and answers what it says")
     func readmeQueriesAnswer() async throws {
         let queries = try Self.readmeQueries()
         #expect(queries.count == 7)
         func query(_ prefix: String) throws -> String {
-            try #require(queries.first { $0.key.hasPrefix(prefix) }?.value, "no README query starting '\(prefix)'")
+            try #require(queries.first { $0.key.hasPrefix(prefix) }?.value, "no documented query starting '\(prefix)'")
         }
 
         let url = try await TestDatabase.create()

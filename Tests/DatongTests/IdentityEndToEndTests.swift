@@ -32,14 +32,9 @@ struct IdentityEndToEndTests {
 
     struct BeaconProblem: Error {}
 
-    /// The SQL block of the README's "One user across app and H5" section.
+    /// The SQL block of docs/ANALYTICS.md's "One user across app and H5" section.
     static func readmeQuery() throws -> String {
-        let readme = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../README.md")
-        let text = try String(contentsOf: readme, encoding: .utf8)
-        let section = try #require(text.range(of: "### One user across app and H5")).upperBound
-        let block = try #require(text.range(of: "```sql\n", range: section..<text.endIndex))
-        let close = try #require(text.range(of: "```", range: block.upperBound..<text.endIndex))
-        return String(text[block.upperBound..<close.lowerBound])
+        try AnalystQueryTests.sqlBlock("docs/ANALYTICS.md", after: "## One user across app and H5")
     }
 
     static func get<T: Decodable>(_ type: T.Type, _ uri: String, _ client: any TestClientProtocol) async throws -> T {
@@ -81,7 +76,7 @@ struct IdentityEndToEndTests {
                     FROM analytics.events WHERE project = 'production'
                     """) == [["5", "1", "2", "2"]])
             let user = try #require(try await TestDatabase.rows(url, "SELECT DISTINCT user_id FROM analytics.events").first?[0].flatMap(Int64.init))
-            // The README's query counts this person once, as someone who used both the app and H5
+            // The documented query counts this person once, as someone who used both the app and H5
             // (run on this project, with the captures' clock).
             let readme = try Self.readmeQuery()
                 .replacingOccurrences(of: "'default'", with: "'production'")

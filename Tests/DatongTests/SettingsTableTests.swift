@@ -6,14 +6,14 @@ import Gateway
 import Identity
 import Testing
 
-/// The README's settings table is what the services read: every variable a service reads is in it,
+/// The settings table (docs/SETTINGS.md) is what the services read: every variable a service reads is in it,
 /// for that service, with the default the code has; every variable in it is read by some service.
-@Suite("settings: the README table matches the code")
+@Suite("settings: the documented table matches the code")
 struct SettingsTableTests {
     /// The table's rows: variable → (services, default) cells.
     static func readmeTable() throws -> [String: (services: String, defaultValue: String)] {
         let readme = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("README.md")
+            .deletingLastPathComponent().appendingPathComponent("docs/SETTINGS.md")
         var rows: [String: (String, String)] = [:]
         for line in try String(contentsOf: readme, encoding: .utf8).split(separator: "\n") where line.hasPrefix("| `") {
             let cells = line.split(separator: "|", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
@@ -51,18 +51,18 @@ struct SettingsTableTests {
     @Test("every variable a service reads is in the table, for that service, with the code's default")
     func codeIsDocumented() throws {
         let table = try Self.readmeTable()
-        #expect(table.count > 20, "the settings table was not found in README.md")
+        #expect(table.count > 20, "the settings table was not found in docs/SETTINGS.md")
         for (service, variables) in try Self.read() {
             for variable in variables {
                 guard let row = table[variable.name] else {
-                    Issue.record("\(service) reads \(variable.name), which the README's settings table does not list")
+                    Issue.record("\(service) reads \(variable.name), which docs/SETTINGS.md does not list")
                     continue
                 }
                 let services = Self.words(row.services)
-                #expect(services.contains("all") || services.contains(service), "README: \(variable.name) is not marked for \(service)")
+                #expect(services.contains("all") || services.contains(service), "docs/SETTINGS.md: \(variable.name) is not marked for \(service)")
                 #expect(
                     Self.words(row.defaultValue).contains(variable.defaultValue),
-                    "README: \(variable.name)'s default for \(service) is \(variable.defaultValue), the table says \(row.defaultValue)"
+                    "docs/SETTINGS.md: \(variable.name)'s default for \(service) is \(variable.defaultValue), the table says \(row.defaultValue)"
                 )
             }
         }
@@ -72,7 +72,7 @@ struct SettingsTableTests {
     func tableIsRead() throws {
         let read = Set(try Self.read().flatMap { $0.variables.map(\.name) })
         for name in try Self.readmeTable().keys.sorted() {
-            #expect(read.contains(name), "README lists \(name), which no service reads")
+            #expect(read.contains(name), "docs/SETTINGS.md lists \(name), which no service reads")
         }
     }
 }
