@@ -2,7 +2,6 @@ import DatongContracts
 import DatongRuntime
 import Logging
 import Prometheus
-import Synchronization
 
 /// The gateway's calls to the collector, folded when they wait. At most `maxCalls` are in flight;
 /// an upload whose batch arrives while every call is busy waits, and the next call to end takes
@@ -18,13 +17,8 @@ final class CollectorCalls: Sendable {
     ///   - maxCalls: calls in flight at once (`COLLECTOR_CALLS`).
     ///   - maxGroupBytes: the most one group's batches hold (`COLLECTOR_GROUP_BYTES`); a batch larger
     ///     than it goes alone. Keep it under the collector's `COLLECTOR_MAX_BATCH_BYTES`.
-    ///   - groupsRetry: after a collector answered a group with 404 (an older version), how long
-    ///     batches go alone before a group is tried again (the collectors may be upgraded by then).
-    init(
-        collector: ServiceClient, maxCalls: Int, maxGroupBytes: Int, registry: PrometheusCollectorRegistry? = nil,
-        groupsRetry: Duration = .seconds(60)
-    ) {
-        let sender = Sender(collector: collector, metrics: registry.map(CollectorCallMetrics.init), groupsRefused: Pause(length: groupsRetry))
+    init(collector: ServiceClient, maxCalls: Int, maxGroupBytes: Int, registry: PrometheusCollectorRegistry? = nil) {
+        let sender = Sender(collector: collector, metrics: registry.map(CollectorCallMetrics.init))
         queue = FoldingQueue(maxWorkers: maxCalls, maxGroupWeight: maxGroupBytes) { group in await sender.send(group) }
     }
 
@@ -45,12 +39,9 @@ final class CollectorCalls: Sendable {
     private struct Sender: Sendable {
         let collector: ServiceClient
         let metrics: CollectorCallMetrics?
-        /// Started when the collector answered 404 to a group: an older version, during an
-        /// upgrade. Batches go alone until it ends, then a group is tried again.
-        let groupsRefused: Pause
 
         func send(_ group: [Batch]) async -> [Result<CollectResult, any Error>] {
-            guard group.count > 1, !groupsRefused.isOn else {
+            guard group.count > 1 else {
                 var outcomes: [Result<CollectResult, any Error>] = []
                 for batch in group { outcomes.append(await alone(batch)) }
                 return outcomes
@@ -64,13 +55,6 @@ final class CollectorCalls: Sendable {
                     "/v1/batch-groups", bytes: CollectBatchGroup.jsonBytes(joining: group.map(\.body)), as: CollectGroupResult.self,
                     requestID: first.requestID, logger: first.logger
                 )
-            } catch let error as ServiceError where error.code == .lacksRoute(.collector) {
-                first.logger.warning(
-                    "collector.no_groups", metadata: ["detail": "the collector has no /v1/batch-groups: batches go alone for \(groupsRefused.length)"])
-                groupsRefused.start()
-                var outcomes: [Result<CollectResult, any Error>] = []
-                for batch in group { outcomes.append(await alone(batch)) }
-                return outcomes
             } catch {
                 metrics?.count(calls: 0, batches: group.count)
                 return group.map { _ in .failure(error) }
@@ -99,18 +83,6 @@ final class CollectorCalls: Sendable {
                 return .failure(error)
             }
         }
-    }
-
-    /// A while during which groups are not sent, started by one call and read by every call.
-    private final class Pause: Sendable {
-        let length: Duration
-        private let end = Mutex<ContinuousClock.Instant?>(nil)
-
-        init(length: Duration) { self.length = length }
-
-        var isOn: Bool { end.withLock { $0.map { ContinuousClock.now < $0 } ?? false } }
-
-        func start() { end.withLock { $0 = ContinuousClock.now + length } }
     }
 }
 
