@@ -171,34 +171,3 @@ struct CollectorAPI: ServiceAPI {
         return result
     }
 }
-
-extension CollectRecord {
-    /// Why the collector cannot store this record, or nil: what its columns hold (project name,
-    /// a time from 1970 to 9999, a type) and no NUL in any text, which PostgreSQL refuses.
-    /// `IncomingBatch` applies the same rules to the events it reads from a batch's bytes.
-    package var storageProblem: String? {
-        guard ProjectName.isValid(project) else { return "project '\(UntrustedText.quoted(project))' is not a valid project name" }
-        guard (0...StoredTime.latestMillis).contains(time) else { return "time \(time) is not a time from 1970 to 9999 in milliseconds" }
-        guard !type.isEmpty, type.utf8.count <= 64 else { return "type must be 1 to 64 bytes" }
-        // Almost every record has no NUL: found without building the list below.
-        func hasNUL(_ text: String?) -> Bool {
-            guard var text else { return false }
-            return text.withUTF8 { $0.contains(0) }
-        }
-        guard
-            hasNUL(type) || hasNUL(event) || hasNUL(distinctId) || hasNUL(anonymousId) || hasNUL(loginId) || hasNUL(lib)
-                || hasNUL(libVersion) || hasNUL(appVersion) || hasNUL(itemType) || hasNUL(itemId) || hasNUL(libMethod)
-                || hasNUL(libDetail) || hasNUL(originalId) || hasNUL(schema) || (identities?.contains { hasNUL($0.key) || hasNUL($0.value) } ?? false)
-        else { return nil }
-        let texts: [(String, String?)] = [
-            ("type", type), ("event", event), ("distinctId", distinctId), ("anonymousId", anonymousId), ("loginId", loginId),
-            ("lib", lib), ("libVersion", libVersion), ("appVersion", appVersion), ("itemType", itemType), ("itemId", itemId),
-            ("libMethod", libMethod), ("libDetail", libDetail), ("originalId", originalId), ("schema", schema),
-        ]
-        for (name, value) in texts where value?.utf8.contains(0) == true { return "\(name) contains a NUL character" }
-        for (key, value) in identities ?? [:] where key.utf8.contains(0) || value.utf8.contains(0) {
-            return "identities contain a NUL character"
-        }
-        return nil
-    }
-}

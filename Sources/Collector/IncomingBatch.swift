@@ -10,7 +10,7 @@ import DatongRuntime
 /// item records, which are few and are written through a staging table, are read into
 /// `CollectRecord`s.
 ///
-/// A record the collector cannot store (`CollectRecord.storageProblem`'s rules) is moved to
+/// A record the collector cannot store (`CollectRecordReader.storageProblem`'s rules) is moved to
 /// `rejected` with the reason while reading, so one bad record never costs the others.
 package struct IncomingBatch: Sendable {
     /// When the gateway received the upload, in milliseconds since the Unix epoch.
@@ -160,8 +160,8 @@ extension RejectedRecord {
 /// records share.
 private struct RecordReader {
     typealias Field = CollectRecord.Field
-    typealias Entries = UnsafeBufferPointer<JSONDocument.Entry>
-    typealias Bytes = UnsafeBufferPointer<UInt8>
+    typealias Entries = CollectRecordReader.Entries
+    typealias Bytes = CollectRecordReader.Bytes
 
     let document: JSONDocument
     let receivedAt: Int64
@@ -172,19 +172,11 @@ private struct RecordReader {
     var kept: [Int] = []
     var refusedAny = false
 
-    /// The record's value entry of each field, or -1.
-    private var slots = [Int](repeating: -1, count: Field.all.count)
-    /// Where each text field's bytes are: in the batch, or (for a string with escapes) in `escaped`.
-    private var texts = [Text?](repeating: nil, count: Field.all.count)
-    private var escaped: [UInt8] = []
+    /// The contract's reader, which finds and checks each record's fields.
+    private var record = CollectRecordReader()
     private var keyInput: [UInt8] = []
     private var project = ""
     private var projectBytes: [UInt8] = []
-
-    private struct Text {
-        var escaped: Bool
-        var range: Range<Int>
-    }
 
     /// `bytes`: the size of the batch's JSON (in a group, not the whole body), which its rows
     /// take about as much of.
@@ -198,65 +190,27 @@ private struct RecordReader {
         keyInput.reserveCapacity(1024)
     }
 
-    private static let names: [[UInt8]] = Field.all.map(\.nameBytes)
-
-    /// The field a member's key names, trying `expected` first (the gateway writes them in order).
-    private static func field(_ key: JSONDocument.Entry, expected: Int, bytes: Bytes) -> Field? {
-        guard key.kind == .string else { return nil }
-        if key.flag { return Field.named(ArraySlice(JSONParser.unescape(slice(bytes, key))), expected: expected) }
-        let name = slice(bytes, key)
-        func matches(_ index: Int) -> Bool { names[index].withUnsafeBufferPointer { $0.elementsEqual(name) } }
-        if expected < names.count, names[expected].count == name.count, matches(expected) { return Field.all[expected] }
-        for index in names.indices where names[index].count == name.count && matches(index) { return Field.all[index] }
-        return nil
-    }
-
-    private static func slice(_ bytes: Bytes, _ entry: JSONDocument.Entry) -> Bytes {
-        Bytes(rebasing: bytes[Int(entry.start)..<Int(entry.end)])
-    }
+    private static func slice(_ bytes: Bytes, _ entry: JSONDocument.Entry) -> Bytes { CollectRecordReader.slice(bytes, entry) }
 
     mutating func read(at index: Int, position: Int, path batch: String?, bytes: Bytes, entries: Entries) throws(ContractDecodingError) {
         func path() -> String { batch.map { "\($0).records[\(position)]" } ?? "records[\(position)]" }
         let object = entries[index]
-        guard object.kind == .object else { throw ContractDecodingError("\(path()) is not an object") }
-        for field in slots.indices { slots[field] = -1 }
-        var member = index + 1
-        var next = 0
-        var repeated = false
-        for _ in 0..<Int(object.count) {
-            let value = member + 1
-            if let field = Self.field(entries[member], expected: next, bytes: bytes) {
-                repeated = repeated || slots[field.rawValue] >= 0
-                slots[field.rawValue] = value
-                next = field.rawValue + 1
-            }
-            member = Int(entries[value].next)
-        }
-        // A field named twice: the last counts, as in the contract's reader, which also refuses
-        // the record when an earlier one is of the wrong kind (found by the `batch` fuzz target).
-        if repeated { _ = try CollectRecord(wire: JSONRef(document: document, index: index), path: path()) }
-        let (time, trackId) = try checkKinds(entries: entries, path: path)
-        readTexts(bytes: bytes, entries: entries)
-        let type = escaped.withUnsafeBufferPointer { String(decoding: text(.type, bytes: bytes, escaped: $0)!, as: UTF8.self) }
-        guard RecordTypes.isEvent(type) else {
-            // Profile and item records are read whole.
-            let record = try CollectRecord(wire: JSONRef(document: document, index: index), path: path())
-            if let problem = record.storageProblem {
-                refuse(position, project: record.project, problem: problem, raw: object, bytes: bytes)
-            } else {
-                keep(position, key: RecordKey(of: record, rule: keys), project: record.project, time: record.time, raw: object, content: .profile(record))
-            }
-            return
-        }
+        try record.read(document, at: index, bytes: bytes, entries: entries, path: path)
         let project = internedProject(bytes: bytes)
-        if let problem = storageProblem(project: project, time: time, bytes: bytes, entries: entries) {
+        if let problem = record.storageProblem(project: project, bytes: bytes, entries: entries) {
             refuse(position, project: project, problem: problem, raw: object, bytes: bytes)
             return
         }
-        let key = hashKey(time: time, trackId: trackId, bytes: bytes, entries: entries)
+        guard RecordTypes.isEvent(record.string(.type, bytes: bytes)!) else {
+            // Profile and item records are few, and folded from typed records.
+            let profile = CollectRecord(reading: record, document: document, bytes: bytes, entries: entries)
+            keep(position, key: RecordKey(of: profile, rule: keys), project: project, time: profile.time, raw: object, content: .profile(profile))
+            return
+        }
+        let key = hashKey(bytes: bytes, entries: entries)
         let start = rows.bytes.count
-        writeRow(key: key, time: time, trackId: trackId, bytes: bytes, entries: entries)
-        keep(position, key: key, project: project, time: time, raw: object, content: .event(row: start..<rows.bytes.count))
+        writeRow(key: key, bytes: bytes, entries: entries)
+        keep(position, key: key, project: project, time: record.time, raw: object, content: .event(row: start..<rows.bytes.count))
     }
 
     private mutating func keep(_ position: Int, key: RecordKey, project: String, time: Int64, raw: JSONDocument.Entry, content: IncomingBatch.Content) {
@@ -273,156 +227,65 @@ private struct RecordReader {
             ))
     }
 
-    /// The contract's checks of each field's kind, with `WireField`'s messages; returns the time
-    /// and the track id.
-    private func checkKinds(entries: Entries, path: () -> String) throws(ContractDecodingError) -> (Int64, Int64?) {
-        var time: Int64 = 0
-        var trackId: Int64?
-        for field in Field.all {
-            let slot = slots[field.rawValue]
-            guard slot >= 0 else {
-                if field.isRequired { throw ContractDecodingError("\(path()).\(field.name) is missing") }
-                continue
-            }
-            let kind = entries[slot].kind
-            func at() -> String { "\(path()).\(field.name)" }
-            switch field {
-            case .project, .type:
-                // Only a value that is not a string fails; the contract's reader names how (and a
-                // string read by it would be made into a `String` for nothing).
-                if kind != .string { _ = try WireField.requiredString(JSONRef(document: document, index: slot), at()) }
-            case .time: time = try WireField.int(JSONRef(document: document, index: slot), at())
-            case .userId: _ = try WireField.optionalInt(JSONRef(document: document, index: slot), at())
-            case .trackId: trackId = try WireField.optionalInt(JSONRef(document: document, index: slot), at())
-            case .hybridH5: guard kind == .bool else { throw ContractDecodingError("\(at()) is not a boolean") }
-            case .properties: guard kind == .object else { throw ContractDecodingError("\(at()) is not an object") }
-            case .identities:
-                guard kind != .null else { continue }
-                guard kind == .object else { throw ContractDecodingError("\(at()) is not an object") }
-                var member = slot + 1
-                for _ in 0..<Int(entries[slot].count) {
-                    // The contract's reader names what is wrong.
-                    if entries[member + 1].kind != .string {
-                        _ = try WireField.identities(JSONRef(document: document, index: slot), at())
-                        throw ContractDecodingError("\(at()) holds a value that is not a string")
-                    }
-                    member = Int(entries[member + 1].next)
-                }
-            case .event, .distinctId, .anonymousId, .loginId, .lib, .libVersion, .appVersion, .itemType, .itemId, .libMethod, .libDetail,
-                .originalId, .schema:
-                guard kind == .string || kind == .null else { throw ContractDecodingError("\(at()) is not a string") }
-            }
-        }
-        return (time, trackId)
-    }
-
-    /// Finds every text field's bytes; a string with escapes is unescaped once, into `escaped`.
-    private mutating func readTexts(bytes: Bytes, entries: Entries) {
-        escaped.removeAll(keepingCapacity: true)
-        for field in Field.all {
-            texts[field.rawValue] = nil
-            let slot = slots[field.rawValue]
-            guard slot >= 0, entries[slot].kind == .string else { continue }
-            let entry = entries[slot]
-            if entry.flag {
-                let start = escaped.count
-                escaped.append(contentsOf: JSONParser.unescape(Self.slice(bytes, entry)))
-                texts[field.rawValue] = Text(escaped: true, range: start..<escaped.count)
-            } else {
-                texts[field.rawValue] = Text(escaped: false, range: Int(entry.start)..<Int(entry.end))
-            }
-        }
-    }
-
-    /// The bytes of a text field, or nil when it is absent or null.
-    private func text(_ field: Field, bytes: Bytes, escaped: Bytes) -> Bytes? {
-        guard let text = texts[field.rawValue] else { return nil }
-        return Bytes(rebasing: (text.escaped ? escaped : bytes)[text.range])
-    }
-
     /// The record's project as a `String`, made once for a run of records of the same project.
     private mutating func internedProject(bytes: Bytes) -> String {
-        let text = texts[Field.project.rawValue]!
-        let same = escaped.withUnsafeBufferPointer { escaped in
-            projectBytes.withUnsafeBufferPointer { $0.elementsEqual(Bytes(rebasing: (text.escaped ? escaped : bytes)[text.range])) }
+        let record = record
+        let same = record.withEscaped { escaped in
+            projectBytes.withUnsafeBufferPointer { $0.elementsEqual(record.text(.project, bytes: bytes, escaped: escaped)!) }
         }
         if !same {
-            projectBytes = escaped.withUnsafeBufferPointer { Array((text.escaped ? $0 : bytes)[text.range]) }
+            projectBytes = record.withEscaped { Array(record.text(.project, bytes: bytes, escaped: $0)!) }
             project = String(decoding: projectBytes, as: UTF8.self)
         }
         return project
     }
 
-    /// `CollectRecord.storageProblem` for an event read here: its checks in its order, with its
-    /// reasons. Only a string with escapes can hold a NUL.
-    private func storageProblem(project: String, time: Int64, bytes: Bytes, entries: Entries) -> String? {
-        guard ProjectName.isValid(project) else { return "project '\(UntrustedText.quoted(project))' is not a valid project name" }
-        guard (0...StoredTime.latestMillis).contains(time) else { return "time \(time) is not a time from 1970 to 9999 in milliseconds" }
-        let typeLength = texts[Field.type.rawValue]!.range.count
-        guard typeLength > 0, typeLength <= 64 else { return "type must be 1 to 64 bytes" }
-        return escaped.withUnsafeBufferPointer { escaped in
-            for field in Field.all where field != .project {
-                guard let text = texts[field.rawValue], text.escaped else { continue }
-                if escaped[text.range].contains(0) { return "\(field.name) contains a NUL character" }
-            }
-            let slot = slots[Field.identities.rawValue]
-            guard slot >= 0, entries[slot].kind == .object else { return nil }
-            var member = slot + 1
-            for _ in 0..<Int(entries[slot].count) {
-                func hasNUL(_ entry: JSONDocument.Entry) -> Bool { entry.flag && JSONParser.unescape(Self.slice(bytes, entry)).contains(0) }
-                if hasNUL(entries[member]) || hasNUL(entries[member + 1]) { return "identities contain a NUL character" }
-                member = Int(entries[member + 1].next)
-            }
-            return nil
-        }
-    }
-
     /// `RecordKey(of:rule:)` over the fields' bytes: the same key for the same record.
-    private mutating func hashKey(time: Int64, trackId: Int64?, bytes: Bytes, entries: Entries) -> RecordKey {
+    private mutating func hashKey(bytes: Bytes, entries: Entries) -> RecordKey {
         keyInput.removeAll(keepingCapacity: true)
-        let trackId = keys.usesTrackID(time: time, trackId: trackId) ? trackId : nil
+        let record = record  // shares the buffers: `keyInput` is written while they are read
+        let trackId = keys.usesTrackID(time: record.time, trackId: record.trackId) ? record.trackId : nil
         if trackId != nil { keyInput.append(RecordKey.trackIDMark) }
-        let escaped = escaped  // shares the buffer: `keyInput` is written while it is read
-        escaped.withUnsafeBufferPointer { escaped in
+        record.withEscaped { escaped in
             func field(_ value: Bytes?) { RecordKey.appendField(value, to: &keyInput) }
-            field(text(.project, bytes: bytes, escaped: escaped))
-            field(text(.type, bytes: bytes, escaped: escaped))
-            field(text(.event, bytes: bytes, escaped: escaped))
-            var time = String(time)
+            field(record.text(.project, bytes: bytes, escaped: escaped))
+            field(record.text(.type, bytes: bytes, escaped: escaped))
+            field(record.text(.event, bytes: bytes, escaped: escaped))
+            var time = String(record.time)
             time.withUTF8 { field($0) }
-            field(text(.distinctId, bytes: bytes, escaped: escaped))
-            field(text(.itemType, bytes: bytes, escaped: escaped))
-            field(text(.itemId, bytes: bytes, escaped: escaped))
+            field(record.text(.distinctId, bytes: bytes, escaped: escaped))
+            field(record.text(.itemType, bytes: bytes, escaped: escaped))
+            field(record.text(.itemId, bytes: bytes, escaped: escaped))
             if var trackId = trackId.map({ String($0) }) {
                 trackId.withUTF8 { field($0) }
             } else {
-                field(Self.slice(bytes, entries[slots[Field.properties.rawValue]]))
+                field(Self.slice(bytes, entries[record.slots[Field.properties.rawValue]]))
             }
         }
         return RecordKey(hashing: keyInput)
     }
 
     /// The event's `collector.events` row, in `EventRows.columns` order.
-    private mutating func writeRow(key: RecordKey, time: Int64, trackId: Int64?, bytes: Bytes, entries: Entries) {
+    private mutating func writeRow(key: RecordKey, bytes: Bytes, entries: Entries) {
         let empty: Bytes = Bytes(start: nil, count: 0)
         rows.beginRow(fieldCount: EventRows.columns.count)
         rows.uuid(key)
         rows.timestamp(unixMillis: receivedAt)
-        let escaped = escaped  // shares the buffer: `rows` is written while it is read
-        escaped.withUnsafeBufferPointer { escaped in
+        let record = record  // shares the buffers: `rows` is written while they are read
+        record.withEscaped { escaped in
             for field in EventRows.eventFields {
-                let slot = slots[field.rawValue]
+                let slot = record.slots[field.rawValue]
                 switch field {
                 case .project, .type, .anonymousId, .loginId, .lib, .libVersion, .appVersion, .libMethod, .libDetail, .originalId, .schema:
-                    rows.text(utf8: text(field, bytes: bytes, escaped: escaped))
+                    rows.text(utf8: record.text(field, bytes: bytes, escaped: escaped))
                 case .event, .distinctId:  // NOT NULL: "" for a record without one
-                    rows.text(utf8: text(field, bytes: bytes, escaped: escaped) ?? empty)
-                case .time: rows.timestamp(unixMillis: time)
-                case .userId: rows.bigint(slot < 0 ? nil : JSONRef(document: document, index: slot).int64Value)
-                case .hybridH5: rows.boolean(entries[slot].flag)
+                    rows.text(utf8: record.text(field, bytes: bytes, escaped: escaped) ?? empty)
+                case .time: rows.timestamp(unixMillis: record.time)
+                case .userId: rows.bigint(record.userId)
+                case .hybridH5: rows.boolean(record.hybridH5)
                 case .properties: rows.jsonb(utf8: Self.slice(bytes, entries[slot]))
                 case .identities: writeIdentities(slot, bytes: bytes, entries: entries)
-                case .trackId: rows.bigint(trackId)
+                case .trackId: rows.bigint(record.trackId)
                 case .itemType, .itemId: preconditionFailure("\(field) is not an event column")
                 }
             }

@@ -61,13 +61,6 @@ extension CollectBatch: WireCodable {
 }
 
 extension CollectRecord {
-    /// The record as it travels in a batch, as JSON text (kept with a refused record).
-    package var jsonText: String {
-        var out: [UInt8] = []
-        write(to: &out, userId: userId)
-        return String(decoding: out, as: UTF8.self)
-    }
-
     /// Every `Field` in order, with `userId` in place of the record's own (the user the gateway
     /// resolved); `properties` is JSON object text and goes as it is.
     package func write(to out: inout [UInt8], userId: Int64?) {
@@ -122,49 +115,6 @@ extension CollectRecord {
             }
         }
         object.finish(&out)
-    }
-
-    /// Reads a record of a batch: unknown members are ignored, a required `Field` must be there.
-    package init(wire value: JSONRef, path: @autoclosure () -> String) throws(ContractDecodingError) {
-        guard value.isObject else { throw ContractDecodingError("\(path()) is not an object") }
-        self.init(project: "", type: "", event: nil, time: 0, distinctId: nil, userId: nil, properties: "")
-        var seen = 0
-        var next = 0
-        for (key, member) in value.members {
-            guard let field = Field.named(key.textBytes, expected: next) else { continue }
-            next = field.rawValue + 1
-            seen |= 1 << field.rawValue
-            func at() -> String { "\(path()).\(field.name)" }
-            switch field {
-            case .project: project = try WireField.requiredString(member, at())
-            case .type: type = try WireField.requiredString(member, at())
-            case .event: event = try WireField.string(member, at())
-            case .time: time = try WireField.int(member, at())
-            case .distinctId: distinctId = try WireField.string(member, at())
-            case .userId: userId = try WireField.optionalInt(member, at())
-            case .anonymousId: anonymousId = try WireField.string(member, at())
-            case .loginId: loginId = try WireField.string(member, at())
-            case .lib: lib = try WireField.string(member, at())
-            case .libVersion: libVersion = try WireField.string(member, at())
-            case .appVersion: appVersion = try WireField.string(member, at())
-            case .hybridH5: hybridH5 = try WireField.bool(member, at())
-            case .properties:
-                // Taken as sent: the parser checked it, and it is stored as it is (jsonb).
-                guard member.isObject else { throw ContractDecodingError("\(at()) is not an object") }
-                properties = member.rawText
-            case .itemType: itemType = try WireField.string(member, at())
-            case .itemId: itemId = try WireField.string(member, at())
-            case .libMethod: libMethod = try WireField.string(member, at())
-            case .libDetail: libDetail = try WireField.string(member, at())
-            case .originalId: originalId = try WireField.string(member, at())
-            case .identities: identities = try WireField.identities(member, at())
-            case .trackId: trackId = try WireField.optionalInt(member, at())
-            case .schema: schema = try WireField.string(member, at())
-            }
-        }
-        for field in Field.all where field.isRequired && seen & (1 << field.rawValue) == 0 {
-            throw ContractDecodingError("\(path()).\(field.name) is missing")
-        }
     }
 }
 

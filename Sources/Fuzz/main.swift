@@ -16,8 +16,9 @@
 //           every string reads as Foundation reads it, where Foundation reads it
 //   url     the WHATWG-style URL reader for server_url and page hosts; hosts hold no forbidden byte
 //   batch   the collector's batch decoding and the batch writer: what decodes writes back the same;
-//           the collector's own reader (`IncomingBatch`) agrees with the contract's on what is a
-//           batch, on every record's key, and on which records cannot be stored
+//           the collector's one-pass reading (`IncomingBatch`, over the contract's one record
+//           reader, `CollectRecordReader`) agrees with the typed batch on what is a batch, on every
+//           record's key, and on which records cannot be stored
 //   group   a group of batches (`POST /v1/batch-groups`): each batch is read on its own, refused
 //           alone exactly when the contract refuses it, and read whole otherwise
 //   escapes the decoded JSON payload, and the same JSON with every string (keys too) written as
