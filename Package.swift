@@ -232,30 +232,10 @@ let package = Package(
 // DATONG_WARNINGS_AS_ERRORS=1 (scripts/test does when CI is set): a warning fails the build there.
 let warningsAsErrors = ProcessInfo.processInfo.environment["DATONG_WARNINGS_AS_ERRORS"] == "1"
 
-// The gateway and the collector call these modules' small `package` functions (a JSON value's kind,
-// a field's position) dozens of times a record. Swift never inlines a `package` function into
-// another module, not even an `@inlinable` one, unless its module is built for package
-// cross-module optimization, which needs library evolution (Swift 6.3). Package declarations
-// stay non-resilient inside the package (`allow-non-resilient-access`). The module is
-// emitted by its compile job: SwiftPM's separate emit-module job asks to skip function bodies,
-// which these flags override with a warning. Release only: a debug build inlines nothing.
-// docs/BENCHMARKS.md has the gain.
-let inlinedAcrossModules: Set = ["DatongJSON", "DatongContracts"]
-let packageCMO = SwiftSetting.unsafeFlags(
-    [
-        // The driver's own spellings (`-allow-non-resilient-access`, `-package-cmo`) inlined nothing when tried.
-        "-enable-library-evolution", "-Xfrontend", "-experimental-allow-non-resilient-access", "-Xfrontend", "-experimental-package-cmo",
-        "-no-emit-module-separately-wmo",
-    ], .when(configuration: .release))
-// The other modules offer nothing for inlining (nothing of theirs is public), and the compiler's
-// conservative CMO crashes on their testable release builds (`swift test -c release`) when it meets
-// code inlined from a package-CMO module (Swift 6.3.1, an assertion in SILBuilder).
-let noCMO = SwiftSetting.unsafeFlags(["-disable-cmo"], .when(configuration: .release))
 for target in package.targets where target.type != .system {
     var settings = target.swiftSettings ?? []
     settings.append(.enableUpcomingFeature("ExistentialAny"))
     settings.append(.enableUpcomingFeature("MemberImportVisibility"))
     if warningsAsErrors { settings.append(.unsafeFlags(["-warnings-as-errors"])) }
-    settings.append(inlinedAcrossModules.contains(target.name) ? packageCMO : noCMO)
     target.swiftSettings = settings
 }

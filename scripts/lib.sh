@@ -19,7 +19,6 @@ ensure_packages() {
     command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
     command -v curl >/dev/null 2>&1 || missing+=(curl)
     [ -n "${DATONG_NEEDS_HAPROXY:-}" ] && ! command -v haproxy >/dev/null 2>&1 && missing+=(haproxy)
-    [ -n "${DATONG_NEEDS_OBJDUMP:-}" ] && ! command -v objdump >/dev/null 2>&1 && missing+=(binutils)
     [ ${#missing[@]} -eq 0 ] && return 0
     say "installing ${missing[*]}"
     local sudo=""

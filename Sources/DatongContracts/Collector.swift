@@ -15,7 +15,7 @@ package struct CollectBatch: Sendable, Equatable {
 }
 
 /// One validated record, ready to store.
-package struct CollectRecord: Sendable, Equatable {
+public struct CollectRecord: Sendable, Equatable {
     package var project: String
     package var type: String
     /// The event name, for `track*` types.
@@ -91,7 +91,9 @@ extension CollectRecord {
     /// collector's COPY row switch over this list, so a case added here and not there does not
     /// compile; the schema test fails until migrations give a new event field its column and its
     /// place in the view. docs/CONTRIBUTING.md has the recipe.
-    package enum Field: Int, CaseIterable, Sendable {
+    /// Public, unlike the rest of the package, so that its raw value (a field's position, read
+    /// for every field of every record) is inlined into the gateway and the collector.
+    public enum Field: Int, CaseIterable, Sendable {
         case project, type, event, time, distinctId, userId, anonymousId, loginId, lib, libVersion, appVersion, hybridH5
         case properties, itemType, itemId, libMethod, libDetail, originalId, identities, trackId, schema
 

@@ -6,27 +6,27 @@
 /// reader decodes only what it asks for. The properties of a record, most of its bytes, are checked
 /// and copied to their stored text straight from here (the gateway's `RecordNormalizer`), never
 /// built into a tree.
-package final class JSONDocument: Sendable {
-    package enum Kind: UInt8, Sendable {
+public final class JSONDocument: Sendable {
+    public enum Kind: UInt8, Sendable {
         case null, bool, number, string, array, object
     }
 
-    package struct Entry: Sendable {
-        package var kind: Kind
+    public struct Entry: Sendable {
+        public var kind: Kind
         /// bool: its value; string: it holds a backslash escape; number: it has no fraction or exponent.
-        package var flag: Bool
+        public var flag: Bool
         /// string: the first byte after the opening quote; others: the value's first byte.
-        package var start: Int32
+        public var start: Int32
         /// string: the closing quote; others: one past the value's last byte.
-        package var end: Int32
+        public var end: Int32
         /// The index of the entry after this value and everything inside it.
-        package var next: Int32
+        public var next: Int32
         /// array: elements; object: members (each is a key entry, then the value's entries).
-        package var count: Int32
+        public var count: Int32
     }
 
-    package let bytes: [UInt8]
-    package let entries: [Entry]
+    public let bytes: [UInt8]
+    public let entries: [Entry]
 
     package init(bytes: [UInt8], entries: [Entry]) {
         self.bytes = bytes
@@ -38,21 +38,26 @@ package final class JSONDocument: Sendable {
 }
 
 /// One value inside a `JSONDocument`.
-package struct JSONRef: Sendable {
-    package let document: JSONDocument
-    package let index: Int
+///
+/// The type and its smallest accessors are `public` and `@inlinable`, unlike the rest of the
+/// package: the gateway and the collector call them dozens of times a record, and Swift inlines a
+/// function into another module only when it is public (a `package` one never is).
+public struct JSONRef: Sendable {
+    public let document: JSONDocument
+    public let index: Int
 
-    package init(document: JSONDocument, index: Int) {
+    @inlinable
+    public init(document: JSONDocument, index: Int) {
         self.document = document
         self.index = index
     }
 
-    package var entry: JSONDocument.Entry { document.entries[index] }
-    package var kind: JSONDocument.Kind { entry.kind }
+    @inlinable public var entry: JSONDocument.Entry { document.entries[index] }
+    @inlinable public var kind: JSONDocument.Kind { entry.kind }
 
-    package var isNumber: Bool { kind == .number }
-    package var isObject: Bool { kind == .object }
-    package var isTrue: Bool { kind == .bool && entry.flag }
+    @inlinable public var isNumber: Bool { kind == .number }
+    @inlinable public var isObject: Bool { kind == .object }
+    @inlinable public var isTrue: Bool { kind == .bool && entry.flag }
 
     /// A string value decoded (escapes resolved), or nil for other kinds.
     package var stringValue: String? {

@@ -1,9 +1,10 @@
 // gateway-bench: events/s through bridge-gateway's decode + validate + rewrite path alone (no HTTP,
 // no storage), next to plain JSON parsing of the same bytes measured in the same run.
 //
-//   swift run -c release gateway-bench [--rounds N] [--uploads N] [--only TEXT]
+//   swift run -c release gateway-bench [--rounds N] [--uploads N] [--records N] [--only TEXT]
 //
-// `--only TEXT` runs the baseline and the paths whose name contains TEXT (for profiling one path).
+// `--only TEXT` runs the baseline and the paths whose name contains TEXT (for profiling one path);
+// `--records N` puts N records in each upload and relay (50 by default; 1 is web traffic).
 import BenchSupport
 import Collector
 import DatongContracts
@@ -15,7 +16,7 @@ import NIOCore
 
 let rounds = Bench.option("--rounds", default: 7)
 let uploadCount = Bench.option("--uploads", default: 200)
-let recordsPerUpload = 50
+let recordsPerUpload = Bench.option("--records", default: 50)
 let limits = UploadLimits()
 let now = Int64(Date().timeIntervalSince1970 * 1000)
 
