@@ -103,7 +103,7 @@ extension CollectRecord {
             case .identities:
                 guard let identities else { continue }
                 // In the dictionary's order: the collector stores the object as it comes, as jsonb,
-                // which keeps no key order (sorting was 2% of the gateway's time).
+                // which keeps no key order, so sorting would buy nothing.
                 object.key(field.staticName, &out)
                 var members = JSONObjectWriter(&out)
                 for (name, value) in identities { members.string(dynamic: name, value, &out) }

@@ -164,7 +164,7 @@ struct BridgeAnswer: Codable, Sendable, Equatable {
 
 extension BridgeAnswer {
     /// The answer as JSON, keys sorted as `jsonResponse(encoding:)` writes them, by hand: a relay
-    /// answers one result per message, and `JSONEncoder` cost 1.5% of the gateway's time.
+    /// answers one result per message, which `JSONEncoder` makes costly.
     var jsonBytes: [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(80 + results.count * 40)

@@ -360,7 +360,7 @@ package struct RecordNormalizer: Sendable {
     /// refuse longer ones, and identity-service links nothing longer).
     static func idProblem(_ value: String?) -> String? {
         guard var value else { return nil }
-        // Over the contiguous bytes: the UTF-8 view's iterator was 1% of the gateway's samples.
+        // Over the contiguous bytes, not the UTF-8 view's iterator: every id of every record.
         return value.withUTF8 { bytes in
             if bytes.contains(0) { return "contains a NUL character" }
             return TextLength.problem(utf8: bytes, maxLength: IDRule.maxLength).map { "is \($0)" }

@@ -337,8 +337,8 @@ struct PropertiesReading {
                             return order != 0 ? order < 0 : a < b
                         }
                     var presetIndex = 0
-                    // `out` and `presetIndex` go in as arguments: captured, every append would pay an
-                    // exclusivity check (swift_beginAccess was 1.3% of the gateway's samples).
+                    // `out` and `presetIndex` go in as arguments: captured, every append would pay a
+                    // dynamic exclusivity check.
                     func writePresets(before key: UnsafeBufferPointer<UInt8>?, _ presetIndex: inout Int, _ out: inout [UInt8]) {
                         while presetIndex < presets.count {
                             if let key, presets[presetIndex].key.withUnsafeBufferPointer({ Self.compare($0, key) }) >= 0 { return }

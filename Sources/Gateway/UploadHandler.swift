@@ -125,8 +125,8 @@ struct UploadAnswer: Codable, Sendable, Equatable {
 }
 
 extension UploadAnswer {
-    /// The answer as JSON, keys sorted as `jsonResponse(encoding:)` writes them, by hand: one per
-    /// upload, and `JSONEncoder` was 0.8% of the gateway's samples.
+    /// The answer as JSON, keys sorted as `jsonResponse(encoding:)` writes them, by hand: one is
+    /// written for every upload, and `JSONEncoder` costs more than the writing itself.
     var jsonBytes: [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(64 + problems.count * 64)
