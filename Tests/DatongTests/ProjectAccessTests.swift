@@ -66,7 +66,7 @@ struct ProjectAccessTests {
             #expect(filed.first?[0] == "shop", "\(filed)")
             #expect(filed.first?[1]?.contains("ingestion token") == true, "\(filed)")
 
-            // A relay for an unknown project is refused the same way once it holds a record.
+            // A relay for an unknown project is refused the same way.
             let relay = try BridgeRulesTests.messages("android")
             let body = try JSONSerialization.data(withJSONObject: ["app": GatewayTests.app(anonymousID: "a-1", idfv: "I-1"), "messages": [relay[0]]])
             let refused = try await services.gateway.execute(uri: "/v1/bridge?project=nowhere", method: .post, body: ByteBuffer(data: body))
