@@ -87,10 +87,12 @@ public struct CollectRecord: Sendable, Equatable {
 extension CollectRecord {
     /// Every field of a record, declared once, in the order the batch codec writes them. A field's
     /// name in a batch is the case's name; its column in `collector.events` (and `analytics.events`)
-    /// is that name in snake_case. The batch writer and reader (`CollectorWire.swift`) and the
-    /// collector's COPY row switch over this list, so a case added here and not there does not
-    /// compile; the schema test fails until migrations give a new event field its column and its
-    /// place in the view. docs/CONTRIBUTING.md has the recipe.
+    /// is that name in snake_case. Its `kind` is what the one reader checks its value against. The
+    /// record's writer and reader (`CollectRecordWire.swift`) and the collector's COPY row switch
+    /// over this list, so a case added here and not there does not compile; the schema test fails
+    /// until migrations give a new event field its column and its place in the view.
+    /// docs/CONTRIBUTING.md has the recipe.
+    ///
     /// Public, unlike the rest of the package, so that its raw value (a field's position, read
     /// for every field of every record) is inlined into the gateway and the collector.
     public enum Field: Int, CaseIterable, Sendable {
@@ -107,6 +109,37 @@ extension CollectRecord {
 
         /// Whether `collector.events` has a column for it: item fields belong to item records only.
         package var isEventColumn: Bool { self != .itemType && self != .itemId }
+
+        /// What the field's value is in a batch; the reader checks every value against it.
+        package enum Kind: Sendable {
+            /// A string, never null.
+            case requiredText
+            /// A string or null.
+            case text
+            /// An integer.
+            case integer
+            /// An integer or null.
+            case optionalInteger
+            case flag
+            /// A JSON object, kept as its text.
+            case object
+            /// An object of strings, or null.
+            case texts
+        }
+
+        package var kind: Kind {
+            switch self {
+            case .project, .type: .requiredText
+            case .time: .integer
+            case .userId, .trackId: .optionalInteger
+            case .hybridH5: .flag
+            case .properties: .object
+            case .identities: .texts
+            case .event, .distinctId, .anonymousId, .loginId, .lib, .libVersion, .appVersion, .itemType, .itemId, .libMethod, .libDetail,
+                .originalId, .schema:
+                .text
+            }
+        }
 
         /// The name in a batch: the case's name.
         package var name: String { Self.names[rawValue] }

@@ -60,64 +60,6 @@ extension CollectBatch: WireCodable {
     }
 }
 
-extension CollectRecord {
-    /// Every `Field` in order, with `userId` in place of the record's own (the user the gateway
-    /// resolved); `properties` is JSON object text and goes as it is.
-    package func write(to out: inout [UInt8], userId: Int64?) {
-        var object = JSONObjectWriter(&out)
-        for field in Field.all {
-            func string(_ value: String?) {
-                guard let value else { return }
-                object.key(field.staticName, &out)
-                JSONValue.writeString(utf8: value.utf8, to: &out)
-            }
-            switch field {
-            case .project: string(project)
-            case .type: string(type)
-            case .event: string(event)
-            case .time:
-                object.key(field.staticName, &out)
-                out.append(contentsOf: String(time).utf8)
-            case .distinctId: string(distinctId)
-            case .userId:
-                guard let userId else { continue }
-                object.key(field.staticName, &out)
-                out.append(contentsOf: String(userId).utf8)
-            case .anonymousId: string(anonymousId)
-            case .loginId: string(loginId)
-            case .lib: string(lib)
-            case .libVersion: string(libVersion)
-            case .appVersion: string(appVersion)
-            case .hybridH5:
-                object.key(field.staticName, &out)
-                out.append(contentsOf: (hybridH5 ? "true" : "false").utf8)
-            case .properties:
-                object.key(field.staticName, &out)
-                out.append(contentsOf: properties.utf8)
-            case .itemType: string(itemType)
-            case .itemId: string(itemId)
-            case .libMethod: string(libMethod)
-            case .libDetail: string(libDetail)
-            case .originalId: string(originalId)
-            case .schema: string(schema)
-            case .identities:
-                guard let identities else { continue }
-                // In the dictionary's order: the collector stores the object as it comes, as jsonb,
-                // which keeps no key order, so sorting would buy nothing.
-                object.key(field.staticName, &out)
-                var members = JSONObjectWriter(&out)
-                for (name, value) in identities { members.string(dynamic: name, value, &out) }
-                members.finish(&out)
-            case .trackId:
-                guard let trackId else { continue }
-                object.key(field.staticName, &out)
-                out.append(contentsOf: String(trackId).utf8)
-            }
-        }
-        object.finish(&out)
-    }
-}
-
 extension RejectedRecord {
     fileprivate func write(to out: inout [UInt8]) {
         var record = JSONObjectWriter(&out)
