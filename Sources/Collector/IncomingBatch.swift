@@ -111,24 +111,10 @@ extension IncomingBatch: WireDecodable {
 
     /// Reads a batch from its object in a parsed body; `path` names it inside a group.
     init(wire root: JSONRef, path: String?, keys: KeyRule) throws(ContractDecodingError) {
-        guard root.isObject else { throw ContractDecodingError("\(path ?? "the batch") is not an object") }
-        func at(_ name: String) -> String { path.map { "\($0).\(name)" } ?? name }
-        var receivedAt: Int64?
-        var recordIndexes: [Int] = []
-        var rejected: [RejectedRecord] = []
-        for (key, value) in root.members {
-            if key.textEquals("receivedAt") {
-                receivedAt = try WireField.int(value, at("receivedAt"))
-            } else if key.textEquals("records") {
-                recordIndexes.reserveCapacity(Int(value.entry.count))
-                for element in try WireField.array(value, at("records")) { recordIndexes.append(element.index) }
-            } else if key.textEquals("rejected") {
-                for (index, element) in try WireField.array(value, at("rejected")).enumerated() {
-                    rejected.append(try RejectedRecord(wire: element, path: at("rejected[\(index)]")).storable)
-                }
-            }
-        }
-        guard let receivedAt else { throw ContractDecodingError("\(at("receivedAt")) is missing") }
+        let members = try CollectBatch.members(of: root, path: path)
+        let receivedAt = members.receivedAt
+        let recordIndexes = members.records.map(\.index)
+        let rejected = members.rejected.map(\.storable)
         // A batch PostgreSQL cannot hold is read all the same (its records checked as always), with
         // rows that are never written.
         var reader = RecordReader(

@@ -36,28 +36,42 @@ extension CollectBatch: WireCodable {
 
     /// Reads a batch from its JSON object; `path` names it inside a group (nil: the whole body).
     package init(wire root: JSONRef, path: String?) throws(ContractDecodingError) {
-        guard root.isObject else { throw ContractDecodingError("\(path ?? "the batch") is not an object") }
-        func at(_ name: String) -> String { path.map { "\($0).\(name)" } ?? name }
-        var receivedAt: Int64?
+        let members = try Self.members(of: root, path: path)
         var records: [CollectRecord] = []
+        records.reserveCapacity(members.records.count)
+        for (position, record) in members.records.enumerated() {
+            records.append(try CollectRecord(wire: record, path: Self.at(path, "records[\(position)]")))
+        }
+        self.init(receivedAt: members.receivedAt, records: records, rejected: members.rejected)
+    }
+
+    /// A batch object's members, which every reader of a batch reads alike: when it was received,
+    /// its records (not read yet: the typed batch and the collector read them each their way, with
+    /// `CollectRecordReader`) and the records the gateway refused.
+    package static func members(
+        of root: JSONRef, path: String?
+    ) throws(ContractDecodingError) -> (receivedAt: Int64, records: [JSONRef], rejected: [RejectedRecord]) {
+        guard root.isObject else { throw ContractDecodingError("\(path ?? "the batch") is not an object") }
+        var receivedAt: Int64?
+        var records: [JSONRef] = []
         var rejected: [RejectedRecord] = []
         for (key, value) in root.members {
             if key.textEquals("receivedAt") {
-                receivedAt = try WireField.int(value, at("receivedAt"))
+                receivedAt = try WireField.int(value, at(path, "receivedAt"))
             } else if key.textEquals("records") {
-                records.reserveCapacity(Int(value.entry.count))
-                for (index, element) in try WireField.array(value, at("records")).enumerated() {
-                    records.append(try CollectRecord(wire: element, path: at("records[\(index)]")))
-                }
+                records = Array(try WireField.array(value, at(path, "records")))
             } else if key.textEquals("rejected") {
-                for (index, element) in try WireField.array(value, at("rejected")).enumerated() {
-                    rejected.append(try RejectedRecord(wire: element, path: at("rejected[\(index)]")))
+                for (index, element) in try WireField.array(value, at(path, "rejected")).enumerated() {
+                    rejected.append(try RejectedRecord(wire: element, path: at(path, "rejected[\(index)]")))
                 }
             }
         }
-        guard let receivedAt else { throw ContractDecodingError("\(at("receivedAt")) is missing") }
-        self.init(receivedAt: receivedAt, records: records, rejected: rejected)
+        guard let receivedAt else { throw ContractDecodingError("\(at(path, "receivedAt")) is missing") }
+        return (receivedAt, records, rejected)
     }
+
+    /// A member's path in problems: `name`, or `batches[i].name` inside a group.
+    package static func at(_ path: String?, _ name: String) -> String { path.map { "\($0).\(name)" } ?? name }
 }
 
 extension RejectedRecord {
