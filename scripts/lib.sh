@@ -19,6 +19,9 @@ ensure_packages() {
     command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
     command -v curl >/dev/null 2>&1 || missing+=(curl)
     [ -n "${DATONG_NEEDS_HAPROXY:-}" ] && ! command -v haproxy >/dev/null 2>&1 && missing+=(haproxy)
+    [ -n "${DATONG_NEEDS_VALGRIND:-}" ] && ! command -v valgrind >/dev/null 2>&1 && missing+=(valgrind)
+    [ -n "${DATONG_NEEDS_VALGRIND:-}" ] && ! command -v objcopy >/dev/null 2>&1 && missing+=(binutils)
+    [ -n "${DATONG_NEEDS_VALGRIND:-}" ] && ! command -v cc >/dev/null 2>&1 && missing+=(gcc)
     [ ${#missing[@]} -eq 0 ] && return 0
     say "installing ${missing[*]}"
     local sudo=""

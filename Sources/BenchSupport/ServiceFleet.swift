@@ -28,6 +28,8 @@ package final class ServiceFleet: Sendable {
     private let binDirectory: String
     private let logDirectory: String
     private let environment: [String: [String: String]]
+    /// A command each named service runs under (valgrind), its binary's path appended.
+    private let launchers: [String: [String]]
     private let running = Mutex<[Instance: Process]>([:])
     private let balancer = Mutex<Process?>(nil)
 
@@ -42,12 +44,15 @@ package final class ServiceFleet: Sendable {
     ///     hosts and `target_session_attrs` work).
     ///   - settings: extra environment per service name (limits, pool sizes).
     ///   - replicas: replicas of each replicated service; above 1 they run behind HAProxy.
+    ///   - launchers: a command to run a service under, by name (`["valgrind", "--tool=callgrind"]`).
     package init(
-        binDirectory: String, databaseURL: String, logDirectory: String, settings: [String: [String: String]] = [:], replicas: Int = 1
+        binDirectory: String, databaseURL: String, logDirectory: String, settings: [String: [String: String]] = [:], replicas: Int = 1,
+        launchers: [String: [String]] = [:]
     ) throws {
         precondition(replicas >= 1, "a fleet runs at least one replica")
         self.binDirectory = binDirectory
         self.logDirectory = logDirectory
+        self.launchers = launchers
         self.replicas = replicas
         let count = { (name: String) in replicas > 1 && Self.replicated.contains(name) ? replicas + 1 : 1 }
         // Asked for together, so that the system cannot hand out the same port twice.
@@ -106,7 +111,13 @@ package final class ServiceFleet: Sendable {
         let instance = Instance(name: name, replica: replica)
         let port = replicaPorts[name]![replica - 1]
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "\(binDirectory)/\(name)")
+        let binary = "\(binDirectory)/\(name)"
+        if let launcher = launchers[name], let command = launcher.first {
+            process.executableURL = URL(fileURLWithPath: command)
+            process.arguments = launcher.dropFirst() + [binary]
+        } else {
+            process.executableURL = URL(fileURLWithPath: binary)
+        }
         process.environment = ProcessInfo.processInfo.environment.merging(environment[name]!) { $1 }.merging(overriding) { $1 }
             .merging(["PORT": String(port)]) { $1 }
         let logPath = "\(logDirectory)/\(replicaPorts[name]!.count == 1 ? name : "\(name)-\(replica)").log"
@@ -165,7 +176,8 @@ package final class ServiceFleet: Sendable {
         return times.isEmpty ? nil : times.reduce(0, +)
     }
 
-    private func pids(_ name: String) -> [Int32] {
+    /// The process ids of every replica of `name`.
+    package func pids(_ name: String) -> [Int32] {
         running.withLock { running in running.filter { $0.key.name == name }.map(\.value.processIdentifier) }
     }
 

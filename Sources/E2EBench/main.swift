@@ -4,12 +4,14 @@
 // RSS of each service, and in the same run the raw COPY rate of the same rows into the same table.
 //
 //   scripts/bench e2e [--rounds N] [--requests N] [--records N] [--profiles TENTHS] [--connections N] [--replicas N] [--out DIR]
-//                     [--volume EVENTS [--volume-identities N]] [--set SERVICE:VARIABLE=VALUE]…
+//                     [--volume EVENTS [--volume-identities N]] [--set SERVICE:VARIABLE=VALUE]… [--callgrind DIR]
 //
 // --volume: each round also runs the same traffic on a database already holding EVENTS events over
 // three months of partitions and N known identities (loaded once with COPY, timed separately), and
 // the report puts both sizes side by side. --set: one service's extra environment, for A/B runs
-// (e.g. --set bridge-gateway:IDENTITY_CACHE_ENTRIES=0).
+// (e.g. --set bridge-gateway:IDENTITY_CACHE_ENTRIES=0). --callgrind DIR: instead of rounds, the
+// instructions each service spends a request and an event (Instructions.swift), to compare two
+// builds or two settings exactly; use fewer requests (e.g. --requests 200 --devices 50).
 //
 // (the script builds the services, starts a throwaway PostgreSQL and passes --bin and DATABASE_URL).
 import BenchSupport
@@ -132,6 +134,34 @@ Bench.say(
     "e2e-bench: \(requestCount) requests x \(recordsPerRequest) records at full speed, \(requestCount / 2) at half that rate, after a warm-up of \(returningDevices); \(connections) keep-alive connections, \(rounds) rounds, median"
 )
 Bench.say("  requests average \(uploadBytes) bytes on the wire; 7/10 gzip uploads, 3/10 bridge relays; 1/5 from new devices")
+
+// `--callgrind DIR`: instead of rounds, each service's instructions per request and per event.
+if let callgrindDirectory = Bench.text("--callgrind") {
+    do {
+        let fresh = try await Bench.freshDatabase(adminURL: adminURL, logger: logger)
+        let outcome = try await InstructionCount.run(
+            directory: callgrindDirectory, binDirectory: binDirectory, databaseURL: fresh, logDirectory: logDirectory,
+            settings: serviceSettings, preload: ProcessInfo.processInfo.environment["DATONG_VALGRIND_PRELOAD"], warmUp: warmUp,
+            requests: fullSpeed, events: fullSpeed.count * recordsPerRequest, connections: connections, check: acknowledged)
+        print("\n| service | instructions a request | instructions an event | idle instructions a second (taken off) |\n|---|---|---|---|")
+        for name in InstructionCount.measured {
+            print(
+                String(
+                    format: "| %@ | %.0f | %.0f | %.0f |", name, outcome.perRequest[name]!, outcome.perEvent[name]!, outcome.idlePerSecond[name]!))
+        }
+        let total = InstructionCount.measured.map { outcome.perRequest[$0]! }.reduce(0, +)
+        print(String(format: "| the three | %.0f | %.0f | |", total, total / Double(recordsPerRequest)))
+        print(
+            String(
+                format: "\n%d requests x %d records over %d connections, %.0f s under callgrind; %.2f uploads a collector call",
+                fullSpeed.count, recordsPerRequest, connections, outcome.seconds, outcome.batchesPerCollectorCall))
+        await VolumeDatabase.drop(fresh, adminURL: adminURL)
+        exit(0)
+    } catch {
+        print("e2e-bench: the callgrind run failed: \(error) (service logs in \(logDirectory))")
+        exit(1)
+    }
+}
 
 // MARK: One round
 
