@@ -18,7 +18,7 @@ package func buildGatewayApplication(
     let collector = ServiceClient(upstream: .collector, baseURL: settings.collectorURL, http: http, timeout: timeout, serviceToken: token)
     let config = ServiceClient(upstream: .config, baseURL: settings.configURL, http: http, timeout: timeout, serviceToken: token)
     var ingest = ResolveAndStore(
-        identity: identity,
+        identity: IdentityCalls(identity: identity, maxCalls: settings.identityCalls, registry: runtime.metrics),
         collector: CollectorCalls(
             collector: collector, maxCalls: settings.collectorCalls, maxGroupBytes: settings.collectorGroupBytes, registry: runtime.metrics)
     )

@@ -31,6 +31,9 @@ package struct GatewaySettings: Sendable {
     /// How often the cache reads identity-service's invalidation log, in milliseconds
     /// (`IDENTITY_CACHE_REFRESH_MS`): a merge, undo or unbind is seen within it.
     package var identityCacheRefreshMilliseconds: Int
+    /// Resolve calls to identity-service in flight at once (`IDENTITY_CALLS`); the records of uploads
+    /// that arrive while all are busy go together in the next (`IdentityCalls`).
+    package var identityCalls: Int
     /// Calls to the collector in flight at once (`COLLECTOR_CALLS`); the batches of uploads that
     /// arrive while all are busy go together in the next (`CollectorCalls`).
     package var collectorCalls: Int
@@ -45,9 +48,11 @@ package struct GatewaySettings: Sendable {
         identityURL: String = "http://127.0.0.1:8107", collectorURL: String = "http://127.0.0.1:8109",
         configURL: String = "http://127.0.0.1:8108", upstreamTimeoutSeconds: Int = 10, whitelistRefreshSeconds: Int = 2,
         limits: UploadLimits = UploadLimits(), maxInFlightRequests: Int = 512, appLinksProject: String = "default",
-        sealer: KeySealer? = nil, identityCacheEntries: Int = 200_000, identityCacheRefreshMilliseconds: Int = 500, collectorCalls: Int = 8,
+        sealer: KeySealer? = nil, identityCacheEntries: Int = 200_000, identityCacheRefreshMilliseconds: Int = 500, identityCalls: Int = 1,
+        collectorCalls: Int = 2,
         collectorGroupBytes: Int = 8 << 20
     ) {
+        self.identityCalls = identityCalls
         self.collectorCalls = collectorCalls
         self.collectorGroupBytes = collectorGroupBytes
         self.sealer = sealer
@@ -97,6 +102,7 @@ package struct GatewaySettings: Sendable {
             identityCacheEntries: try reader.int("IDENTITY_CACHE_ENTRIES", default: settings.identityCacheEntries, range: 0...100_000_000),
             identityCacheRefreshMilliseconds: try reader.int(
                 "IDENTITY_CACHE_REFRESH_MS", default: settings.identityCacheRefreshMilliseconds, range: 50...60_000),
+            identityCalls: try reader.int("IDENTITY_CALLS", default: settings.identityCalls, range: 1...1024),
             collectorCalls: try reader.int("COLLECTOR_CALLS", default: settings.collectorCalls, range: 1...1024),
             collectorGroupBytes: try reader.int("COLLECTOR_GROUP_BYTES", default: settings.collectorGroupBytes, range: 1024...(1 << 30))
         )

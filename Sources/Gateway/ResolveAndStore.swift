@@ -9,10 +9,11 @@ import Prometheus
 
 /// The path every accepted record takes, whether it came in an upload or a bridge relay: the users
 /// of the whole batch are resolved (from the gateway's identity cache, the rest in one
-/// identity-service call), one collector call stores it (with the batches of other uploads that
-/// waited for it, `CollectorCalls`), and the answer comes only after the collector committed.
+/// identity-service call, with the records of other uploads that waited for it, `IdentityCalls`),
+/// one collector call stores it (with the batches of other uploads that waited for it,
+/// `CollectorCalls`), and the answer comes only after the collector committed.
 struct ResolveAndStore: Sendable {
-    let identity: ServiceClient
+    let identity: IdentityCalls
     let collector: CollectorCalls
     /// The owners of identities resolved before, kept fresh by `CacheFeed` from identity-service's
     /// invalidation log: a returning device costs no identity call. nil: every record asks.
@@ -92,13 +93,8 @@ struct ResolveAndStore: Sendable {
         let records = asking.map { distinct[$0].record }
         var resolved = ResolveResponse(users: [])
         for run in ResolveRequest.calls(of: records) {
-            let answer = try await identity.post(
-                "/v1/resolve", ResolveRequest(records: Array(records[run]), forCache: cache != nil),
-                as: ResolveResponse.self, requestID: context.requestID, logger: context.logger
-            )
-            guard answer.users.count == run.count else {
-                throw ServiceError.unavailable(.badAnswer(from: .identity), "identity-service answered for \(answer.users.count) of \(run.count) records")
-            }
+            let answer = try await identity.resolve(
+                Array(records[run]), forCache: cache != nil, requestID: context.requestID, logger: context.logger)
             resolved.users += answer.users
             resolved.invalidated += answer.invalidated
         }

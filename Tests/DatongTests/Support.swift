@@ -147,12 +147,14 @@ struct RunningServices: Sendable {
 
     static func run(
         limits: UploadLimits = UploadLimits(timeWindowPastDays: 36_500),
+        identityURL: String? = nil,
         collectorURL: String? = nil,
         configURL: String? = nil,
         idleTimeoutSeconds: Int = ServerSettings.defaultIdleTimeoutSeconds,
         databaseSetup: String? = nil,
         gatewayHasMasterKey: Bool = true,
         gatewayIdentityCacheRefreshMilliseconds: Int = GatewaySettings().identityCacheRefreshMilliseconds,
+        gatewayIdentityCalls: Int = GatewaySettings().identityCalls,
         gatewayCollectorCalls: Int = GatewaySettings().collectorCalls,
         identityMaxRequestBytes: Int = IdentitySettings(server: ServerSettings(port: 0), database: DatabaseSettings()).maxRequestBytes,
         _ body: @escaping @Sendable (RunningServices) async throws -> Void
@@ -194,13 +196,14 @@ struct RunningServices: Sendable {
                         let gateway = buildGatewayApplication(
                             settings: GatewaySettings(
                                 server: server,
-                                identityURL: "http://127.0.0.1:\(identityClient.port!)",
+                                identityURL: identityURL ?? "http://127.0.0.1:\(identityClient.port!)",
                                 collectorURL: collectorURL ?? "http://127.0.0.1:\(collectorClient.port!)",
                                 configURL: configURL ?? "http://127.0.0.1:\(configClient.port!)",
                                 upstreamTimeoutSeconds: 5,
                                 limits: limits,
                                 sealer: gatewayHasMasterKey ? try KeySealer(masterKeyBase64: masterKey) : nil,
                                 identityCacheRefreshMilliseconds: gatewayIdentityCacheRefreshMilliseconds,
+                                identityCalls: gatewayIdentityCalls,
                                 collectorCalls: gatewayCollectorCalls
                             ),
                             runtime: runtime
