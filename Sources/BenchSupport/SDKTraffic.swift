@@ -3,8 +3,9 @@ import Foundation
 import NIOCore
 
 /// Realistic SDK traffic, built the way the SDKs build it (docs/PROTOCOL.md sections 1 and 3): iOS app
-/// events, H5 events the app relayed (`_hybrid_h5`), raw bridge messages in their three forms, and
-/// the upload body the iOS SDK posts (`gzip=1`, base64, `crc`, form-encoded `data_list`).
+/// events, H5 events the app relayed (`_hybrid_h5`), raw bridge messages in their three forms, the
+/// upload body the iOS SDK posts (`gzip=1`, base64, `crc`, form-encoded `data_list`), and the JS
+/// SDK's one-record requests from web pages (image beacon, ajax or `sendBeacon`).
 ///
 /// `tag`, when given, is stored as the property `datong_tag`, so a drill can find each record it
 /// sent; `time` must differ between records a test wants stored as distinct events (the dedup key
@@ -95,6 +96,53 @@ package enum SDKTraffic {
         record["server_url"] = serverURL
         record["distinct_id"] = device.cookie
         return record
+    }
+
+    /// A record as the JS SDK sends it from a web page on its own (docs/PROTOCOL.md section 1; the
+    /// fixture `js-sdk-1.27.10.jsonl` has captured ones): the page's cookie id, and the login id
+    /// once the user logged in.
+    package static func webEvent(_ device: Device, sequence: Int, time: Int64, tag: String? = nil) -> [String: Any] {
+        var properties: [String: Any] = [
+            "$timezone_offset": -480, "$screen_height": 1080, "$screen_width": 1920, "$viewport_height": 960, "$viewport_width": 1903,
+            "$lib": "js", "$lib_version": "1.27.10", "$latest_traffic_source_type": "自然搜索流量", "$latest_search_keyword": "未取到值",
+            "$latest_referrer": "https://www.example.org/search", "$url": "https://www.example.com/shop/item?id=\(sequence)",
+            "$url_path": "/shop/item", "$title": "商品详情", "$referrer": "https://www.example.com/shop", "$is_first_day": false,
+        ]
+        if let tag { properties["datong_tag"] = tag }
+        var identities = ["$identity_cookie_id": device.cookie, "$identity_anonymous_id": device.cookie]
+        if let login = device.login { identities["$identity_login_id"] = login }
+        var record: [String: Any] = [
+            "type": "track", "event": ["$pageview", "$WebClick", "AddToCart"][sequence % 3], "time": time,
+            "distinct_id": device.login ?? device.cookie, "anonymous_id": device.cookie, "identities": identities,
+            "lib": ["$lib": "js", "$lib_method": "code", "$lib_version": "1.27.10"],
+            "properties": properties,
+            "_track_id": Int32.random(in: Int32.min...Int32.max), "_flush_time": time,
+        ]
+        if let login = device.login { record["login_id"] = login }
+        return record
+    }
+
+    /// How the JS SDK sends one record: its image beacon (`GET …/sa.gif?…&data=…&ext=crc%3DN`), or
+    /// ajax and `sendBeacon` (`POST …/sa.gif` with the same parameters as a `text/plain` body).
+    package enum WebTransport: Sendable {
+        case image
+        case beacon
+    }
+
+    /// The JS SDK's request for one `record` to `project`: base64 of the JSON, no gzip, `ext=crc=N`.
+    package static func webRequest(
+        _ record: [String: Any], project: String, transport: WebTransport
+    ) -> (
+        method: String, uri: String, body: [UInt8], headers: [(String, String)]
+    ) {
+        let base64 = Data(json(record)).base64EncodedString()
+        let parameters = "data=\(formEncoded(base64))&ext=\(formEncoded("crc=\(javaHashCode(base64))"))"
+        switch transport {
+        case .image:
+            return ("GET", "/sa.gif?project=\(project)&\(parameters)", [], [])
+        case .beacon:
+            return ("POST", "/sa.gif?project=\(project)", Array(parameters.utf8), [("Content-Type", "text/plain;charset=UTF-8")])
+        }
     }
 
     /// The iOS SDK's upload body for `records`: JSON, gzip, base64, then form-encoded with its crc.

@@ -22,6 +22,7 @@ enum InstructionCount {
         /// Idle instructions a second, by service (already taken off).
         var idlePerSecond: [String: Double] = [:]
         var batchesPerCollectorCall = 0.0
+        var uploadsPerIdentityCall = 0.0
         var seconds = 0.0
     }
 
@@ -59,12 +60,12 @@ enum InstructionCount {
             try await fleet.startAll()
             Bench.say("  services started under callgrind; a warm-up of \(warmUp.count) requests")
             _ = try await HTTPLoad.run(port: fleet.gatewayPort, requests: warmUp, connections: connections, check: check)
-            let callsBefore = try collectorCalls(fleet)
+            let callsBefore = try GatewayCalls(fleet)
             try zero(fleet)
             Bench.say("  measuring \(requests.count) requests")
             let load = try await HTTPLoad.run(port: fleet.gatewayPort, requests: requests, connections: connections, check: check)
             let busy = try dump(fleet, directory: directory)
-            let callsAfter = try collectorCalls(fleet)
+            let calls = try GatewayCalls(fleet).since(callsBefore)
             let idleSeconds = min(load.elapsed, 30)
             Bench.say(String(format: "  %.0f s; now %.0f s of idle time", load.elapsed, idleSeconds))
             try zero(fleet)
@@ -80,8 +81,8 @@ enum InstructionCount {
                 outcome.perRequest[name] = cost / Double(requests.count)
                 outcome.perEvent[name] = cost / Double(events)
             }
-            let calls = callsAfter.calls - callsBefore.calls
-            outcome.batchesPerCollectorCall = calls > 0 ? (callsAfter.batches - callsBefore.batches) / calls : 0
+            outcome.batchesPerCollectorCall = calls.uploadsPerCollectorCall
+            outcome.uploadsPerIdentityCall = calls.uploadsPerIdentityCall
             return outcome
         } catch {
             await fleet.stopAll()
@@ -133,14 +134,40 @@ enum InstructionCount {
         process.waitUntilExit()
         guard process.terminationStatus == 0 else { throw BenchError("\(command) \(arguments.joined(separator: " ")) failed") }
     }
+}
 
-    /// The gateway's `datong_gateway_collector_calls_total` and `…_batches_total`.
-    private static func collectorCalls(_ fleet: ServiceFleet) throws -> (calls: Double, batches: Double) {
+/// The gateway's calls to the collector and identity-service and the uploads they carried, as its
+/// `/metrics` count them (one gateway's, with replicas).
+struct GatewayCalls {
+    var collectorCalls = 0.0
+    var collectorBatches = 0.0
+    var identityCalls = 0.0
+    var identityUploads = 0.0
+
+    init(_ fleet: ServiceFleet) throws {
         let text = try fleet.get("bridge-gateway", "/metrics").text
         func value(_ metric: String) -> Double {
             text.split(separator: "\n").first { $0.hasPrefix(metric + " ") || $0.hasPrefix(metric + "{") }
                 .flatMap { $0.split(separator: " ").last.flatMap { Double($0) } } ?? 0
         }
-        return (value("datong_gateway_collector_calls_total"), value("datong_gateway_collector_batches_total"))
+        collectorCalls = value("datong_gateway_collector_calls_total")
+        collectorBatches = value("datong_gateway_collector_batches_total")
+        identityCalls = value("datong_gateway_identity_calls_total")
+        identityUploads = value("datong_gateway_identity_uploads_total")
     }
+
+    private init() {}
+
+    /// What was counted since `earlier`.
+    func since(_ earlier: GatewayCalls) -> GatewayCalls {
+        var difference = GatewayCalls()
+        difference.collectorCalls = collectorCalls - earlier.collectorCalls
+        difference.collectorBatches = collectorBatches - earlier.collectorBatches
+        difference.identityCalls = identityCalls - earlier.identityCalls
+        difference.identityUploads = identityUploads - earlier.identityUploads
+        return difference
+    }
+
+    var uploadsPerCollectorCall: Double { collectorCalls > 0 ? collectorBatches / collectorCalls : 0 }
+    var uploadsPerIdentityCall: Double { identityCalls > 0 ? identityUploads / identityCalls : 0 }
 }
