@@ -26,7 +26,8 @@ final class Checks {
 
     /// After the load stopped: every acknowledged event is in `analytics.events` exactly once,
     /// nothing was refused for good or rejected, and `analytics.ingest_counts` adds up.
-    func storedExactlyOnce(url: String, tally: SDKClient.Tally, logger: Logger) async throws {
+    func storedExactlyOnce(url: String, client: SDKClient, logger: Logger) async throws {
+        let tally = client.snapshot
         say("checking what is stored")
         let pool = PostgresPool(url: url, maxConnections: 1, logger: logger)
         let stored = try await pool.withConnection { connection in
@@ -43,7 +44,7 @@ final class Checks {
         await pool.close()
         var seen: [String: Int] = [:]
         for tag in stored { seen[tag, default: 0] += 1 }
-        let expected = tally.acknowledged.flatMap(SDKClient.tags(of:))
+        let expected = tally.acknowledged.flatMap(client.tags(of:))
         let missing = expected.filter { seen[$0] == nil }
         let repeated = seen.filter { $0.value > 1 }
         check(tally.acknowledged.count > 0, "\(tally.acknowledged.count) batches (\(expected.count) events) acknowledged during the drills")

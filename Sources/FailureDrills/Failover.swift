@@ -17,6 +17,8 @@ struct FailoverDrill {
     let logDirectory: String
     let stepSeconds: Int
     let workers: Int
+    /// Records a client's request carries: 50 (app SDK batches) or 1 (web pages).
+    let recordsPerBatch: Int
     /// Shell commands from the script: kill the primary (an immediate shutdown, as a crash) and
     /// promote the standby.
     let killPrimary: String
@@ -33,9 +35,9 @@ struct FailoverDrill {
         try await fleet.startAll()
         let serverBefore = try await serverPort(url)
 
-        let client = SDKClient(port: fleet.gatewayPort)
+        let client = SDKClient(port: fleet.gatewayPort, recordsPerBatch: recordsPerBatch)
         let load = Task { await client.run(workers: workers) }
-        say("steady load through the balancer: \(workers) SDK-like clients, \(stepSeconds) s")
+        say("steady load through the balancer: \(workers) SDK-like clients, \(recordsPerBatch) records a request, \(stepSeconds) s")
         try await Task.sleep(for: .seconds(stepSeconds))
         progress(client, "steady")
 
@@ -103,7 +105,7 @@ struct FailoverDrill {
                 changes >= 1,
                 "identity-service replica \(replica) forgot its cache on finding a different database server (\(line.map(String.init) ?? "no counter"))")
         }
-        try await checks.storedExactlyOnce(url: url, tally: tally, logger: logger)
+        try await checks.storedExactlyOnce(url: url, client: client, logger: logger)
         await fleet.stopAll()
     }
 

@@ -8,8 +8,10 @@ import Synchronization
 /// worker is a thread with one keep-alive connection, sending its next batch once the last one is
 /// acknowledged or dropped.
 ///
-/// Batch `n` holds 50 records tagged `d<n>-<position>` (property `datong_tag`): 7 in 10 are iOS SDK
-/// uploads, 3 in 10 bridge relays; 1 in 5 from a new device.
+/// Batch `n` holds `recordsPerBatch` records tagged `d<n>-<position>` (property `datong_tag`). Of 50
+/// (app traffic), 7 in 10 batches are iOS SDK uploads, 3 in 10 bridge relays; of 1 (web traffic),
+/// each is a web page's record as the JS SDK sends it, by image beacon and `sendBeacon` in turn. 1
+/// in 5 from a new device.
 final class SDKClient: Sendable {
     struct Tally: Sendable {
         var acknowledged: [Int] = []
@@ -20,7 +22,7 @@ final class SDKClient: Sendable {
         var failedAt: [ContinuousClock.Instant] = []
     }
 
-    static let recordsPerBatch = 50
+    let recordsPerBatch: Int
     let port: Int
     let maxBackoff: Double
     private let stopping = Atomic<Bool>(false)
@@ -29,8 +31,10 @@ final class SDKClient: Sendable {
     private let base = Int64(Date().timeIntervalSince1970 * 1000)
     private let serverURL = "https://sa.example.com/sa?project=default"
 
-    init(port: Int, maxBackoff: Double = 0.5) {
+    /// - Parameter recordsPerBatch: 50 for app SDK traffic, 1 for web pages' (`--records`).
+    init(port: Int, recordsPerBatch: Int = 50, maxBackoff: Double = 0.5) {
         self.port = port
+        self.recordsPerBatch = recordsPerBatch
         self.maxBackoff = maxBackoff
     }
 
@@ -98,19 +102,24 @@ final class SDKClient: Sendable {
     }
 
     /// The tags of batch `number`'s records.
-    static func tags(of number: Int) -> [String] { (0..<recordsPerBatch).map { "d\(number)-\($0)" } }
+    func tags(of number: Int) -> [String] { (0..<recordsPerBatch).map { "d\(number)-\($0)" } }
 
     /// Batch `number`, as the worker that takes that number sends it.
     func batch(_ number: Int) -> HTTPLoad.Request {
         let device = SDKTraffic.Device(number % 5 == 0 ? 1_000_000 + number : number % 200, login: number % 2 == 0 ? "user-\(number % 200)" : nil)
-        let first = number * Self.recordsPerBatch
+        let first = number * recordsPerBatch
+        if recordsPerBatch == 1 {
+            let record = SDKTraffic.webEvent(device, sequence: first, time: base - Int64(first), tag: "d\(number)-0")
+            let web = SDKTraffic.webRequest(record, project: "default", transport: number % 2 == 0 ? .image : .beacon)
+            return HTTPLoad.Request(web.method, web.uri, body: web.body, headers: web.headers)
+        }
         if number % 10 >= 7 {
-            let records = (0..<Self.recordsPerBatch).map {
+            let records = (0..<recordsPerBatch).map {
                 SDKTraffic.bridgeRecord(device, sequence: first + $0, time: base - Int64(first + $0), serverURL: serverURL, tag: "d\(number)-\($0)")
             }
             return HTTPLoad.Request("POST", "/v1/bridge?project=default", body: SDKTraffic.relayBody(device, records: records, serverURL: serverURL))
         }
-        let records = (0..<Self.recordsPerBatch).map { position -> [String: Any] in
+        let records = (0..<recordsPerBatch).map { position -> [String: Any] in
             let sequence = first + position
             let time = base - Int64(sequence)
             let tag = "d\(number)-\(position)"

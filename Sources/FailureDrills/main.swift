@@ -4,7 +4,10 @@
 // must be in analytics.events exactly once and analytics.ingest_counts must add up. Then an
 // overload beyond what the gateway admits: 503 with Retry-After, bounded memory, no crash.
 //
-//   scripts/drill [--seconds N] [--workers N]
+//   scripts/drill [--seconds N] [--workers N] [--records 50|1]
+//
+// --records 1: web traffic, each record its own request as the JS SDK sends it (image beacon and
+// sendBeacon in turn), instead of app SDK batches of 50.
 //
 // (the script builds the services, starts a throwaway PostgreSQL and passes --bin, --logs,
 // --restart-postgres and DATABASE_URL). With --failover, the scale-out drill instead (Failover.swift;
@@ -16,6 +19,11 @@ import Synchronization
 
 let stepSeconds = Bench.option("--seconds", default: 3)
 let workers = Bench.option("--workers", default: 8)
+let recordsPerBatch = Bench.option("--records", default: 50)
+guard recordsPerBatch == 50 || recordsPerBatch == 1 else {
+    print("failure-drills: --records takes 50 (app SDK batches) or 1 (web pages' one-record requests)")
+    exit(2)
+}
 guard let adminURL = ProcessInfo.processInfo.environment["DATABASE_URL"], let binDirectory = Bench.text("--bin") else {
     print("failure-drills: needs DATABASE_URL and --bin DIR; scripts/drill sets them")
     exit(2)
@@ -34,6 +42,7 @@ if CommandLine.arguments.contains("--failover") {
     }
     try await FailoverDrill(
         adminURL: adminURL, binDirectory: binDirectory, logDirectory: logDirectory, stepSeconds: stepSeconds, workers: workers,
+        recordsPerBatch: recordsPerBatch,
         killPrimary: killPrimary, promote: promote, checks: checks, logger: logger
     ).run()
     checks.finish(logDirectory: logDirectory)
@@ -50,11 +59,13 @@ try await fleet.startAll()
 
 // MARK: Kill each service, restart PostgreSQL, under load
 
-let client = SDKClient(port: fleet.gatewayPort)
+let client = SDKClient(port: fleet.gatewayPort, recordsPerBatch: recordsPerBatch)
 let load = Task { await client.run(workers: workers) }
 func progress(_ label: String) { FailureDrills.progress(client, label) }
 
-say("steady load: \(workers) SDK-like clients, \(stepSeconds) s")
+say(
+    "steady load: \(workers) SDK-like clients, \(recordsPerBatch == 1 ? "one record a request (web pages)" : "\(recordsPerBatch) records a request"), \(stepSeconds) s"
+)
 try await Task.sleep(for: .seconds(stepSeconds))
 progress("steady")
 for name in ServiceFleet.names.reversed() {
@@ -73,12 +84,11 @@ progress("after PostgreSQL")
 say("stopping the load; each client finishes the batch it holds")
 client.stop()
 await load.value
-let tally = client.snapshot
 progress("all")
 
 // MARK: Checks
 
-try await checks.storedExactlyOnce(url: url, tally: tally, logger: logger)
+try await checks.storedExactlyOnce(url: url, client: client, logger: logger)
 
 // MARK: Overload
 
