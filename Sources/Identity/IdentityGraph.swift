@@ -63,6 +63,18 @@ final class GraphTransaction {
 
     // MARK: Reading
 
+    /// The owners of identities `$2`/`$3` (keys, values) of project `$1`: one primary-key lookup
+    /// per identity. As a join, the generic plan PostgreSQL caches for the prepared statement was a
+    /// hash join over a scan of the whole table whenever it was planned while the table held under
+    /// about a thousand identities, and it is kept until the next ANALYZE however large the table
+    /// grows: 1.8 ms a call at 30k identities in `scripts/bench e2e --records 1`, more than the
+    /// collector's COPYs of all the events took (docs/BENCHMARKS.md).
+    static let ownersQuery = """
+        SELECT w.key, w.value, (
+            SELECT i.user_id FROM identity.identities i WHERE i.project = $1 AND i.key = w.key AND i.value = w.value)
+        FROM unnest($2::text[], $3::text[]) AS w(key, value)
+        """
+
     /// Reads the owners of `identities` (one query per project) into `owners`.
     func lookUpOwners(_ identities: some Collection<ScopedIdentity>) throws {
         var byProject: [String: [IdentityKey]] = [:]
@@ -72,12 +84,7 @@ final class GraphTransaction {
         }
         for (project, keys) in byProject {
             let rows = try connection.queryPrepared(
-                "identity.owners",
-                """
-                SELECT i.key, i.value, i.user_id FROM identity.identities i
-                JOIN unnest($2::text[], $3::text[]) AS w(key, value) ON i.key = w.key AND i.value = w.value
-                WHERE i.project = $1
-                """,
+                "identity.owners", Self.ownersQuery,
                 [project, postgresTextArray(keys.map(\.key)), postgresTextArray(keys.map(\.value))]
             ).rows
             for row in rows {

@@ -379,3 +379,39 @@ struct IdentityGraphTests {
         }
     }
 }
+
+/// The owner lookup every resolve makes (twice) is a primary-key lookup per identity in the generic
+/// plan PostgreSQL caches for a prepared statement, also when that plan was made while the table
+/// was small: it is kept until the next ANALYZE, however large the table grows meanwhile.
+@Suite("identity graph: the owner lookup's plan")
+struct OwnerLookupPlanTests {
+    /// The generic plan of `query` (parameters: project, keys, values) on `connection`.
+    static func genericPlan(_ query: String, on connection: PostgresConnection) throws -> String {
+        _ = try connection.execute("SET plan_cache_mode = force_generic_plan")
+        _ = try connection.execute("PREPARE owners_plan (text, text[], text[]) AS \(query)")
+        let plan = try connection.query("EXPLAIN EXECUTE owners_plan('default', '{$identity_idfv}', '{device-1}')").rows
+        _ = try connection.execute("DEALLOCATE owners_plan")
+        return plan.compactMap { $0[0] }.joined(separator: "\n")
+    }
+
+    @Test("300 devices' identities, analyzed: one index lookup per identity, not a scan of the table")
+    func indexLookups() async throws {
+        try await IdentityGraphTests.withStore { _, url in
+            try await TestDatabase.withPool(url) { pool in
+                try await pool.withConnection { connection in
+                    _ = try connection.execute(
+                        """
+                        INSERT INTO identity.users (project) SELECT 'default' FROM generate_series(1, 300);
+                        INSERT INTO identity.identities (project, key, value, user_id)
+                        SELECT 'default', k, 'device-' || n, n FROM generate_series(1, 300) n,
+                            unnest(ARRAY['$identity_idfv', '$identity_anonymous_id', '$identity_login_id']) k;
+                        ANALYZE identity.identities;
+                        """)
+                    let plan = try Self.genericPlan(GraphTransaction.ownersQuery, on: connection)
+                    #expect(plan.contains("Index Scan using identities_pkey on identities"), "\(plan)")
+                    #expect(!plan.contains("Seq Scan on identities"), "\(plan)")
+                }
+            }
+        }
+    }
+}
