@@ -25,10 +25,21 @@ package enum HTTPLoad {
     /// One answer: its status, headers (names lowercased) and body.
     package struct Answer: Sendable {
         package let status: Int
-        package let headers: [String: String]
+        /// The head's header lines as received (without the status line), parsed only when asked:
+        /// the load generator shares the machine with what it measures.
+        let head: [UInt8]
         package let body: [UInt8]
 
         package var text: String { String(decoding: body, as: UTF8.self) }
+
+        package var headers: [String: String] {
+            var headers: [String: String] = [:]
+            for line in String(decoding: head, as: UTF8.self).split(separator: "\r\n") {
+                let parts = line.split(separator: ":", maxSplits: 1)
+                if parts.count == 2 { headers[parts[0].lowercased()] = parts[1].trimmingCharacters(in: .whitespaces) }
+            }
+            return headers
+        }
     }
 
     /// What a run measured: every request's latency (same order as sent, in seconds), and the
@@ -168,40 +179,60 @@ package enum HTTPLoad {
         /// Reads one answer.
         package func readAnswer() throws -> Answer {
             // The head: up to the blank line.
-            var headEnd: Int?
+            var found: Int?
             while true {
                 if let end = Self.find([13, 10, 13, 10], in: buffer) {
-                    headEnd = end
+                    found = end
                     break
                 }
                 guard buffer.count < 1 << 16 else { throw BenchError("an answer's head is over 64 KiB") }
                 try fill()
             }
-            let head = String(decoding: buffer[..<headEnd!], as: UTF8.self)
-            let lines = head.split(separator: "\r\n")
-            guard let statusLine = lines.first, statusLine.hasPrefix("HTTP/1.1 "),
-                let status = Int(statusLine.dropFirst(9).prefix(3))
-            else {
-                throw BenchError("not an HTTP/1.1 answer: \(head.prefix(80))")
+            let headEnd = found!
+            guard headEnd >= 12, buffer[..<9].elementsEqual("HTTP/1.1 ".utf8), let status = Self.number(buffer[9..<12]) else {
+                throw BenchError("not an HTTP/1.1 answer: \(String(decoding: buffer.prefix(80), as: UTF8.self))")
             }
-            var headers: [String: String] = [:]
-            for line in lines.dropFirst() {
-                let parts = line.split(separator: ":", maxSplits: 1)
-                if parts.count == 2 { headers[parts[0].lowercased()] = parts[1].trimmingCharacters(in: .whitespaces) }
-            }
-            let length = headers["content-length"].flatMap { Int($0) }
-            guard let length else { throw BenchError("an answer without Content-Length (status \(status))") }
-            let bodyStart = headEnd! + 4
+            let linesStart = (Self.find([13, 10], in: buffer).map { $0 + 2 }) ?? headEnd
+            let head = Array(buffer[min(linesStart, headEnd)..<headEnd])
+            guard let length = Self.contentLength(head) else { throw BenchError("an answer without Content-Length (status \(status))") }
+            let bodyStart = headEnd + 4
             while buffer.count < bodyStart + length { try fill() }
             let body = Array(buffer[bodyStart..<(bodyStart + length)])
             buffer.removeFirst(bodyStart + length)
-            return Answer(status: status, headers: headers, body: body)
+            return Answer(status: status, head: head, body: body)
         }
 
         private func fill() throws {
             let count = chunk.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
             guard count > 0 else { throw BenchError(count == 0 ? "the server closed the connection" : "recv: \(String(cString: strerror(errno)))") }
             buffer.append(contentsOf: chunk[..<count])
+        }
+
+        /// The decimal number `digits` spell, nil for anything else.
+        private static func number(_ digits: some Collection<UInt8>) -> Int? {
+            guard !digits.isEmpty, digits.count <= 18 else { return nil }
+            var value = 0
+            for digit in digits {
+                guard (48...57).contains(digit) else { return nil }
+                value = value * 10 + Int(digit - 48)
+            }
+            return value
+        }
+
+        /// The value of the `Content-Length` line of `head` (header lines, CRLF between them).
+        private static func contentLength(_ head: [UInt8]) -> Int? {
+            let name = Array("content-length:".utf8)
+            var lineStart = 0
+            while lineStart < head.count {
+                let lineEnd = (lineStart..<head.count).first { head[$0] == 13 } ?? head.count
+                if lineEnd - lineStart > name.count,
+                    zip(head[lineStart..<(lineStart + name.count)], name).allSatisfy({ ($0 | 0x20) == $1 || $0 == $1 })
+                {
+                    return number(head[(lineStart + name.count)..<lineEnd].drop { $0 == 32 || $0 == 9 }.reversed().drop { $0 == 32 || $0 == 9 }.reversed())
+                }
+                lineStart = lineEnd + 2
+            }
+            return nil
         }
 
         private static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
