@@ -137,7 +137,7 @@ enum InstructionCount {
 }
 
 /// The gateway's calls to the collector and identity-service and the uploads they carried, as its
-/// `/metrics` count them (one gateway's, with replicas).
+/// `/metrics` count them (every replica's, summed).
 struct GatewayCalls {
     var collectorCalls = 0.0
     var collectorBatches = 0.0
@@ -145,15 +145,18 @@ struct GatewayCalls {
     var identityUploads = 0.0
 
     init(_ fleet: ServiceFleet) throws {
-        let text = try fleet.get("bridge-gateway", "/metrics").text
-        func value(_ metric: String) -> Double {
-            text.split(separator: "\n").first { $0.hasPrefix(metric + " ") || $0.hasPrefix(metric + "{") }
-                .flatMap { $0.split(separator: " ").last.flatMap { Double($0) } } ?? 0
+        // Each replica directly: through the balancer, two reads could ask two replicas.
+        for replica in 1...fleet.replicas {
+            let text = try fleet.get("bridge-gateway", "/metrics", replica: replica).text
+            func value(_ metric: String) -> Double {
+                text.split(separator: "\n").first { $0.hasPrefix(metric + " ") || $0.hasPrefix(metric + "{") }
+                    .flatMap { $0.split(separator: " ").last.flatMap { Double($0) } } ?? 0
+            }
+            collectorCalls += value("datong_gateway_collector_calls_total")
+            collectorBatches += value("datong_gateway_collector_batches_total")
+            identityCalls += value("datong_gateway_identity_calls_total")
+            identityUploads += value("datong_gateway_identity_uploads_total")
         }
-        collectorCalls = value("datong_gateway_collector_calls_total")
-        collectorBatches = value("datong_gateway_collector_batches_total")
-        identityCalls = value("datong_gateway_identity_calls_total")
-        identityUploads = value("datong_gateway_identity_uploads_total")
     }
 
     private init() {}
