@@ -21,7 +21,7 @@ package func buildCollectorApplication(
         api: CollectorAPI(
             store: store, reads: PostgresStoredDataReads(pool: database.pool), serviceToken: ServiceToken(settings.server.serviceToken),
             maxBatchBytes: settings.maxBatchBytes, refusals: Refusals(registry: runtime.metrics),
-            keyRule: StoredKeyRule(pool: database.pool).current
+            keyRule: StoredKeyRule(pool: database.pool).current, userData: UserData(pool: database.pool)
         ),
         schema: CollectorSchema.name, migrations: CollectorSchema.migrations, server: settings.server, runtime: runtime, services: [maintenance, replication]
     )
@@ -39,6 +39,8 @@ struct CollectorAPI: ServiceAPI {
     var refusals = Refusals(registry: nil)
     /// Which key the records get: the database's rule, read once it is migrated.
     var keyRule: @Sendable () async throws -> KeyRule = { .trackIDs }
+    /// A person's rows, for erasures and exports (config-service runs them); nil: no such routes.
+    var userData: UserData? = nil
 
     func register(on router: Router<DatongRequestContext>) {
         router.post("/v1/batches") { request, context in try await write(request, context: context) }
@@ -75,12 +77,44 @@ struct CollectorAPI: ServiceAPI {
             let limit = try request.integerParameter("limit", in: ReadBounds.limits, default: ReadBounds.defaultLimit)
             return jsonResponse(.ok, try await reads.rejected(project: project, before: before, limit: limit))
         }
+        if let userData {
+            projects.post("erasures/step") { request, context in
+                let project = try authorize(request, context)
+                let step = try await decodeJSONBody(CollectorErasureStep.self, from: request, limit: Self.maxSubjectBytes)
+                guard CollectorErasureStep.limits.contains(step.limit), step.rejectedAfter >= 0 else {
+                    throw ServiceError.badRequest(.invalidValue, "limit is \(CollectorErasureStep.limits) rows and rejectedAfter at least 0")
+                }
+                return try jsonResponse(.ok, encoding: try await userData.eraseStep(project: project, step))
+            }
+            projects.post("user-data/export") { request, context in
+                let project = try authorize(request, context)
+                let subject = try await decodeJSONBody(ErasureSubject.self, from: request, limit: Self.maxSubjectBytes)
+                return Response(
+                    status: .ok, headers: [.contentType: "application/x-ndjson; charset=utf-8"],
+                    body: ResponseBody { [logger = context.logger] writer in
+                        // Once the 200 is sent a failure can only end the stream early: without its
+                        // last line ({"end": true}) the reader knows the export is not whole.
+                        do {
+                            try await userData.export(project: project, subject: subject) { lines in
+                                try await writer.write(ByteBuffer(string: lines))
+                            }
+                        } catch {
+                            logger.error("export.failed", metadata: ["project": "\(project)", "error": "\(String(reflecting: error))"])
+                            try await writer.write(ByteBuffer(string: #"{"error":"export_failed","message":"the export stopped early; ask again"}"# + "\n"))
+                        }
+                        try await writer.finish(nil)
+                    })
+            }
+        }
         projects.get("ingest-counts") { request, context in
             let project = try authorize(request, context)
             let hours = try request.integerParameter("hours", in: ReadBounds.hours, default: ReadBounds.defaultHours)
             return jsonResponse(.ok, try await reads.ingestCounts(project: project, hours: hours))
         }
     }
+
+    /// An erasure's or export's subject: at most `ErasureSubject`'s ids, each at most 1 KiB.
+    static let maxSubjectBytes = 16 << 20
 
     /// Checks the service token and the project name; returns the project.
     private func authorize(_ request: Request, _ context: DatongRequestContext) throws -> String {

@@ -15,18 +15,23 @@ package func buildConfigApplication(
     let database = ServiceDatabase(settings: settings.database, logger: runtime.logger)
     let store = PostgresConfigStore(pool: database.pool)
     let auth = AdminAuth(bootstrapToken: settings.adminToken, pool: database.pool)
+    let owners = OwnedDataAPI(
+        auth: auth,
+        collector: .init(upstream: .collector, baseURL: settings.collectorURL, serviceToken: settings.server.serviceToken),
+        identity: .init(upstream: .identity, baseURL: settings.identityURL, serviceToken: settings.server.serviceToken)
+    )
+    let erasures = ErasureStore(pool: database.pool)
+    let calls = ErasureCalls(identity: owners.identity, collector: owners.collector)
     let api = ConfigAPI(
         store: store, auth: auth, serviceToken: ServiceToken(settings.server.serviceToken), sealer: settings.sealer,
-        documentLimit: settings.maxDocumentBytes,
-        owners: OwnedDataAPI(
-            auth: auth,
-            collector: .init(upstream: .collector, baseURL: settings.collectorURL, serviceToken: settings.server.serviceToken),
-            identity: .init(upstream: .identity, baseURL: settings.identityURL, serviceToken: settings.server.serviceToken)
-        ),
+        documentLimit: settings.maxDocumentBytes, owners: owners,
+        erasures: ErasureAPI(auth: auth, store: erasures, calls: calls, settleSeconds: settings.erasureSettleSeconds),
         console: .bundled()
     )
+    let runner = ErasureRunner(store: erasures, calls: calls, batchRows: settings.erasureBatchRows, logger: runtime.logger)
     return database.application(
-        name: "config-service", api: api, schema: ConfigSchema.name, migrations: ConfigSchema.migrations, server: settings.server, runtime: runtime
+        name: "config-service", api: api, schema: ConfigSchema.name, migrations: ConfigSchema.migrations, server: settings.server, runtime: runtime,
+        services: [runner]
     )
 }
 
@@ -39,10 +44,12 @@ struct ConfigAPI: ServiceAPI {
     let sealer: KeySealer?
     let documentLimit: Int
     let owners: OwnedDataAPI
+    let erasures: ErasureAPI
     let console: ConsoleFiles
 
     func register(on router: Router<DatongRequestContext>) {
         owners.register(on: router)
+        erasures.register(on: router)
         console.register(on: router)
         router.get("/v1/projects") { request, _ in
             _ = try await auth.authorize(request)
@@ -91,7 +98,8 @@ struct ConfigAPI: ServiceAPI {
             case .open: tokenSHA256 = nil
             case .token(let digest): tokenSHA256 = digest
             }
-            return try jsonResponse(.ok, encoding: ProjectIngestion(project: project, tokenSHA256: tokenSHA256))
+            let suppressed = try await erasures.store.suppressedIDs(project: project)
+            return try jsonResponse(.ok, encoding: ProjectIngestion(project: project, tokenSHA256: tokenSHA256, suppressed: suppressed))
         }
 
         router.put("/v1/projects/:project/:kind") { request, context in

@@ -94,5 +94,41 @@ enum ConfigSchema {
                 -- jsonb's text.
                 ALTER TABLE config.documents ALTER COLUMN body TYPE text USING body::text;
                 """),
+        Migration(
+            version: 7, name: "erasure jobs and suppressed ids",
+            sql: """
+                -- A user's erasure (Erasures.swift): carried out step by step by any replica holding
+                -- its lease; `subject` (the users and ids) is emptied when it is done.
+                CREATE TABLE config.erasures (
+                    erasure_id       bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    project          text        NOT NULL REFERENCES config.projects (name),
+                    requested        jsonb       NOT NULL,
+                    actor            text        NOT NULL,
+                    suppress         boolean     NOT NULL,
+                    subject          jsonb       NOT NULL,
+                    user_ids         bigint[]    NOT NULL,
+                    identity_count   integer     NOT NULL,
+                    state            text        NOT NULL CHECK (state IN ('identity', 'collector', 'done')),
+                    not_before       timestamptz NOT NULL,
+                    lease_until      timestamptz,
+                    identity_counts  jsonb,
+                    collector_counts jsonb,
+                    last_error       text,
+                    created_at       timestamptz NOT NULL DEFAULT now(),
+                    finished_at      timestamptz
+                );
+                CREATE INDEX erasures_project ON config.erasures (project, erasure_id);
+                CREATE INDEX erasures_open ON config.erasures (not_before) WHERE state <> 'done';
+                -- Ids whose records the gateways drop (an erased user's), until an operator lifts them.
+                CREATE TABLE config.suppressions (
+                    project    text        NOT NULL REFERENCES config.projects (name),
+                    key        text        NOT NULL,
+                    value      text        NOT NULL,
+                    erasure_id bigint,
+                    created_at timestamptz NOT NULL DEFAULT now(),
+                    created_by text        NOT NULL,
+                    PRIMARY KEY (project, key, value)
+                );
+                """),
     ]
 }

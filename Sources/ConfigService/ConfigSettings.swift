@@ -16,13 +16,21 @@ package struct ConfigSettings: Sendable {
     /// Where the admin API finds the data it shows but does not own (`IDENTITY_URL`, `COLLECTOR_URL`).
     package var identityURL: String
     package var collectorURL: String
+    /// Seconds between an erasure's request and its first step, for every gateway to read the
+    /// suppression first (`ERASURE_SETTLE_SECONDS`; the gateways read it each `WHITELIST_REFRESH_SECONDS`).
+    package var erasureSettleSeconds: Int
+    /// Rows of each table the collector removes in one step of an erasure (`ERASURE_BATCH_ROWS`).
+    package var erasureBatchRows: Int
 
     package static let defaultPort = 8108
 
     package init(
         server: ServerSettings, database: DatabaseSettings, adminToken: String?, maxDocumentBytes: Int = 1 << 20, sealer: KeySealer? = nil,
-        identityURL: String = "http://127.0.0.1:8107", collectorURL: String = "http://127.0.0.1:8109"
+        identityURL: String = "http://127.0.0.1:8107", collectorURL: String = "http://127.0.0.1:8109", erasureSettleSeconds: Int = 10,
+        erasureBatchRows: Int = 5000
     ) {
+        self.erasureSettleSeconds = erasureSettleSeconds
+        self.erasureBatchRows = erasureBatchRows
         self.identityURL = identityURL
         self.collectorURL = collectorURL
         self.sealer = sealer
@@ -45,7 +53,9 @@ package struct ConfigSettings: Sendable {
             maxDocumentBytes: try reader.int("CONFIG_MAX_DOCUMENT_BYTES", default: defaults.maxDocumentBytes, range: 1024...DocumentKind.largestDocumentBytes),
             sealer: try reader.masterKey(),
             identityURL: reader.string("IDENTITY_URL", default: defaults.identityURL),
-            collectorURL: reader.string("COLLECTOR_URL", default: defaults.collectorURL)
+            collectorURL: reader.string("COLLECTOR_URL", default: defaults.collectorURL),
+            erasureSettleSeconds: try reader.int("ERASURE_SETTLE_SECONDS", default: defaults.erasureSettleSeconds, range: 0...3600),
+            erasureBatchRows: try reader.int("ERASURE_BATCH_ROWS", default: defaults.erasureBatchRows, range: CollectorErasureStep.limits)
         )
     }
 }

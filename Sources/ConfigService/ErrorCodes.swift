@@ -15,4 +15,7 @@ extension ErrorCode {
     package static let unknownKey = ErrorCode("unknown_key")
     package static let unknownKind = ErrorCode("unknown_kind")
     package static let unknownToken = ErrorCode("unknown_token")
+    package static let unknownErasure = ErrorCode("unknown_erasure")
+    package static let unknownSuppression = ErrorCode("unknown_suppression")
+    package static let tooManySuppressed = ErrorCode("too_many_suppressed")
 }

@@ -144,10 +144,13 @@ package struct ProjectIngestion: Codable, Sendable, Equatable {
     package var project: String
     /// The hex SHA-256 of the token uploads must carry; absent when the project needs none.
     package var tokenSHA256: String?
+    /// The ids of erased users whose records the gateways drop (absent from older config-services).
+    package var suppressed: [IdentityPair]?
 
-    package init(project: String, tokenSHA256: String?) {
+    package init(project: String, tokenSHA256: String?, suppressed: [IdentityPair]? = nil) {
         self.project = project
         self.tokenSHA256 = tokenSHA256
+        self.suppressed = suppressed
     }
 
     package var access: ProjectAccess { tokenSHA256.map { .token(sha256: $0) } ?? .open }

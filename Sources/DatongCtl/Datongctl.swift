@@ -64,13 +64,14 @@ package enum CtlFailure: Error, Equatable {
 struct Root: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "datongctl",
-        abstract: "Publish and manage config-service documents (tracking tables, remote and visual config, whitelists, app links) and encryption keys.",
+        abstract:
+            "Publish and manage config-service documents (tracking tables, remote and visual config, whitelists, app links), encryption keys, and erasures and exports of users' data.",
         discussion: """
             The admin token comes from --token or DATONG_ADMIN_TOKEN, the service from --url or DATONG_CONFIG_URL \
             (default http://127.0.0.1:8108). Exit codes: 0 done, 1 refused by config-service, 2 wrong command line, \
             3 config-service unreachable or failing.
             """,
-        subcommands: [Publish.self, Versions.self, Show.self, Diff.self, Rollback.self, Keys.self]
+        subcommands: [Publish.self, Versions.self, Show.self, Diff.self, Rollback.self, Keys.self, User.self]
     )
 }
 

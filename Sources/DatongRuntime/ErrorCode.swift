@@ -36,6 +36,9 @@ extension ErrorCode {
     package static let queryTimeout = ErrorCode("query_timeout")
     package static let serviceTokenNotConfigured = ErrorCode("service_token_not_configured")
     package static let unknownProject = ErrorCode("unknown_project")
+    /// identity-service and config-service (erasures, exports) name users the same way.
+    package static let unknownUser = ErrorCode("unknown_user")
+    package static let invalidUser = ErrorCode("invalid_user")
 
     /// `<service>_unavailable`: another service cannot be reached or answered 5xx (503 to the caller).
     package static func unavailable(_ service: Upstream) -> ErrorCode { ErrorCode("\(service.rawValue)_unavailable") }

@@ -17,7 +17,7 @@ package struct BridgeHandler: Sendable {
     func handle(_ request: Request, context: DatongRequestContext) async throws -> Response {
         let project = try requestProject(request.uri.queryParameters["project"].map(String.init))
         // Before the body is read: a refused relay costs no parsing.
-        try await auth.check(project: project, token: request.uri.queryParameters["token"].map(String.init), logger: context.logger)
+        let suppressed = try await auth.check(project: project, token: request.uri.queryParameters["token"].map(String.init), logger: context.logger)
         let body = try await readRequestBody(request, limits: limits)
         let (app, messages) = try Self.parseRelay(body, limits: limits)
         let receivedAt = ResolveAndStore.now()
@@ -29,11 +29,16 @@ package struct BridgeHandler: Sendable {
             limits: limits, now: receivedAt
         )
         var results = relay.results
-        let stored = try await ingest.store(relay.accepted, rejected: relay.rejected, receivedAt: receivedAt, context: context)
+        let outcome = try await ingest.store(
+            relay.accepted, rejected: relay.rejected, receivedAt: receivedAt, suppressed: [project: suppressed], context: context)
+        let stored = outcome.collected
         let duplicates = Set(stored.duplicateIndexes)
         let refused = Set(stored.rejectedIndexes)
+        let dropped = Set(outcome.suppressedIndexes)
         for (position, index) in relay.acceptedMessages.enumerated() {
-            if refused.contains(position) {
+            if dropped.contains(position) {
+                results[index] = MessageResult(index: index, status: .suppressed)
+            } else if refused.contains(position) {
                 results[index] = MessageResult(index: index, status: .rejected, reason: ResolveAndStore.collectorRefusal)
             } else {
                 results[index] = MessageResult(index: index, status: duplicates.contains(position) ? .duplicate : .stored)
@@ -46,7 +51,9 @@ package struct BridgeHandler: Sendable {
                 "bridge.project": "\(project)", "bridge.stored": "\(stored.stored)", "bridge.duplicates": "\(stored.duplicates)",
                 "bridge.rejected": "\(stored.rejected)", "bridge.ignored": "\(ignored)",
             ])
-        let answer = BridgeAnswer(stored: stored.stored, duplicates: stored.duplicates, rejected: stored.rejected, ignored: ignored, results: results)
+        let answer = BridgeAnswer(
+            stored: stored.stored, duplicates: stored.duplicates, rejected: stored.rejected, ignored: ignored, results: results,
+            suppressed: outcome.suppressed == 0 ? nil : outcome.suppressed)
         return jsonResponse(.ok, bytes: answer.jsonBytes)
     }
 }
@@ -140,6 +147,8 @@ struct MessageResult: Codable, Sendable, Equatable {
         case rejected
         /// Not a record (`getAppInfo`, `visualized_track`, …); acknowledged and dropped.
         case ignored
+        /// A record of an erased user (docs/PRIVACY.md); acknowledged and dropped.
+        case suppressed
     }
 
     let index: Int
@@ -160,6 +169,8 @@ struct BridgeAnswer: Codable, Sendable, Equatable {
     let rejected: Int
     let ignored: Int
     let results: [MessageResult]
+    /// Records of erased users, dropped; absent when none.
+    var suppressed: Int? = nil
 }
 
 extension BridgeAnswer {
@@ -181,6 +192,7 @@ extension BridgeAnswer {
             object.finish(&out)
         }
         answer.int("stored", Int64(stored), &out)
+        answer.int("suppressed", suppressed.map(Int64.init), &out)
         answer.finish(&out)
         return out
     }

@@ -22,6 +22,8 @@ package func buildGatewayApplication(
         collector: CollectorCalls(
             collector: collector, maxCalls: settings.collectorCalls, maxGroupBytes: settings.collectorGroupBytes, registry: runtime.metrics)
     )
+    ingest.suppressedRecords = runtime.metrics.gatewayCounter(
+        "suppressed_records", "Records dropped because they name an erased user's id (docs/PRIVACY.md)")
     var services: [any Service] = []
     if settings.identityCacheEntries > 0 {
         let cache = IdentityCache(capacity: settings.identityCacheEntries, refreshInterval: .milliseconds(settings.identityCacheRefreshMilliseconds))

@@ -1,7 +1,9 @@
 import DatongContracts
+import DatongJSON
 import DatongRuntime
 import Foundation
 import HTTPTypes
+import IdentityCore
 import Logging
 import Synchronization
 
@@ -33,12 +35,14 @@ extension ProjectAccess {
 /// The one authentication step of ingestion, taken by uploads and relays before any costly work
 /// (no base64, gunzip, decryption or parsing for a request that will be refused).
 ///
-/// Each project's access is read from config-service and kept for `refreshInterval`, then read
+/// Each project's access, and the ids of its erased users whose records are dropped
+/// (`SuppressedIDs`), are read from config-service and kept for `refreshInterval`, then read
 /// again; while config-service cannot be reached the last answer stays in force. A project never
 /// seen cannot be checked without config-service: its uploads get a 503 and the SDK retries.
 final class IngestionAuth: Sendable {
     private struct Entry {
         var access: ProjectAccess
+        var suppressed: SuppressedIDs
         var fetchedAt: ContinuousClock.Instant
     }
 
@@ -47,6 +51,9 @@ final class IngestionAuth: Sendable {
     private let maxProjects: Int
     private let entries = Mutex<[String: Entry]>([:])
 
+    /// The largest answer read: a project's access and up to `SuppressedIDs.maxIDs` ids.
+    static let maxAnswerBytes = 32 << 20
+
     init(config: ServiceClient, refreshInterval: Duration, maxProjects: Int = 4096) {
         self.config = config
         self.refreshInterval = refreshInterval
@@ -54,37 +61,105 @@ final class IngestionAuth: Sendable {
     }
 
     /// Throws the refusal (404, 403) for `project` and `token`, or a 503 when the project was never
-    /// seen and config-service cannot say.
-    func check(project: String, token: String?, logger: Logger) async throws {
-        if let refusal = try await access(project, logger: logger).refusal(project: project, token: token) { throw refusal }
+    /// seen and config-service cannot say; otherwise answers the ids whose records are dropped.
+    @discardableResult
+    func check(project: String, token: String?, logger: Logger) async throws -> SuppressedIDs {
+        let entry = try await entry(project, logger: logger)
+        if let refusal = entry.access.refusal(project: project, token: token) { throw refusal }
+        return entry.suppressed
+    }
+
+    /// The ids whose records are dropped in `project` (a record may name a project of its own).
+    func suppressed(_ project: String, logger: Logger) async throws -> SuppressedIDs {
+        try await entry(project, logger: logger).suppressed
     }
 
     func access(_ project: String, logger: Logger) async throws -> ProjectAccess {
+        try await entry(project, logger: logger).access
+    }
+
+    private func entry(_ project: String, logger: Logger) async throws -> Entry {
         let now = ContinuousClock.now
         let cached = entries.withLock { $0[project] }
-        if let cached, now - cached.fetchedAt < refreshInterval { return cached.access }
-        let fetched: ProjectAccess
+        if let cached, now - cached.fetchedAt < refreshInterval { return cached }
+        let fetched: Entry
         do {
-            switch try await config.fetchDocument("/v1/projects/\(project)/ingestion", etag: nil, maxBytes: 64 << 10, logger: logger) {
+            switch try await config.fetchDocument("/v1/projects/\(project)/ingestion", etag: nil, maxBytes: Self.maxAnswerBytes, logger: logger) {
             case .absent:
-                fetched = .unknown
+                fetched = Entry(access: .unknown, suppressed: SuppressedIDs(), fetchedAt: now)
             case .document(_, let body):
                 guard let ingestion = try? JSONDecoder().decode(ProjectIngestion.self, from: Data(body)) else {
                     throw ServiceError.unavailable(.badAnswer(from: config.upstream), "config-service gave an answer the gateway cannot read")
                 }
-                fetched = ingestion.access
+                fetched = Entry(access: ingestion.access, suppressed: SuppressedIDs(ingestion.suppressed ?? []), fetchedAt: now)
             case .notModified:
-                fetched = cached?.access ?? .unknown
+                fetched = Entry(access: cached?.access ?? .unknown, suppressed: cached?.suppressed ?? SuppressedIDs(), fetchedAt: now)
             }
         } catch {
             // config-service cannot say now: the last answer stands; never seen is a 503.
             guard let cached else { throw error }
-            return cached.access
+            return cached
         }
         entries.withLock { entries in
             if entries[project] == nil, entries.count >= maxProjects { entries.removeAll(keepingCapacity: true) }
-            entries[project] = Entry(access: fetched, fetchedAt: now)
+            entries[project] = fetched
         }
         return fetched
+    }
+}
+
+/// The ids of a project's erased users (docs/PRIVACY.md): records naming one of them, by an
+/// identity the record carries or by its distinct id, are dropped at the gateway and counted,
+/// never stored, until an operator lifts the suppression. Compared as bytes, as ids are.
+struct SuppressedIDs: Sendable {
+    private let identities: Set<IdentityKey>
+    private let values: Set<ExactValue>
+
+    /// The most ids a project's list holds (config-service refuses erasures past it).
+    static let maxIDs = 100_000
+
+    init(_ pairs: [IdentityPair] = []) {
+        identities = Set(pairs.map { IdentityKey(key: $0.key, value: $0.value) })
+        values = Set(pairs.map { ExactValue(text: $0.value) })
+    }
+
+    var isEmpty: Bool { identities.isEmpty }
+
+    /// True when `record` names a suppressed id: one of its identities, or its distinct id as
+    /// the value of any suppressed identity (old SDKs send a distinct id alone).
+    func suppresses(_ record: IdentityRecord) -> Bool {
+        guard !identities.isEmpty else { return false }
+        if values.contains(ExactValue(text: record.distinctId)) { return true }
+        if let original = record.originalId, values.contains(ExactValue(text: original)) { return true }
+        return IdentityRules.plan(for: record).identities.contains { identities.contains($0) }
+    }
+
+    /// True when a refused record's text names a suppressed id: its `distinct_id`,
+    /// `original_id` or one of its `identities` (a record that is not JSON names none).
+    func suppresses(rawRecord: String) -> Bool {
+        guard !identities.isEmpty, let root = try? JSONParser.parse(Array(rawRecord.utf8), maxDepth: 64).root, root.isObject else {
+            return false
+        }
+        for (key, value) in root.members {
+            guard let name = key.stringValue else { continue }
+            switch name {
+            case "distinct_id", "original_id":
+                if let text = value.stringValue, values.contains(ExactValue(text: text)) { return true }
+            case "identities":
+                for (idKey, idValue) in value.members {
+                    if let k = idKey.stringValue, let v = idValue.stringValue, identities.contains(IdentityKey(key: k, value: v)) { return true }
+                }
+            default:
+                continue
+            }
+        }
+        return false
+    }
+
+    /// A string compared and hashed as its bytes.
+    private struct ExactValue: Hashable {
+        let text: String
+        static func == (a: ExactValue, b: ExactValue) -> Bool { ExactText.equal(a.text, b.text) }
+        func hash(into hasher: inout Hasher) { ExactText.hash(text, into: &hasher) }
     }
 }

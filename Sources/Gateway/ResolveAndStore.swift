@@ -19,8 +19,45 @@ struct ResolveAndStore: Sendable {
     /// invalidation log: a returning device costs no identity call. nil: every record asks.
     var cache: IdentityCache? = nil
     var metrics: IdentityCacheMetrics? = nil
+    /// `datong_gateway_suppressed_records_total`: records of erased users dropped.
+    var suppressedRecords: Counter? = nil
 
+    /// Stores `accepted` but the records naming a suppressed id of their project (an erased
+    /// user's), which are dropped: their positions are `suppressedIndexes`, and the result's
+    /// indexes count in `accepted`.
     func store(
+        _ accepted: [NormalizedRecord], rejected: [RejectedRecord], receivedAt: Int64, suppressed: [String: SuppressedIDs],
+        context: DatongRequestContext
+    ) async throws -> StoreOutcome {
+        guard suppressed.values.contains(where: { !$0.isEmpty }) else {
+            return StoreOutcome(collected: try await store(accepted, rejected: rejected, receivedAt: receivedAt, context: context))
+        }
+        // A refused record of an erased user is not kept for analysts either.
+        let keptRejected = rejected.filter { suppressed[$0.project]?.suppresses(rawRecord: $0.raw) != true }
+        var kept: [Int] = []
+        var dropped: [Int] = []
+        for (index, record) in accepted.enumerated() {
+            if let identity = record.identity, suppressed[identity.project]?.suppresses(identity) == true {
+                dropped.append(index)
+            } else {
+                kept.append(index)
+            }
+        }
+        let droppedRejected = rejected.count - keptRejected.count
+        guard !dropped.isEmpty else {
+            if droppedRejected > 0 { suppressedRecords?.increment(by: Int64(droppedRejected)) }
+            return StoreOutcome(
+                collected: try await store(accepted, rejected: keptRejected, receivedAt: receivedAt, context: context),
+                suppressedRejected: droppedRejected)
+        }
+        suppressedRecords?.increment(by: Int64(dropped.count + droppedRejected))
+        var collected = try await store(kept.map { accepted[$0] }, rejected: keptRejected, receivedAt: receivedAt, context: context)
+        collected.duplicateIndexes = collected.duplicateIndexes.map { kept[$0] }
+        collected.rejectedIndexes = collected.rejectedIndexes.compactMap { $0 < kept.count ? kept[$0] : nil }
+        return StoreOutcome(collected: collected, suppressedIndexes: dropped, suppressedRejected: droppedRejected)
+    }
+
+    private func store(
         _ accepted: [NormalizedRecord], rejected: [RejectedRecord], receivedAt: Int64, context: DatongRequestContext
     ) async throws -> CollectResult {
         guard !accepted.isEmpty || !rejected.isEmpty else { return CollectResult(stored: 0, duplicates: 0, rejected: 0) }
@@ -127,6 +164,17 @@ struct ResolveAndStore: Sendable {
 
     /// The server's clock in milliseconds since the Unix epoch.
     static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+}
+
+/// What became of an upload's or relay's accepted records: the collector's result, and the
+/// records dropped because they name a suppressed id.
+struct StoreOutcome: Sendable {
+    var collected: CollectResult
+    var suppressedIndexes: [Int] = []
+    /// Refused records that named a suppressed id: not kept in `analytics.rejected` either.
+    var suppressedRejected = 0
+
+    var suppressed: Int { suppressedIndexes.count + suppressedRejected }
 }
 
 /// Reads a request body within `maxBodyBytes`, inflating `Content-Encoding: gzip` within

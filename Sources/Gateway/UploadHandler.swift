@@ -36,7 +36,7 @@ struct UploadHandler: Sendable {
         let parameters = FormParameters(query: request.uri.query, body: body)
         // Before any decoding: a refused upload costs no base64, gunzip, decryption or parsing.
         let project = try requestProject(parameters["project"])
-        try await auth.check(project: project, token: parameters["token"], logger: context.logger)
+        let suppressed = try await auth.check(project: project, token: parameters["token"], logger: context.logger)
         var keys: ProjectKeys?
         if UploadPayload.isEncrypted(parameters) {
             // A request that can never succeed is refused first, whatever the keys.
@@ -63,12 +63,19 @@ struct UploadHandler: Sendable {
             upload.checkRelayedPages(try await whitelists.whitelists(for: upload.project))
         }
         var problems = upload.problems
+        // Records may name projects of their own (server SDKs): each is checked against its list.
+        var suppression = [project: suppressed]
+        for other in Set(upload.accepted.compactMap { $0.identity?.project }) where suppression[other] == nil {
+            suppression[other] = try await auth.suppressed(other, logger: context.logger)
+        }
 
         if mode == .debug, request.headers[.dryRun]?.lowercased() == "true" {
             return try debugAnswer(problems)
         }
 
-        let result = try await ingest.store(upload.accepted, rejected: upload.rejected, receivedAt: receivedAt, context: context)
+        let outcome = try await ingest.store(
+            upload.accepted, rejected: upload.rejected, receivedAt: receivedAt, suppressed: suppression, context: context)
+        let result = outcome.collected
         if !result.rejectedIndexes.isEmpty {
             problems += result.rejectedIndexes.filter { upload.acceptedIndexes.indices.contains($0) }.map {
                 RecordProblem(index: upload.acceptedIndexes[$0], reason: ResolveAndStore.collectorRefusal)
@@ -93,7 +100,10 @@ struct UploadHandler: Sendable {
         case .upload:
             return jsonResponse(
                 .ok,
-                bytes: UploadAnswer(stored: result.stored, duplicates: result.duplicates, rejected: result.rejected, problems: problems).jsonBytes)
+                bytes: UploadAnswer(
+                    stored: result.stored, duplicates: result.duplicates, rejected: result.rejected, problems: problems,
+                    suppressed: outcome.suppressed == 0 ? nil : outcome.suppressed
+                ).jsonBytes)
         }
     }
 
@@ -122,6 +132,8 @@ struct UploadAnswer: Codable, Sendable, Equatable {
     let duplicates: Int
     let rejected: Int
     let problems: [RecordProblem]
+    /// Records of erased users, dropped (docs/PRIVACY.md); absent when none.
+    var suppressed: Int? = nil
 }
 
 extension UploadAnswer {
@@ -140,6 +152,7 @@ extension UploadAnswer {
         }
         answer.int("rejected", Int64(rejected), &out)
         answer.int("stored", Int64(stored), &out)
+        answer.int("suppressed", suppressed.map(Int64.init), &out)
         answer.finish(&out)
         return out
     }

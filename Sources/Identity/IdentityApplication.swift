@@ -108,6 +108,24 @@ struct IdentityAPI: ServiceAPI {
             }
             return try jsonResponse(.created, encoding: merge)
         }
+        // An erasure (config-service runs the job): who the person is, then forget them.
+        projects.post("erasures/subject") { request, context in
+            let project = try authorize(request, context)
+            let reference = try await decodeJSONBody(UserReference.self, from: request, limit: Self.maxCallBytes)
+            if let problem = reference.problem { throw ServiceError.badRequest(.invalidUser, problem) }
+            return try Self.found(
+                try await store.erasureSubject(project: project, reference: reference), .unknownUser,
+                "project \(project) has no such user (no user holds that id, or no user has that number)")
+        }
+        projects.post("erasures/apply") { request, context in
+            let project = try authorize(request, context)
+            let subject = try await decodeJSONBody(ErasureSubject.self, from: request, limit: 4 << 20)
+            guard subject.users.count <= ErasureSubject.maxUsers, subject.identities.count <= ErasureSubject.maxIdentities + 1 else {
+                throw ServiceError.badRequest(
+                    .invalidBody, "an erasure covers at most \(ErasureSubject.maxUsers) users and \(ErasureSubject.maxIdentities) ids")
+            }
+            return try jsonResponse(.ok, encoding: try await store.erase(project: project, subject: subject))
+        }
         projects.get("merges/:merge") { request, context in
             let (project, id) = (try authorize(request, context), try Self.number(context, "merge"))
             return try Self.found(try await store.mergeRecord(project: project, id: id), .unknownMerge, "project \(project) has no merge \(id)")

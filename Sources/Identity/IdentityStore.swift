@@ -1,6 +1,7 @@
 import DatongContracts
 import DatongJSON
 import DatongPostgres
+import DatongRuntime
 import Foundation
 import IdentityCore
 
@@ -28,6 +29,12 @@ protocol IdentityStore: Sendable {
     /// nil when there is no such user.
     func history(project: String, user: Int64, limit: Int) async throws -> UserHistory?
     func mergeRecord(project: String, id: Int64) async throws -> MergeRecord?
+    /// The person `reference` leads to: its current user, the users merged into that one and every
+    /// id they hold; nil when nobody holds the id or there is no such user.
+    func erasureSubject(project: String, reference: UserReference) async throws -> ErasureSubject?
+    /// Forgets `subject`'s users: their ids (every cache told), merges, history entries and the
+    /// users themselves. Idempotent: a second call finds nothing and removes nothing.
+    func erase(project: String, subject: ErasureSubject) async throws -> IdentityErasure
 }
 
 extension IdentityStore {
@@ -318,6 +325,93 @@ package struct PostgresIdentityStore: IdentityStore {
     func mergeRecord(project: String, id: Int64) async throws -> MergeRecord? {
         try await pool.withConnection { connection in try Self.mergeRecord(project: project, id: id, on: connection) }
     }
+
+    // MARK: Erasure
+
+    func erasureSubject(project: String, reference: UserReference) async throws -> ErasureSubject? {
+        try await pool.withConnection { connection in
+            var start = reference.userId
+            if let key = reference.key, let value = reference.value {
+                start = try connection.query(
+                    "SELECT user_id FROM identity.identities WHERE project = $1 AND key = $2 AND value = $3", [project, key, value]
+                ).scalar.flatMap(Int64.init)
+            }
+            guard let start,
+                let canonical = try connection.query(
+                    """
+                    SELECT coalesce(m.canonical_user_id, u.user_id) FROM identity.users u
+                    LEFT JOIN identity.user_map m ON m.project = u.project AND m.user_id = u.user_id
+                    WHERE u.project = $1 AND u.user_id = $2
+                    """,
+                    [project, String(start)]
+                ).scalar.flatMap(Int64.init)
+            else { return nil }
+            let merged = try connection.query(
+                "SELECT user_id FROM identity.user_map WHERE project = $1 AND canonical_user_id = $2 ORDER BY user_id LIMIT $3",
+                [project, String(canonical), String(ErasureSubject.maxUsers - 1)]
+            ).rows.compactMap { $0[0].flatMap(Int64.init) }
+            let users = [canonical] + merged.filter { $0 != canonical }
+            var identities = try connection.query(
+                "SELECT key, value FROM identity.identities WHERE project = $1 AND user_id = ANY($2::bigint[]) ORDER BY key, value LIMIT $3",
+                [project, Self.bigintArray(users), String(ErasureSubject.maxIdentities)]
+            ).rows.compactMap { row in row[0].flatMap { key in row[1].map { IdentityPair(key: key, value: $0) } } }
+            if let key = reference.key, let value = reference.value, !identities.contains(IdentityPair(key: key, value: value)) {
+                identities.append(IdentityPair(key: key, value: value))
+            }
+            return ErasureSubject(users: users, identities: identities)
+        }
+    }
+
+    func erase(project: String, subject: ErasureSubject) async throws -> IdentityErasure {
+        let users = Self.bigintArray(subject.users)
+        let keys = postgresTextArray(subject.identities.map(\.key))
+        let values = postgresTextArray(subject.identities.map(\.value))
+        let epoch = cache?.epoch ?? 0
+        let (erased, invalidated) = try await write { transaction -> (IdentityErasure, [ScopedIdentity]) in
+            // Under the users' locks: no resolve gives them an id while they are being forgotten.
+            _ = try transaction.lock(identities: [], users: subject.users.map { UserRef(project: project, id: $0) }, lookAgain: [])
+            let connection = transaction.connection
+            let gone = try connection.query(
+                """
+                WITH gone AS (
+                    DELETE FROM identity.identities WHERE project = $1 AND user_id = ANY($2::bigint[]) RETURNING key, value
+                ), invalidated AS (
+                    INSERT INTO identity.invalidations (project, key, value) SELECT $1, key, value FROM gone
+                )
+                SELECT key, value FROM gone
+                """,
+                [project, users]
+            ).rows.compactMap { row in
+                row[0].flatMap { key in row[1].map { ScopedIdentity(project: project, identity: IdentityKey(key: key, value: $0)) } }
+            }
+            let merges = try connection.query(
+                "DELETE FROM identity.merges WHERE project = $1 AND (from_user = ANY($2::bigint[]) OR into_user = ANY($2::bigint[]))",
+                [project, users]
+            ).affectedRows
+            // Entries of other users that name one of the person's ids go too (a refused link).
+            let history = try connection.query(
+                """
+                DELETE FROM identity.history WHERE project = $1
+                AND (user_id = ANY($2::bigint[]) OR other_user = ANY($2::bigint[])
+                     OR (key, value) IN (SELECT * FROM unnest($3::text[], $4::text[])))
+                """,
+                [project, users, keys, values]
+            ).affectedRows
+            try connection.query(
+                "DELETE FROM identity.user_map WHERE project = $1 AND (user_id = ANY($2::bigint[]) OR canonical_user_id = ANY($2::bigint[]))",
+                [project, users]
+            )
+            let removed = try connection.query(
+                "DELETE FROM identity.users WHERE project = $1 AND user_id = ANY($2::bigint[])", [project, users]
+            ).affectedRows
+            return (IdentityErasure(identities: gone.count, users: removed, merges: merges, history: history), gone)
+        }
+        cache?.update(learned: [], readAt: epoch, forgetting: invalidated)
+        return erased
+    }
+
+    /// PostgreSQL's text form of a `bigint[]`.
+    private static func bigintArray(_ values: [Int64]) -> String { "{" + values.map(String.init).joined(separator: ",") + "}" }
 
     // MARK: Helpers
 

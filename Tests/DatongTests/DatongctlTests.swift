@@ -43,6 +43,36 @@ struct DatongctlTests {
         }
     }
 
+    @Test("user export, erase --wait, status, suppressions and lift from the command line")
+    func userData() async throws {
+        try await RunningServices.run { services in
+            let environment = ["DATONG_CONFIG_URL": "http://127.0.0.1:\(services.config.port!)", "DATONG_ADMIN_TOKEN": RunningServices.adminToken]
+            func ctl(_ arguments: String...) async -> (output: String, exitCode: Int32) {
+                await Datongctl.run(arguments, environment: environment)
+            }
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            _ = try await ErasureTests.upload(ErasureTests.records(now: now).ann, to: services.gateway)
+            let out = FileManager.default.temporaryDirectory.appendingPathComponent("export-\(UUID().uuidString).jsonl").path
+            let exported = await ctl("user", "export", "default", "--id", "$identity_login_id=ann", "--out", out)
+            #expect(exported.exitCode == 0, "\(exported.output)")
+            let lines = try String(contentsOfFile: out, encoding: .utf8).split(separator: "\n")
+            #expect(lines.filter { $0.contains(#""table" : "events""#) }.count == 4)
+            #expect(lines.last == #"{"end":true,"rows":7}"#)
+
+            #expect(await ctl("user", "erase", "default", "--user", "1", "--id", "a=b").exitCode == 2)
+            #expect(await ctl("user", "erase", "default", "--id", "$identity_login_id=nobody").exitCode == 1)
+            let erased = await ctl("user", "erase", "default", "--id", "$identity_login_id=ann", "--wait")
+            #expect(erased.exitCode == 0, "\(erased.output)")
+            #expect(erased.output.contains("\tdone ") && erased.output.contains("collector: 4 events, 1 profiles, 1 profile records"))
+            let status = await ctl("user", "status", "default")
+            #expect(status.output.hasPrefix("1\tdone\t"))
+            let suppressed = await ctl("user", "suppressions", "default")
+            #expect(suppressed.output.contains("$identity_login_id=ann\terasure 1"))
+            #expect(await ctl("user", "lift", "default", "--erasure", "1").output == #"lifted: {"lifted":2}"#)
+            #expect(await ctl("user", "suppressions", "default").output == "default suppresses no ids")
+        }
+    }
+
     @Test("refusals and mistakes exit with their codes and say why")
     func failures() async throws {
         try await RunningServices.run { services in

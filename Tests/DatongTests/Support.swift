@@ -84,7 +84,8 @@ enum TestDatabase {
     /// Quiet: the tests assert what happened; shutdown chatter of live test servers is noise.
     static let logger: Logger = {
         var logger = Logger(label: "datong.tests")
-        logger.logLevel = .critical
+        // DATONG_TEST_LOG_LEVEL=warning shows what the services log while a test runs.
+        logger.logLevel = ProcessInfo.processInfo.environment["DATONG_TEST_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
         return logger
     }()
 
@@ -157,6 +158,7 @@ struct RunningServices: Sendable {
         gatewayIdentityCalls: Int = GatewaySettings().identityCalls,
         gatewayCollectorCalls: Int = GatewaySettings().collectorCalls,
         identityMaxRequestBytes: Int = IdentitySettings(server: ServerSettings(port: 0), database: DatabaseSettings()).maxRequestBytes,
+        erasureSettleSeconds: Int = 0,
         _ body: @escaping @Sendable (RunningServices) async throws -> Void
     ) async throws {
         let url = try await TestDatabase.create()
@@ -180,7 +182,8 @@ struct RunningServices: Sendable {
                 let config = buildConfigApplication(
                     settings: ConfigSettings(
                         server: server, database: database, adminToken: adminToken, sealer: try KeySealer(masterKeyBase64: masterKey),
-                        identityURL: "http://127.0.0.1:\(identityClient.port!)", collectorURL: "http://127.0.0.1:\(collectorClient.port!)"
+                        identityURL: "http://127.0.0.1:\(identityClient.port!)", collectorURL: "http://127.0.0.1:\(collectorClient.port!)",
+                        erasureSettleSeconds: erasureSettleSeconds
                     ),
                     runtime: runtime
                 )

@@ -1,0 +1,199 @@
+import DatongContracts
+import DatongPostgres
+import Foundation
+
+/// A person's rows in the collector's tables (docs/PRIVACY.md): removed in bounded steps for an
+/// erasure, each step a few short transactions so that ingestion never waits long behind it, or
+/// read page by page for an export, so that memory stays flat however much the person has.
+///
+/// The rows are the events and profile, item and detail records stored with one of the subject's
+/// user numbers, their profiles and details, the items every record of which came from them
+/// (items are things, not people: one another user also wrote is kept), and the rejected records
+/// whose text names one of their ids as a JSON string.
+package struct UserData: Sendable {
+    let pool: PostgresPool
+
+    package init(pool: PostgresPool) { self.pool = pool }
+
+    /// Removes at most `step.limit` rows of each table and scans at most `step.limit` rejected
+    /// records; `done` when nothing was left anywhere and the scan reached the end.
+    package func eraseStep(project: String, _ step: CollectorErasureStep) async throws -> CollectorErasure {
+        let users = "{" + step.subject.users.map(String.init).joined(separator: ",") + "}"
+        let limit = String(step.limit)
+        var erased = CollectorErasure(rejectedAfter: step.rejectedAfter)
+        // Items first: whether an item was only the person's is read from the records removed next.
+        erased.items = try await delete(Self.ownedItems, [project, users, limit])
+        erased.events = try await delete(Self.events, [project, users, limit])
+        erased.profileRecords = try await delete(Self.profileRecords, [project, users, limit])
+        erased.details = try await delete(Self.details, [project, users, limit])
+        erased.profiles = try await delete(Self.profiles, [project, users])
+        let needles = postgresTextArray(step.subject.identities.map { Self.jsonString($0.value) })
+        let scan = try await pool.transaction { connection in
+            try connection.query(Self.rejected, [project, String(step.rejectedAfter), limit, needles]).rows.first
+        }
+        let scanned = scan?[0].flatMap(Int.init) ?? 0
+        erased.rejected = scan?[2].flatMap(Int.init) ?? 0
+        if let last = scan?[1].flatMap(Int64.init) { erased.rejectedAfter = last }
+        erased.done =
+            scanned < step.limit && erased.items + erased.events + erased.profileRecords + erased.details + erased.profiles == 0
+        return erased
+    }
+
+    private func delete(_ sql: String, _ parameters: [String?]) async throws -> Int {
+        try await pool.transaction { connection in try connection.query(sql, parameters).affectedRows }
+    }
+
+    /// Writes every row of `subject` as JSON lines, `{"table": …, "row": {…}}`, then a last line
+    /// `{"end": true, "rows": N}` that says the export is whole (a stream cut short has none).
+    package func export(project: String, subject: ErasureSubject, write: (String) async throws -> Void) async throws {
+        let users = "{" + subject.users.map(String.init).joined(separator: ",") + "}"
+        let needles = postgresTextArray(subject.identities.map { Self.jsonString($0.value) })
+        var rows = 0
+        for table in ExportTable.allCases {
+            var after = table.start
+            while true {
+                // PostgreSQL types every parameter from its statement: each gets only those it reads.
+                let parameters =
+                    table == .rejected
+                    ? [project, after, String(Self.exportPage), needles] : [project, users, after, String(Self.exportPage)]
+                let page = try await pool.withConnection { connection in try connection.query(table.page, parameters).rows }
+                var lines = ""
+                for row in page {
+                    guard let line = row[0] else { continue }
+                    lines += line
+                    lines += "\n"
+                }
+                rows += page.count
+                if !lines.isEmpty { try await write(lines) }
+                guard page.count == Self.exportPage, let next = page.last?[1] else { break }
+                after = next
+            }
+        }
+        try await write(#"{"end":true,"rows":\#(rows)}"# + "\n")
+    }
+
+    static let exportPage = 1000
+
+    /// Each table an export reads, a page at a time after a cursor (column 1 of each row).
+    enum ExportTable: CaseIterable {
+        case events, profiles, profileRecords, details, items, rejected
+
+        var start: String {
+            switch self {
+            case .events: return "-infinity\u{1F}00000000-0000-0000-0000-000000000000"
+            case .profiles, .rejected: return "0"
+            case .profileRecords: return "00000000-0000-0000-0000-000000000000"
+            case .details, .items: return ""
+            }
+        }
+
+        /// $1 project, $2 user numbers, $3 cursor, $4 page size; for rejected records, $1 project,
+        /// $2 cursor, $3 page size, $4 the ids as JSON strings.
+        var page: String {
+            switch self {
+            case .events:
+                return """
+                    SELECT json_build_object('table', 'events', 'row', to_jsonb(e))::text,
+                           e.time::text || chr(31) || e.event_id::text
+                    FROM collector.events e
+                    WHERE e.project = $1 AND e.user_id = ANY($2::bigint[])
+                      AND (e.time, e.event_id) > (split_part($3, chr(31), 1)::timestamptz, split_part($3, chr(31), 2)::uuid)
+                    ORDER BY e.time, e.event_id LIMIT $4
+                    """
+            case .profiles:
+                return """
+                    SELECT json_build_object('table', 'profiles', 'row', to_jsonb(p))::text, p.user_id::text
+                    FROM collector.profiles p WHERE p.project = $1 AND p.user_id = ANY($2::bigint[]) AND p.user_id > $3::bigint
+                    ORDER BY p.user_id LIMIT $4
+                    """
+            case .profileRecords:
+                return """
+                    SELECT json_build_object('table', 'profile_records', 'row', to_jsonb(r))::text, r.record_id::text
+                    FROM collector.profile_records r
+                    WHERE r.project = $1 AND r.user_id = ANY($2::bigint[]) AND r.record_id > $3::uuid
+                    ORDER BY r.record_id LIMIT $4
+                    """
+            case .details:
+                return """
+                    SELECT json_build_object('table', 'details', 'row', to_jsonb(d))::text, d.schema || chr(31) || d.detail_id
+                    FROM collector.details d
+                    WHERE d.project = $1 AND d.user_id = ANY($2::bigint[]) AND d.schema || chr(31) || d.detail_id > $3
+                    ORDER BY d.schema || chr(31) || d.detail_id LIMIT $4
+                    """
+            case .items:
+                return """
+                    SELECT json_build_object('table', 'items', 'row', to_jsonb(i))::text, i.item_type || chr(31) || i.item_id
+                    FROM collector.items i
+                    WHERE i.project = $1 AND i.item_type || chr(31) || i.item_id > $3
+                      AND EXISTS (SELECT 1 FROM collector.profile_records r WHERE r.project = $1 AND r.item_type = i.item_type
+                                  AND r.item_id = i.item_id AND r.type IN ('item_set', 'item_delete') AND r.user_id = ANY($2::bigint[]))
+                    ORDER BY i.item_type || chr(31) || i.item_id LIMIT $4
+                    """
+            case .rejected:
+                return """
+                    SELECT json_build_object('table', 'rejected', 'row', to_jsonb(r))::text, r.id::text
+                    FROM collector.rejected r
+                    WHERE r.project = $1 AND r.id > $2::bigint
+                      AND EXISTS (SELECT 1 FROM unnest($4::text[]) AS n(needle) WHERE strpos(r.raw, n.needle) > 0)
+                    ORDER BY r.id LIMIT $3
+                    """
+            }
+        }
+    }
+
+    /// A value as it appears in a record's JSON text: quoted, with JSON's escapes. Matching the
+    /// quotes keeps a short id ("1") from matching every record that holds the digit.
+    static func jsonString(_ value: String) -> String {
+        let data = (try? JSONEncoder().encode([value])) ?? Data()
+        let text = String(decoding: data, as: UTF8.self)
+        return String(text.dropFirst().dropLast()).replacingOccurrences(of: "\\/", with: "/")
+    }
+
+    /// Items whose every item record was the person's ($1 project, $2 user numbers, $3 limit).
+    private static let ownedItems = """
+        DELETE FROM collector.items i USING (
+            SELECT r.item_type, r.item_id FROM collector.profile_records r
+            WHERE r.project = $1 AND r.user_id = ANY($2::bigint[]) AND r.type IN ('item_set', 'item_delete')
+            GROUP BY r.item_type, r.item_id
+            HAVING NOT EXISTS (
+                SELECT 1 FROM collector.profile_records o
+                WHERE o.project = $1 AND o.item_type = r.item_type AND o.item_id = r.item_id AND o.type IN ('item_set', 'item_delete')
+                  AND (o.user_id IS NULL OR NOT o.user_id = ANY($2::bigint[])))
+            LIMIT $3
+        ) owned
+        WHERE i.project = $1 AND i.item_type = owned.item_type AND i.item_id = owned.item_id
+        """
+
+    private static let events = """
+        DELETE FROM collector.events e USING (
+            SELECT time, event_id FROM collector.events WHERE project = $1 AND user_id = ANY($2::bigint[]) LIMIT $3
+        ) gone
+        WHERE e.project = $1 AND e.time = gone.time AND e.event_id = gone.event_id
+        """
+
+    private static let profileRecords = """
+        DELETE FROM collector.profile_records WHERE project = $1 AND record_id IN (
+            SELECT record_id FROM collector.profile_records WHERE project = $1 AND user_id = ANY($2::bigint[]) LIMIT $3)
+        """
+
+    private static let details = """
+        DELETE FROM collector.details WHERE (project, schema, detail_id) IN (
+            SELECT project, schema, detail_id FROM collector.details WHERE project = $1 AND user_id = ANY($2::bigint[]) LIMIT $3)
+        """
+
+    private static let profiles = "DELETE FROM collector.profiles WHERE project = $1 AND user_id = ANY($2::bigint[])"
+
+    /// Scans rejected records after $2 (at most $3) and removes those naming an id; answers how
+    /// many were scanned, the last scanned and how many went.
+    private static let rejected = """
+        WITH scanned AS (
+            SELECT id, raw FROM collector.rejected WHERE project = $1 AND id > $2::bigint ORDER BY id LIMIT $3
+        ), gone AS (
+            DELETE FROM collector.rejected r USING scanned s
+            WHERE r.project = $1 AND r.id = s.id
+              AND EXISTS (SELECT 1 FROM unnest($4::text[]) AS n(needle) WHERE strpos(s.raw, n.needle) > 0)
+            RETURNING 1
+        )
+        SELECT (SELECT count(*) FROM scanned), (SELECT max(id) FROM scanned), (SELECT count(*) FROM gone)
+        """
+}

@@ -1,0 +1,470 @@
+import AsyncHTTPClient
+import DatongContracts
+import DatongPostgres
+import DatongRuntime
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import NIOFoundationEssentialsCompat
+import NIOHTTP1
+import ServiceLifecycle
+
+/// A user's erasure as a job (docs/PRIVACY.md). Asking records the job, and the ids to suppress,
+/// in one transaction; `ErasureRunner` then carries it out step by step, each step saved, so a
+/// job cut off by a crash or a restart goes on where it stood, on any replica.
+///
+/// Steps: `identity` (after `notBefore`, once every gateway has read the suppression list)
+/// forgets the users and ids in identity-service; `collector` removes the stored rows in batches
+/// until the collector finds none; `done` writes the audit entry with the counts. When done, the
+/// job keeps the user numbers and the counts; the ids it covered are gone from it (they remain
+/// in the suppression list while suppressed).
+struct ErasureStore: Sendable {
+    let pool: PostgresPool
+
+    /// A job a runner took, with what it needs to go on.
+    struct Claimed: Sendable {
+        let project: String
+        let id: Int64
+        let subject: ErasureSubject
+        let state: String
+        let collector: CollectorErasure
+    }
+
+    func create(
+        project: String, requested: UserReference, subject: ErasureSubject, suppress: Bool, settleSeconds: Int, actor: String
+    ) async throws -> ErasureJob {
+        let requestedText = String(decoding: try JSONEncoder().encode(requested), as: UTF8.self)
+        let subjectText = String(decoding: try JSONEncoder().encode(subject), as: UTF8.self)
+        let id = try await pool.transaction { connection -> Int64 in
+            let suppressed = try connection.query("SELECT count(*) FROM config.suppressions WHERE project = $1", [project]).scalar.flatMap(Int.init) ?? 0
+            guard !suppress || suppressed + subject.identities.count <= Self.maxSuppressed else {
+                throw ServiceError(
+                    .conflict, .tooManySuppressed,
+                    "project \(project) already suppresses \(suppressed) ids, and at most \(Self.maxSuppressed) can be; lift some first")
+            }
+            guard
+                let id = try connection.query(
+                    """
+                    INSERT INTO config.erasures (project, requested, actor, suppress, subject, user_ids, identity_count, state, not_before)
+                    VALUES ($1, $2::jsonb, $3, $4::boolean, $5::jsonb, $6::bigint[], $7::integer, 'identity', now() + make_interval(secs => $8::integer))
+                    RETURNING erasure_id
+                    """,
+                    [
+                        project, requestedText, actor, suppress ? "true" : "false", subjectText,
+                        "{" + subject.users.map(String.init).joined(separator: ",") + "}", String(subject.identities.count),
+                        String(suppress ? settleSeconds : 0),
+                    ]
+                ).scalar.flatMap(Int64.init)
+            else { throw PostgresError.unexpectedResult("the erasure was not recorded") }
+            if suppress {
+                try connection.query(
+                    """
+                    INSERT INTO config.suppressions (project, key, value, erasure_id, created_by)
+                    SELECT $1, key, value, $2::bigint, $3 FROM unnest($4::text[], $5::text[]) AS s(key, value)
+                    ON CONFLICT DO NOTHING
+                    """,
+                    [project, String(id), actor, postgresTextArray(subject.identities.map(\.key)), postgresTextArray(subject.identities.map(\.value))]
+                )
+            }
+            try Self.audit(
+                actor, "user.erasure_requested", project: project,
+                detail: "erasure \(id): \(subject.users.count) users, \(subject.identities.count) ids\(suppress ? ", suppressed" : "")", on: connection)
+            return id
+        }
+        guard let job = try await job(project: project, id: id) else { throw PostgresError.unexpectedResult("the erasure vanished") }
+        return job
+    }
+
+    func job(project: String, id: Int64) async throws -> ErasureJob? {
+        try await pool.withConnection { connection in
+            try connection.query(Self.jobSelect + " WHERE project = $1 AND erasure_id = $2", [project, String(id)]).rows.first.flatMap(Self.job)
+        }
+    }
+
+    func jobs(project: String, limit: Int) async throws -> [ErasureJob] {
+        try await pool.withConnection { connection in
+            try connection.query(Self.jobSelect + " WHERE project = $1 ORDER BY erasure_id DESC LIMIT $2", [project, String(limit)])
+                .rows.compactMap(Self.job)
+        }
+    }
+
+    /// Takes the oldest job that is due and that no runner holds, for `leaseSeconds`.
+    func claim(leaseSeconds: Int) async throws -> Claimed? {
+        try await pool.transaction { connection in
+            guard
+                let row = try connection.query(
+                    """
+                    UPDATE config.erasures SET lease_until = now() + make_interval(secs => $1::integer)
+                    WHERE erasure_id = (
+                        SELECT erasure_id FROM config.erasures
+                        WHERE state <> 'done' AND not_before <= now() AND (lease_until IS NULL OR lease_until < now())
+                        ORDER BY erasure_id LIMIT 1 FOR UPDATE SKIP LOCKED)
+                    RETURNING project, erasure_id, subject::text, state, coalesce(collector_counts, '{}')::text
+                    """,
+                    [String(leaseSeconds)]
+                ).rows.first,
+                let project = row[0], let id = row[1].flatMap(Int64.init), let state = row[3],
+                let subject = try? JSONDecoder().decode(ErasureSubject.self, from: Data((row[2] ?? "").utf8))
+            else { return nil }
+            let collector = (try? JSONDecoder().decode(CollectorErasure.self, from: Data((row[4] ?? "{}").utf8))) ?? CollectorErasure()
+            return Claimed(project: project, id: id, subject: subject, state: state, collector: collector)
+        }
+    }
+
+    func identityDone(_ id: Int64, _ counts: IdentityErasure) async throws {
+        let text = String(decoding: try JSONEncoder().encode(counts), as: UTF8.self)
+        try await pool.transaction { connection in
+            try connection.query(
+                "UPDATE config.erasures SET state = 'collector', identity_counts = $2::jsonb, last_error = NULL WHERE erasure_id = $1",
+                [String(id), text])
+        }
+    }
+
+    /// Saves the collector's counts so far; when `counts.done`, finishes the job: the ids leave
+    /// it, the request's id value is blanked, and the audit entry says what went by count.
+    func collectorProgress(_ id: Int64, _ counts: CollectorErasure, leaseSeconds: Int) async throws {
+        let text = String(decoding: try JSONEncoder().encode(counts), as: UTF8.self)
+        try await pool.transaction { connection in
+            guard counts.done else {
+                try connection.query(
+                    """
+                    UPDATE config.erasures SET collector_counts = $2::jsonb, last_error = NULL,
+                           lease_until = now() + make_interval(secs => $3::integer)
+                    WHERE erasure_id = $1
+                    """,
+                    [String(id), text, String(leaseSeconds)])
+                return
+            }
+            guard
+                let row = try connection.query(
+                    """
+                    UPDATE config.erasures SET collector_counts = $2::jsonb, state = 'done', finished_at = now(), lease_until = NULL,
+                           last_error = NULL, subject = '{"users":[],"identities":[]}',
+                           requested = CASE WHEN requested ? 'value' THEN jsonb_set(requested, '{value}', '"(erased)"') ELSE requested END
+                    WHERE erasure_id = $1 AND state <> 'done'
+                    RETURNING project, actor, coalesce(identity_counts, '{}')::text, array_length(user_ids, 1)
+                    """,
+                    [String(id), text]
+                ).rows.first
+            else { return }
+            try Self.audit(
+                row[1] ?? "", "user.erased", project: row[0],
+                detail: "erasure \(id) of \(row[3] ?? "0") users: identity-service \(row[2] ?? "{}"), collector \(text)", on: connection)
+        }
+    }
+
+    func failed(_ id: Int64, _ error: String, retrySeconds: Int) async throws {
+        try await pool.transaction { connection in
+            try connection.query(
+                "UPDATE config.erasures SET last_error = $2, lease_until = now() + make_interval(secs => $3::integer) WHERE erasure_id = $1",
+                [String(id), String(error.prefix(1000)), String(retrySeconds)])
+        }
+    }
+
+    func suppressions(project: String, limit: Int) async throws -> [Suppression] {
+        try await pool.withConnection { connection in
+            try connection.query(
+                """
+                SELECT key, value, erasure_id, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+                FROM config.suppressions WHERE project = $1 ORDER BY created_at DESC, key, value LIMIT $2
+                """,
+                [project, String(limit)]
+            ).rows.compactMap { row in
+                guard let key = row[0], let value = row[1] else { return nil }
+                return Suppression(key: key, value: value, erasureId: row[2].flatMap(Int64.init), createdAt: row[3])
+            }
+        }
+    }
+
+    /// Every suppressed id of `project`, what the gateways drop records for.
+    func suppressedIDs(project: String) async throws -> [IdentityPair] {
+        try await pool.withConnection { connection in
+            try connection.query(
+                "SELECT key, value FROM config.suppressions WHERE project = $1 ORDER BY key, value LIMIT $2", [project, String(Self.maxSuppressed)]
+            ).rows.compactMap { row in row[0].flatMap { key in row[1].map { IdentityPair(key: key, value: $0) } } }
+        }
+    }
+
+    /// Lifts one suppression, or every one an erasure set; answers how many went.
+    func lift(project: String, key: String?, value: String?, erasureID: Int64?, actor: String) async throws -> Int {
+        try await pool.transaction { connection in
+            let lifted = try connection.query(
+                """
+                DELETE FROM config.suppressions WHERE project = $1
+                AND (($2::text IS NOT NULL AND key = $2 AND value = $3) OR ($4::bigint IS NOT NULL AND erasure_id = $4))
+                """,
+                [project, key, value, erasureID.map(String.init)]
+            ).affectedRows
+            if lifted > 0 {
+                // The audit names the erasure or the key, never the id's value.
+                let what = erasureID.map { "erasure \($0)" } ?? "one \(key ?? "") id"
+                try Self.audit(actor, "suppression.lifted", project: project, detail: "\(lifted) suppressed ids of \(what)", on: connection)
+            }
+            return lifted
+        }
+    }
+
+    /// The most ids one project suppresses: the gateways hold them in memory and read them anew
+    /// each `WHITELIST_REFRESH_SECONDS`.
+    static let maxSuppressed = 100_000
+
+    private static let jobSelect = """
+        SELECT project, erasure_id, requested::text, actor, suppress, state, not_before > now(), user_ids::text, identity_count,
+               identity_counts::text, collector_counts::text, last_error,
+               to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+               to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+        FROM config.erasures
+        """
+
+    private static func job(_ row: [String?]) -> ErasureJob? {
+        let decoder = JSONDecoder()
+        guard let project = row[0], let id = row[1].flatMap(Int64.init), let state = row[5],
+            let requested = try? decoder.decode(UserReference.self, from: Data((row[2] ?? "").utf8))
+        else { return nil }
+        let users = (row[7] ?? "{}").trimmingCharacters(in: CharacterSet(charactersIn: "{}")).split(separator: ",").compactMap { Int64($0) }
+        return ErasureJob(
+            project: project, erasureId: id, requested: requested, actor: row[3] ?? "", suppress: row[4] == "t",
+            state: state == "identity" && row[6] == "t" ? "waiting" : state, users: users, identityCount: row[8].flatMap(Int.init) ?? 0,
+            identity: row[9].flatMap { try? decoder.decode(IdentityErasure.self, from: Data($0.utf8)) },
+            collector: row[10].flatMap { try? decoder.decode(CollectorErasure.self, from: Data($0.utf8)) },
+            lastError: row[11], createdAt: row[12] ?? "", finishedAt: row[13]
+        )
+    }
+
+    private static func audit(_ actor: String, _ action: String, project: String?, detail: String, on connection: PostgresConnection) throws {
+        try connection.query("INSERT INTO config.audit (actor, action, project, detail) VALUES ($1, $2, $3, $4)", [actor, action, project, detail])
+    }
+}
+
+/// Calls to identity-service and the collector on an erasure's or export's behalf, with the
+/// service token. A refusal or an owner that cannot be reached is an error the runner retries.
+struct ErasureCalls: Sendable {
+    let identity: OwnedDataAPI.Owner
+    let collector: OwnedDataAPI.Owner
+    var timeout: TimeAmount = .seconds(60)
+
+    func subject(project: String, reference: UserReference) async throws -> ErasureSubject? {
+        let (status, body) = try await post(identity, "/v1/projects/\(project)/erasures/subject", reference)
+        if status == 404 { return nil }
+        return try decode(ErasureSubject.self, status, body, from: identity)
+    }
+
+    func eraseIdentities(project: String, subject: ErasureSubject) async throws -> IdentityErasure {
+        let (status, body) = try await post(identity, "/v1/projects/\(project)/erasures/apply", subject)
+        return try decode(IdentityErasure.self, status, body, from: identity)
+    }
+
+    func eraseStep(project: String, step: CollectorErasureStep) async throws -> CollectorErasure {
+        let (status, body) = try await post(collector, "/v1/projects/\(project)/erasures/step", step)
+        return try decode(CollectorErasure.self, status, body, from: collector)
+    }
+
+    /// identity-service's record and history of one user, as JSON text.
+    func identityRecord(project: String, user: Int64) async throws -> (user: String?, history: String?) {
+        (try await get(identity, "/v1/projects/\(project)/users/\(user)"), try await get(identity, "/v1/projects/\(project)/users/\(user)/history"))
+    }
+
+    /// The collector's export of `subject`, streamed to `write` as it arrives.
+    func export(project: String, subject: ErasureSubject, write: (ByteBuffer) async throws -> Void) async throws {
+        var request = request(collector, "/v1/projects/\(project)/user-data/export")
+        request.body = .bytes(ByteBuffer(bytes: try JSONEncoder().encode(subject)))
+        let response = try await HTTPClient.shared.execute(request, deadline: .now() + .minutes(30))
+        guard response.status == .ok else {
+            throw ServiceError.unavailable(.unavailable(collector.upstream), "the collector answered \(response.status.code) to the export")
+        }
+        for try await part in response.body { try await write(part) }
+    }
+
+    private func request(_ owner: OwnedDataAPI.Owner, _ path: String) -> HTTPClientRequest {
+        var request = HTTPClientRequest(url: owner.baseURL + path)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        if let token = owner.serviceToken { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        return request
+    }
+
+    private func post(_ owner: OwnedDataAPI.Owner, _ path: String, _ body: some Encodable) async throws -> (UInt, ByteBuffer) {
+        var request = request(owner, path)
+        request.body = .bytes(ByteBuffer(bytes: try JSONEncoder().encode(body)))
+        do {
+            let response = try await HTTPClient.shared.execute(request, timeout: timeout)
+            return (response.status.code, try await response.body.collect(upTo: OwnedDataAPI.Owner.maxAnswerBytes))
+        } catch {
+            throw ServiceError.unavailable(.unavailable(owner.upstream), "\(owner.name) cannot be reached at \(owner.baseURL) now")
+        }
+    }
+
+    private func get(_ owner: OwnedDataAPI.Owner, _ path: String) async throws -> String? {
+        var request = request(owner, path)
+        request.method = .GET
+        let response = try await HTTPClient.shared.execute(request, timeout: timeout)
+        let body = try await response.body.collect(upTo: OwnedDataAPI.Owner.maxAnswerBytes)
+        return response.status == .ok ? String(buffer: body) : nil
+    }
+
+    private func decode<T: Decodable>(_ type: T.Type, _ status: UInt, _ body: ByteBuffer, from owner: OwnedDataAPI.Owner) throws -> T {
+        guard status == 200, let value = try? JSONDecoder().decode(T.self, from: Data(buffer: body)) else {
+            throw ServiceError.unavailable(
+                .badAnswer(from: owner.upstream), "\(owner.name) answered \(status): \(String(buffer: body).prefix(300))")
+        }
+        return value
+    }
+}
+
+/// Carries out erasure jobs, one step at a time, on every config-service replica: a job is held
+/// by one runner at a time (a lease in its row), and a runner that dies leaves it to another
+/// once the lease runs out.
+struct ErasureRunner: Service {
+    let store: ErasureStore
+    let calls: ErasureCalls
+    /// Rows the collector removes from each table in one step (`ERASURE_BATCH_ROWS`).
+    let batchRows: Int
+    var interval: Duration = .seconds(1)
+    let logger: Logger
+
+    static let leaseSeconds = 120
+    static let retrySeconds = 5
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown {
+            while true {
+                while await self.runOne() {}
+                try await Task.sleep(for: self.interval)
+            }
+        }
+    }
+
+    /// Runs one job that is due as far as it goes; false when none was due.
+    func runOne() async -> Bool {
+        let claimed: ErasureStore.Claimed?
+        do {
+            claimed = try await store.claim(leaseSeconds: Self.leaseSeconds)
+        } catch {
+            logger.warning("erasure.claim_failed", metadata: ["error": "\(error)"])
+            return false
+        }
+        guard let job = claimed else { return false }
+        do {
+            if job.state == "identity" {
+                let counts = try await calls.eraseIdentities(project: job.project, subject: job.subject)
+                try await store.identityDone(job.id, counts)
+                logger.info("erasure.identity_done", metadata: ["erasure": "\(job.id)", "identities": "\(counts.identities)"])
+            }
+            var total = job.collector
+            while !total.done {
+                try Task.checkCancellation()
+                let step = try await calls.eraseStep(
+                    project: job.project, step: CollectorErasureStep(subject: job.subject, rejectedAfter: total.rejectedAfter, limit: batchRows))
+                total = step.adding(to: total)
+                try await store.collectorProgress(job.id, total, leaseSeconds: Self.leaseSeconds)
+            }
+            logger.info("erasure.done", metadata: ["erasure": "\(job.id)", "events": "\(total.events)"])
+        } catch {
+            logger.warning("erasure.step_failed", metadata: ["erasure": "\(job.id)", "error": "\(error)"])
+            try? await store.failed(job.id, "\(error)", retrySeconds: Self.retrySeconds)
+        }
+        return true
+    }
+}
+
+/// The admin API of erasures, suppressions and exports.
+struct ErasureAPI: ServiceAPI {
+    let auth: AdminAuth
+    let store: ErasureStore
+    let calls: ErasureCalls
+    /// Seconds from an erasure's request to its first step, for every gateway to read the
+    /// suppression first (`ERASURE_SETTLE_SECONDS`).
+    let settleSeconds: Int
+
+    func register(on router: Router<DatongRequestContext>) {
+        let projects = router.group("/v1/projects/:project")
+        projects.post("erasures") { request, context in
+            let actor = try await auth.authorize(request)
+            let project = try context.project()
+            let asked = try await readBody(ErasureRequest.self, request)
+            if let problem = asked.user.problem { throw ServiceError.badRequest(.invalidUser, problem) }
+            guard let subject = try await calls.subject(project: project, reference: asked.user) else {
+                throw ServiceError(.notFound, .unknownUser, "project \(project) has no such user (no user holds that id, or no user has that number)")
+            }
+            let job = try await store.create(
+                project: project, requested: asked.user, subject: subject, suppress: asked.suppress ?? true, settleSeconds: settleSeconds,
+                actor: actor)
+            context.logger.info("audit.user.erasure_requested", metadata: ["project": "\(project)", "erasure": "\(job.erasureId)", "actor": "\(actor)"])
+            return try jsonResponse(.accepted, encoding: job)
+        }
+        projects.get("erasures") { request, context in
+            _ = try await auth.authorize(request)
+            let limit = try request.integerParameter("limit", in: 1...500, default: 50)
+            return try jsonResponse(.ok, encoding: try await store.jobs(project: try context.project(), limit: limit))
+        }
+        projects.get("erasures/:erasure") { request, context in
+            _ = try await auth.authorize(request)
+            let project = try context.project()
+            guard let text = context.parameters.get("erasure"), let id = Int64(text), id > 0 else {
+                throw ServiceError.badRequest(.invalidValue, "erasure must be a positive whole number")
+            }
+            guard let job = try await store.job(project: project, id: id) else {
+                throw ServiceError(.notFound, .unknownErasure, "project \(project) has no erasure \(id)")
+            }
+            return try jsonResponse(.ok, encoding: job)
+        }
+        projects.get("suppressions") { request, context in
+            _ = try await auth.authorize(request)
+            let limit = try request.integerParameter("limit", in: 1...10_000, default: 1000)
+            return try jsonResponse(.ok, encoding: try await store.suppressions(project: try context.project(), limit: limit))
+        }
+        projects.delete("suppressions") { request, context in
+            let actor = try await auth.authorize(request)
+            let project = try context.project()
+            let query = request.uri.queryParameters
+            let erasure = query["erasure"].flatMap { Int64($0) }
+            let (key, value) = (query["key"].map(String.init), query["value"].map(String.init))
+            guard (key != nil && value != nil) != (erasure != nil) else {
+                throw ServiceError.badRequest(.invalidValue, "name what to lift: ?key=…&value=… (one id) or ?erasure=N (every id an erasure suppressed)")
+            }
+            let lifted = try await store.lift(project: project, key: key, value: value, erasureID: erasure, actor: actor)
+            guard lifted > 0 else { throw ServiceError(.notFound, .unknownSuppression, "project \(project) suppresses no such id") }
+            return jsonResponse(.ok, #"{"lifted":\#(lifted)}"#)
+        }
+        // An access request: everything Datong holds about the person, as JSON lines.
+        projects.get("user-data") { request, context in
+            let actor = try await auth.authorize(request)
+            let project = try context.project()
+            let query = request.uri.queryParameters
+            let reference = UserReference(
+                userId: query["user"].flatMap { Int64($0) }, key: query["key"].map(String.init), value: query["value"].map(String.init))
+            if let problem = reference.problem { throw ServiceError.badRequest(.invalidUser, problem.replacingOccurrences(of: "userId", with: "user")) }
+            guard let subject = try await calls.subject(project: project, reference: reference) else {
+                throw ServiceError(.notFound, .unknownUser, "project \(project) has no such user (no user holds that id, or no user has that number)")
+            }
+            try await store.pool.transaction { connection in
+                try connection.query(
+                    "INSERT INTO config.audit (actor, action, project, detail) VALUES ($1, 'user.exported', $2, $3)",
+                    [actor, project, "\(subject.users.count) users, \(subject.identities.count) ids"])
+            }
+            let calls = self.calls
+            return Response(
+                status: .ok,
+                headers: [.contentType: "application/x-ndjson; charset=utf-8", .contentDisposition: #"attachment; filename="user-data.jsonl""#],
+                body: ResponseBody { writer in
+                    for user in subject.users {
+                        let (record, history) = try await calls.identityRecord(project: project, user: user)
+                        if let record { try await writer.write(ByteBuffer(string: #"{"table":"identity.users","row":\#(record)}"# + "\n")) }
+                        if let history { try await writer.write(ByteBuffer(string: #"{"table":"identity.history","row":\#(history)}"# + "\n")) }
+                    }
+                    try await calls.export(project: project, subject: subject) { part in try await writer.write(part) }
+                    try await writer.finish(nil)
+                })
+        }
+    }
+
+    private func readBody<T: Decodable>(_ type: T.Type, _ request: Request) async throws -> T {
+        let body = try await collectBody(request, limit: 8192)
+        guard let value = try? JSONDecoder().decode(T.self, from: Data(buffer: body)) else {
+            throw ServiceError.badRequest(
+                .invalidBody, #"send {"user": {"userId": N}} or {"user": {"key": "…", "value": "…"}}, and "suppress": false to keep later records"#)
+        }
+        return value
+    }
+}

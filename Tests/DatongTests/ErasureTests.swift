@@ -1,0 +1,214 @@
+import DatongContracts
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import NIOFoundationEssentialsCompat
+import Testing
+
+/// A user's data on request (docs/PRIVACY.md), on real PostgreSQL with the four services: an
+/// export returns what is held, an erasure removes it from every table and cache and leaves
+/// other users alone, retried uploads of the erased ids are dropped, and a job a dead runner
+/// held is finished by another.
+@Suite("erasure, export and suppression of a user's data")
+struct ErasureTests {
+    static let admin: HTTPFields = [.authorization: "Bearer \(RunningServices.adminToken)", .contentType: "application/json"]
+    static let service: HTTPFields = [.authorization: "Bearer \(RunningServices.serviceToken)", .contentType: "application/json"]
+    static let day: Int64 = 86_400_000
+
+    /// Ann: a phone (`ann-phone`) that logs in as `ann`, three months of events, a profile, a
+    /// refused record; a tablet (`ann-tablet`) merged into her. Carl: one phone, the same kinds.
+    static func records(now: Int64) -> (ann: String, tablet: String, carl: String) {
+        func track(_ event: String, _ distinct: String, _ time: Int64, identities: String, extra: String = "") -> String {
+            #"{"type":"track","event":"\#(event)","time":\#(time),"distinct_id":"\#(distinct)","_track_id":\#(time % 1_000_000),"identities":\#(identities),"lib":{"$lib":"iOS","$lib_version":"4.5.0"},"properties":{"$app_version":"2.3.0"\#(extra)}}"#
+        }
+        let annPhone = #"{"$identity_anonymous_id":"ann-phone"}"#
+        let annLogin = #"{"$identity_login_id":"ann","$identity_anonymous_id":"ann-phone"}"#
+        let ann = [
+            track("AppStart", "ann-phone", now - 65 * day, identities: annPhone),
+            track("ViewProduct", "ann-phone", now - 35 * day, identities: annPhone),
+            #"{"type":"track_signup","event":"$SignUp","time":\#(now - 34 * day),"distinct_id":"ann","original_id":"ann-phone","_track_id":11,"identities":\#(annLogin),"lib":{"$lib":"iOS"},"properties":{}}"#,
+            track("Buy", "ann", now - day, identities: annLogin, extra: #","price":9.9"#),
+            #"{"type":"profile_set","time":\#(now - day),"distinct_id":"ann","_track_id":12,"identities":\#(annLogin),"lib":{"$lib":"iOS"},"properties":{"name":"Ann"}}"#,
+            // Refused at the gateway (a property name Sensors forbids): kept with the raw record.
+            track("Broken", "ann-phone", now - day, identities: annPhone, extra: #","1bad":1"#),
+        ]
+        let tablet = [track("AppStart", "ann-tablet", now - 2 * day, identities: #"{"$identity_anonymous_id":"ann-tablet"}"#)]
+        let carlIDs = #"{"$identity_anonymous_id":"carl-phone"}"#
+        let carl = [
+            track("AppStart", "carl-phone", now - 65 * day, identities: carlIDs),
+            track("Buy", "carl-phone", now - day, identities: carlIDs),
+            #"{"type":"profile_set","time":\#(now - day),"distinct_id":"carl-phone","_track_id":13,"identities":\#(carlIDs),"lib":{"$lib":"iOS"},"properties":{"name":"Carl"}}"#,
+            track("Broken", "carl-phone", now - day, identities: carlIDs, extra: #","1bad":1"#),
+        ]
+        return ("[" + ann.joined(separator: ",") + "]", "[" + tablet.joined(separator: ",") + "]", "[" + carl.joined(separator: ",") + "]")
+    }
+
+    static func upload(_ records: String, to gateway: any TestClientProtocol) async throws -> [String: Any] {
+        let (uri, body) = EndToEndTests.form(records)
+        let response = try await gateway.execute(uri: uri, method: .post, body: body)
+        #expect(response.status == .ok, "\(response.text)")
+        return try #require(try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any])
+    }
+
+    /// Rows a person has in each table and view, by their user numbers and ids.
+    static func held(_ url: String, users: [Int64], ids: [String]) async throws -> [String: String] {
+        let list = "{" + users.map(String.init).joined(separator: ",") + "}"
+        let names = "{" + ids.joined(separator: ",") + "}"
+        let queries: [String: String] = [
+            "collector.events":
+                "SELECT count(*) FROM collector.events WHERE project = 'default' AND (user_id = ANY('\(list)'::bigint[]) OR distinct_id = ANY('\(names)'::text[]))",
+            "analytics.events":
+                "SELECT count(*) FROM analytics.events WHERE project = 'default' AND (user_id = ANY('\(list)'::bigint[]) OR distinct_id = ANY('\(names)'::text[]))",
+            "collector.profile_records":
+                "SELECT count(*) FROM collector.profile_records WHERE project = 'default' AND (user_id = ANY('\(list)'::bigint[]) OR distinct_id = ANY('\(names)'::text[]))",
+            "analytics.profiles":
+                "SELECT count(*) FROM analytics.profiles WHERE project = 'default' AND (user_id = ANY('\(list)'::bigint[]) OR distinct_id = ANY('\(names)'::text[]))",
+            "analytics.rejected":
+                "SELECT count(*) FROM analytics.rejected r WHERE project = 'default' AND EXISTS (SELECT 1 FROM unnest('\(names)'::text[]) n WHERE strpos(r.raw, '\"' || n || '\"') > 0)",
+            "identity.identities":
+                "SELECT count(*) FROM identity.identities WHERE project = 'default' AND (user_id = ANY('\(list)'::bigint[]) OR value = ANY('\(names)'::text[]))",
+            "identity.users": "SELECT count(*) FROM identity.users WHERE project = 'default' AND user_id = ANY('\(list)'::bigint[])",
+            "identity.merges":
+                "SELECT count(*) FROM identity.merges WHERE project = 'default' AND (from_user = ANY('\(list)'::bigint[]) OR into_user = ANY('\(list)'::bigint[]))",
+            "identity.history":
+                "SELECT count(*) FROM identity.history WHERE project = 'default' AND (user_id = ANY('\(list)'::bigint[]) OR other_user = ANY('\(list)'::bigint[]) OR value = ANY('\(names)'::text[]))",
+            "analytics.user_canonical":
+                "SELECT count(*) FROM analytics.user_canonical WHERE project = 'default' AND (user_id = ANY('\(list)'::bigint[]) OR canonical_user_id = ANY('\(list)'::bigint[]))",
+        ]
+        var counts: [String: String] = [:]
+        for (table, sql) in queries { counts[table] = try await TestDatabase.rows(url, sql).first?[0] ?? "?" }
+        return counts
+    }
+
+    static func user(_ url: String, _ distinctID: String) async throws -> Int64 {
+        try #require(
+            try await TestDatabase.rows(url, "SELECT DISTINCT user_id FROM analytics.events WHERE distinct_id = $1", [distinctID]).first?[0]
+                .flatMap(Int64.init))
+    }
+
+    /// Polls the erasure until it is done (or 60 s pass).
+    static func finished(_ id: Int64, _ config: any TestClientProtocol) async throws -> ErasureJob {
+        for _ in 0..<600 {
+            let response = try await config.execute(uri: "/v1/projects/default/erasures/\(id)", method: .get, headers: admin)
+            #expect(response.status == .ok)
+            let job = try JSONDecoder().decode(ErasureJob.self, from: Data(buffer: response.body))
+            if job.state == "done" { return job }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw Timeout()
+    }
+
+    struct Timeout: Error {}
+
+    @Test("a user with three months of events, a profile, a merged device and a refused record is exported, then erased everywhere; retries are dropped")
+    func eraseEverywhere() async throws {
+        try await RunningServices.run(erasureSettleSeconds: 3) { services in
+            let url = services.databaseURL
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            let (ann, tablet, carl) = Self.records(now: now)
+            for records in [ann, tablet, carl] { _ = try await Self.upload(records, to: services.gateway) }
+            // The tablet is Ann's too: an operator merges it into her.
+            let (annUser, tabletUser) = (try await Self.user(url, "ann"), try await Self.user(url, "ann-tablet"))
+            let merge = try await services.identity.execute(
+                uri: "/v1/projects/default/merges", method: .post, headers: Self.service,
+                body: ByteBuffer(string: #"{"fromUser":\#(tabletUser),"intoUser":\#(annUser),"actor":"test"}"#))
+            #expect(merge.status == .created, "\(merge.text)")
+            let annIDs = ["ann", "ann-phone", "ann-tablet"]
+            let carlUser = try await Self.user(url, "carl-phone")
+            let annBefore = try await Self.held(url, users: [annUser, tabletUser], ids: annIDs)
+            let carlBefore = try await Self.held(url, users: [carlUser], ids: ["carl-phone"])
+            // What Ann has: 5 events of hers and the tablet's, her profile and its record, the
+            // refused record, 3 ids, 2 users, the merge.
+            #expect(annBefore["collector.events"] == "5" && annBefore["analytics.profiles"] == "1" && annBefore["analytics.rejected"] == "1")
+            #expect(annBefore["identity.identities"] == "3" && annBefore["identity.users"] == "2" && annBefore["identity.merges"] == "1")
+            #expect(carlBefore["collector.events"] == "2" && carlBefore["analytics.profiles"] == "1" && carlBefore["analytics.rejected"] == "1")
+
+            // The export, by her login id: every row of hers, and the end line that says it is whole.
+            let export = try await services.config.execute(
+                uri: "/v1/projects/default/user-data?key=%24identity_login_id&value=ann", method: .get, headers: Self.admin)
+            #expect(export.status == .ok)
+            let lines = export.text.split(separator: "\n").map { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            var tables: [String: Int] = [:]
+            for line in lines { if let table = line?["table"] as? String { tables[table, default: 0] += 1 } }
+            #expect(tables == ["identity.users": 2, "identity.history": 2, "events": 5, "profiles": 1, "profile_records": 1, "rejected": 1])
+            #expect((lines.last??["end"] as? Bool) == true && (lines.last??["rows"] as? Int) == 8)
+            #expect(!export.text.contains("carl"))
+
+            // The erasure, by her login id.
+            let asked = try await services.config.execute(
+                uri: "/v1/projects/default/erasures", method: .post, headers: Self.admin,
+                body: ByteBuffer(string: #"{"user":{"key":"$identity_login_id","value":"ann"}}"#))
+            #expect(asked.status == .accepted, "\(asked.text)")
+            let job = try JSONDecoder().decode(ErasureJob.self, from: Data(buffer: asked.body))
+            #expect(job.state == "waiting" && Set(job.users) == [annUser, tabletUser] && job.identityCount == 3)
+            let done = try await Self.finished(job.erasureId, services.config)
+            #expect(done.collector?.events == 5 && done.collector?.profiles == 1 && done.collector?.profileRecords == 1)
+            #expect(done.collector?.rejected == 1 && done.identity?.identities == 3 && done.identity?.users == 2 && done.identity?.merges == 1)
+            #expect(done.requested.value == "(erased)")
+
+            let annAfter = try await Self.held(url, users: [annUser, tabletUser], ids: annIDs)
+            #expect(annAfter.values.allSatisfy { $0 == "0" }, "\(annAfter)")
+            #expect(try await Self.held(url, users: [carlUser], ids: ["carl-phone"]) == carlBefore)
+            // The audit says who asked and what went by count, never her ids.
+            let audit = try await TestDatabase.rows(url, "SELECT action, actor, detail FROM config.audit WHERE action LIKE 'user.%' ORDER BY id")
+            #expect(audit.map { $0[0] } == ["user.exported", "user.erasure_requested", "user.erased"])
+            #expect(audit.allSatisfy { row in !annIDs.contains { (row[2] ?? "").contains("\"\($0)\"") } })
+
+            // Her phone retries its batch, her tablet its event: dropped and counted, nothing stored.
+            let retried = try await Self.upload(ann, to: services.gateway)
+            #expect(retried["suppressed"] as? Int == 6 && retried["stored"] as? Int == 0 && retried["rejected"] as? Int == 0)
+            #expect((try await Self.upload(tablet, to: services.gateway))["suppressed"] as? Int == 1)
+            #expect(try await Self.held(url, users: [annUser, tabletUser], ids: annIDs)["collector.events"] == "0")
+            #expect(try await Self.held(url, users: [], ids: annIDs)["identity.identities"] == "0")
+            // Carl uploads as before.
+            let carlAgain = try await Self.upload(
+                #"[{"type":"track","event":"Later","time":\#(now),"distinct_id":"carl-phone","_track_id":99,"identities":{"$identity_anonymous_id":"carl-phone"},"lib":{"$lib":"iOS"},"properties":{}}]"#,
+                to: services.gateway)
+            #expect(carlAgain["stored"] as? Int == 1 && carlAgain["suppressed"] == nil)
+
+            // Lifting the suppression lets her phone's records in again, as a new user.
+            let suppressions = try await services.config.execute(uri: "/v1/projects/default/suppressions", method: .get, headers: Self.admin)
+            #expect(try JSONDecoder().decode([Suppression].self, from: Data(buffer: suppressions.body)).count == 3)
+            let lifted = try await services.config.execute(
+                uri: "/v1/projects/default/suppressions?erasure=\(job.erasureId)", method: .delete, headers: Self.admin)
+            #expect(lifted.status == .ok && lifted.text == #"{"lifted":3}"#)
+        }
+    }
+
+    @Test("a job whose runner died mid-way is finished by another once its lease runs out, its counts added to those before")
+    func resumesAfterADeadRunner() async throws {
+        try await RunningServices.run(erasureSettleSeconds: 0) { services in
+            let url = services.databaseURL
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            let (_, _, carl) = Self.records(now: now)
+            _ = try await Self.upload(carl, to: services.gateway)
+            let carlUser = try await Self.user(url, "carl-phone")
+            // A runner erased Carl's identities and one batch of rows, then died holding the lease.
+            let subject = #"{"users":[\#(carlUser)],"identities":[{"key":"$identity_anonymous_id","value":"carl-phone"}]}"#
+            let erased = try await services.identity.execute(
+                uri: "/v1/projects/default/erasures/apply", method: .post, headers: Self.service, body: ByteBuffer(string: subject))
+            #expect(erased.status == .ok)
+            let id = try #require(
+                try await TestDatabase.rows(
+                    url,
+                    """
+                    INSERT INTO config.erasures (project, requested, actor, suppress, subject, user_ids, identity_count, state, not_before,
+                                                 lease_until, identity_counts, collector_counts)
+                    VALUES ('default', '{"userId": \(carlUser)}', 'admin:test', false, $1::jsonb, '{\(carlUser)}', 1, 'collector', now(),
+                            now() + interval '2 seconds', '{"identities":1,"users":1,"merges":0,"history":0}',
+                            '{"events":7,"profileRecords":0,"profiles":0,"items":0,"details":0,"rejected":0,"rejectedAfter":0,"done":false}')
+                    RETURNING erasure_id
+                    """, [subject]
+                ).first?[0].flatMap(Int64.init))
+            let done = try await Self.finished(id, services.config)
+            #expect(done.collector?.events == 7 + 2 && done.collector?.profiles == 1 && done.collector?.rejected == 1)
+            #expect(try await Self.held(url, users: [carlUser], ids: ["carl-phone"]).values.allSatisfy { $0 == "0" })
+            // Asking again for a user who is gone is a 404, not a second job.
+            let again = try await services.config.execute(
+                uri: "/v1/projects/default/erasures", method: .post, headers: Self.admin, body: ByteBuffer(string: #"{"user":{"userId":\#(carlUser)}}"#))
+            #expect(again.status == .notFound)
+        }
+    }
+}
