@@ -246,15 +246,40 @@ def run(args):
         c.text_in(".result h2", f"User {other}")
         c.text_in(".result table.identities", OTHER_ID)
 
-        # 8. The audit trail names every change made above.
+        # 8. A user's data on request: what is held about the other device's user, its erasure, the
+        # suppression that keeps its retried records out.
+        d.get(f"{args.console}#/p/{PROJECT}/privacy")
+        c.text_in("main h1", "Privacy")
+        Select(c.find("#privacy-key")).select_by_visible_text("anonymous id")
+        c.type(c.find("#privacy-value"), OTHER_ID)
+        c.button("Show what is held")
+        c.text_in("#privacy-held h2", "What is held about")
+        held = c.find("#privacy-held table.held tr[data-table='events']").text
+        assert held.endswith("1"), f"the other device's one event is held: {held!r}"
+        c.shot("privacy-what-is-held")
+        c.button("Erase this user…")
+        c.accept_confirm()
+        c.text_in("#privacy-held .notice.ok", "Erasure 1 started")
+        c.find("table.erasures tr[data-erasure='1'][data-state='done']", timeout=30)
+        c.text_in("table.erasures", "1 events")
+        c.text_in("table.suppressions", OTHER_ID)
+        c.shot("privacy-erased-and-suppressed")
+        status_code, answer = upload(args.gateway, token, [
+            {"type": "track", "event": "AppStart", "time": now, "distinct_id": OTHER_ID, "_track_id": 3, "properties": {}}])
+        assert status_code == 200 and answer.get("suppressed") == 1 and answer.get("stored") == 0, answer
+        c.button("Show what is held")
+        c.text_in("#privacy-held .notice.info", "No user of project")
+
+        # 9. The audit trail names every change made above.
         d.get(f"{args.console}#/audit")
         c.text_in("main h1", "Audit trail")
         audit = c.find("table.audit").text
-        for action in ("project.created", "project.token_set", "document.published", "document.rolled_back"):
+        for action in ("project.created", "project.token_set", "document.published", "document.rolled_back",
+                       "user.exported", "user.erasure_requested", "user.erased"):
             assert action in audit, f"{action} is in the audit trail"
         c.shot("audit-trail")
 
-        # 9. A token revoked while the tab is open sends the operator back to sign in, saying why.
+        # 10. A token revoked while the tab is open sends the operator back to sign in, saying why.
         d.execute_script("sessionStorage.setItem('datong.adminToken', 'revoked-token')")
         d.get(f"{args.console}#/projects")
         c.text_in(".signin", "Sign in")

@@ -7,6 +7,7 @@ import { trackingView } from "./tracking.js";
 import { documentView, KINDS } from "./documents.js";
 import { liveView } from "./live.js";
 import { identityView } from "./identity.js";
+import { privacyView } from "./privacy.js";
 import { auditView } from "./audit.js";
 
 const root = document.getElementById("app");
@@ -70,6 +71,7 @@ function header(route) {
       link(`#/p/${p}/documents/remote-config`, "Documents", route.page === "documents"),
       link(`#/p/${p}/live`, "Live data", route.page === "live"),
       link(`#/p/${p}/identity`, "Identity", route.page === "identity"),
+      link(`#/p/${p}/privacy`, "Privacy", route.page === "privacy"),
       link("#/audit", "Audit", route.name === "audit"),
     ),
     h("button.link", { type: "button", onclick: () => signIn() }, "Sign out"),
@@ -96,6 +98,7 @@ async function render() {
     else if (route.page === "tracking") stopView = await trackingView(main, route.project);
     else if (route.page === "documents") stopView = await documentView(main, route.project, KINDS.some((k) => k.id === route.arg) ? route.arg : "remote-config");
     else if (route.page === "identity") stopView = await identityView(main, route.project);
+    else if (route.page === "privacy") stopView = await privacyView(main, route.project);
     else stopView = await liveView(main, route.project);
   } catch (error) {
     if (error instanceof ApiError && error.status === 401) return;
