@@ -46,6 +46,19 @@ package enum Bench {
         }
     }
 
+    /// Runs `body` with a one-connection pool on `url`, closed after it.
+    package static func withPool<T: Sendable>(url: String, logger: Logger, _ body: (PostgresPool) async throws -> T) async throws -> T {
+        let pool = PostgresPool(url: url, maxConnections: 1, logger: logger)
+        do {
+            let value = try await body(pool)
+            await pool.close()
+            return value
+        } catch {
+            await pool.close()
+            throw error
+        }
+    }
+
     /// `url` (a libpq URI, one host or several) naming database `name` instead.
     package static func replacingDatabase(in url: String, with name: String) throws -> String {
         guard let scheme = url.range(of: "://") else { throw BenchError("DATABASE_URL is not a URI") }

@@ -6,10 +6,9 @@ import Foundation
 /// erasure, each step a few short transactions so that ingestion never waits long behind it, or
 /// read page by page for an export, so that memory stays flat however much the person has.
 ///
-/// The rows are the events and profile, item and detail records stored with one of the subject's
-/// user numbers, their profiles and details, the items every record of which came from them
-/// (items are things, not people: one another user also wrote is kept), and the rejected records
-/// whose text names one of their ids as a JSON string.
+/// The rows are the events and profile and detail records stored with one of the subject's user
+/// numbers, their profiles and details, and the rejected records whose text names one of their ids
+/// as a JSON string. Items are not among them: an item record names no user (the SDKs send none).
 package struct UserData: Sendable {
     let pool: PostgresPool
 
@@ -21,8 +20,6 @@ package struct UserData: Sendable {
         let users = "{" + step.subject.users.map(String.init).joined(separator: ",") + "}"
         let limit = String(step.limit)
         var erased = CollectorErasure(rejectedAfter: step.rejectedAfter)
-        // Items first: whether an item was only the person's is read from the records removed next.
-        erased.items = try await delete(Self.ownedItems, [project, users, limit])
         erased.events = try await delete(Self.events, [project, users, limit])
         erased.profileRecords = try await delete(Self.profileRecords, [project, users, limit])
         erased.details = try await delete(Self.details, [project, users, limit])
@@ -34,8 +31,10 @@ package struct UserData: Sendable {
         let scanned = scan?[0].flatMap(Int.init) ?? 0
         erased.rejected = scan?[2].flatMap(Int.init) ?? 0
         if let last = scan?[1].flatMap(Int64.init) { erased.rejectedAfter = last }
-        erased.done =
-            scanned < step.limit && erased.items + erased.events + erased.profileRecords + erased.details + erased.profiles == 0
+        erased.left = try await pool.withConnection { connection in
+            try connection.query(Self.left, [project, users]).scalar.flatMap(Int.init) ?? 0
+        }
+        erased.done = scanned < step.limit && erased.events + erased.profileRecords + erased.details + erased.profiles == 0
         return erased
     }
 
@@ -76,14 +75,14 @@ package struct UserData: Sendable {
 
     /// Each table an export reads, a page at a time after a cursor (column 1 of each row).
     enum ExportTable: CaseIterable {
-        case events, profiles, profileRecords, details, items, rejected
+        case events, profiles, profileRecords, details, rejected
 
         var start: String {
             switch self {
             case .events: return "-infinity\u{1F}00000000-0000-0000-0000-000000000000"
             case .profiles, .rejected: return "0"
             case .profileRecords: return "00000000-0000-0000-0000-000000000000"
-            case .details, .items: return ""
+            case .details: return ""
             }
         }
 
@@ -120,15 +119,6 @@ package struct UserData: Sendable {
                     WHERE d.project = $1 AND d.user_id = ANY($2::bigint[]) AND d.schema || chr(31) || d.detail_id > $3
                     ORDER BY d.schema || chr(31) || d.detail_id LIMIT $4
                     """
-            case .items:
-                return """
-                    SELECT json_build_object('table', 'items', 'row', to_jsonb(i))::text, i.item_type || chr(31) || i.item_id
-                    FROM collector.items i
-                    WHERE i.project = $1 AND i.item_type || chr(31) || i.item_id > $3
-                      AND EXISTS (SELECT 1 FROM collector.profile_records r WHERE r.project = $1 AND r.item_type = i.item_type
-                                  AND r.item_id = i.item_id AND r.type IN ('item_set', 'item_delete') AND r.user_id = ANY($2::bigint[]))
-                    ORDER BY i.item_type || chr(31) || i.item_id LIMIT $4
-                    """
             case .rejected:
                 return """
                     SELECT json_build_object('table', 'rejected', 'row', to_jsonb(r))::text, r.id::text
@@ -149,21 +139,6 @@ package struct UserData: Sendable {
         return String(text.dropFirst().dropLast()).replacingOccurrences(of: "\\/", with: "/")
     }
 
-    /// Items whose every item record was the person's ($1 project, $2 user numbers, $3 limit).
-    private static let ownedItems = """
-        DELETE FROM collector.items i USING (
-            SELECT r.item_type, r.item_id FROM collector.profile_records r
-            WHERE r.project = $1 AND r.user_id = ANY($2::bigint[]) AND r.type IN ('item_set', 'item_delete')
-            GROUP BY r.item_type, r.item_id
-            HAVING NOT EXISTS (
-                SELECT 1 FROM collector.profile_records o
-                WHERE o.project = $1 AND o.item_type = r.item_type AND o.item_id = r.item_id AND o.type IN ('item_set', 'item_delete')
-                  AND (o.user_id IS NULL OR NOT o.user_id = ANY($2::bigint[])))
-            LIMIT $3
-        ) owned
-        WHERE i.project = $1 AND i.item_type = owned.item_type AND i.item_id = owned.item_id
-        """
-
     private static let events = """
         DELETE FROM collector.events e USING (
             SELECT time, event_id FROM collector.events WHERE project = $1 AND user_id = ANY($2::bigint[]) LIMIT $3
@@ -182,6 +157,13 @@ package struct UserData: Sendable {
         """
 
     private static let profiles = "DELETE FROM collector.profiles WHERE project = $1 AND user_id = ANY($2::bigint[])"
+
+    /// Rows still to remove after a step (through the user indexes; refused records are scanned, not counted).
+    private static let left = """
+        SELECT (SELECT count(*) FROM collector.events WHERE project = $1 AND user_id = ANY($2::bigint[]))
+             + (SELECT count(*) FROM collector.profile_records WHERE project = $1 AND user_id = ANY($2::bigint[]))
+             + (SELECT count(*) FROM collector.details WHERE project = $1 AND user_id = ANY($2::bigint[]))
+        """
 
     /// Scans rejected records after $2 (at most $3) and removes those naming an id; answers how
     /// many were scanned, the last scanned and how many went.

@@ -78,39 +78,49 @@ package struct CollectorErasureStep: Codable, Sendable, Equatable {
     package static let limits = 1...50_000
 }
 
-/// What one collector step removed, by table, and where the scan of rejected records stands.
-/// `done` when a step found nothing left to remove anywhere.
+/// What one collector step removed, by table, what is left, and where the scan of rejected
+/// records stands. `done` when a step found nothing left to remove anywhere.
 package struct CollectorErasure: Codable, Sendable, Equatable {
     package var events: Int
     package var profileRecords: Int
     package var profiles: Int
-    package var items: Int
     package var details: Int
     package var rejected: Int
+    /// Events, profile and detail records and details still to remove after this step.
+    package var left: Int
     /// The last rejected record scanned; the next step scans after it.
     package var rejectedAfter: Int64
     package var done: Bool
 
     package init(
-        events: Int = 0, profileRecords: Int = 0, profiles: Int = 0, items: Int = 0, details: Int = 0, rejected: Int = 0,
+        events: Int = 0, profileRecords: Int = 0, profiles: Int = 0, details: Int = 0, rejected: Int = 0, left: Int = 0,
         rejectedAfter: Int64 = 0, done: Bool = false
     ) {
         self.events = events
         self.profileRecords = profileRecords
         self.profiles = profiles
-        self.items = items
+        self.left = left
         self.details = details
         self.rejected = rejected
         self.rejectedAfter = rejectedAfter
         self.done = done
     }
 
+    /// Reads a count left out as 0: a job's saved counts outlive the version that wrote them.
+    package init(from decoder: any Decoder) throws {
+        let values = try decoder.container(keyedBy: CodingKeys.self)
+        func count(_ key: CodingKeys) throws -> Int { try values.decodeIfPresent(Int.self, forKey: key) ?? 0 }
+        self.init(
+            events: try count(.events), profileRecords: try count(.profileRecords), profiles: try count(.profiles), details: try count(.details),
+            rejected: try count(.rejected), left: try count(.left), rejectedAfter: try values.decodeIfPresent(Int64.self, forKey: .rejectedAfter) ?? 0,
+            done: try values.decodeIfPresent(Bool.self, forKey: .done) ?? false)
+    }
+
     /// This step's counts added to `total`'s.
     package func adding(to total: CollectorErasure) -> CollectorErasure {
         CollectorErasure(
             events: total.events + events, profileRecords: total.profileRecords + profileRecords, profiles: total.profiles + profiles,
-            items: total.items + items, details: total.details + details, rejected: total.rejected + rejected,
-            rejectedAfter: rejectedAfter, done: done
+            details: total.details + details, rejected: total.rejected + rejected, left: left, rejectedAfter: rejectedAfter, done: done
         )
     }
 }

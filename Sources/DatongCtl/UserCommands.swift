@@ -93,7 +93,7 @@ struct ErasureStatus: CtlCommand {
         }
         if let rows = job.collector {
             line += "\tcollector: \(rows.events) events, \(rows.profiles) profiles, \(rows.profileRecords) profile records, "
-            line += "\(rows.items) items, \(rows.details) details, \(rows.rejected) rejected"
+            line += "\(rows.details) details, \(rows.rejected) rejected" + (job.state == "done" ? "" : ", \(rows.left) rows left")
         }
         if let finished = job.finishedAt { line += "\tdone \(finished)" }
         if let error = job.lastError, job.state != "done" { line += "\tlast error (tried again): \(error)" }

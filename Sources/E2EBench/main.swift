@@ -10,6 +10,10 @@
 // record each from web pages (the JS SDK's image beacon and sendBeacon), 2 in 10 app uploads of 10
 // to 50 records.
 //
+// --erase N [--erase-heavy EVENTS]: instead of the rounds above, the half-rate latency before and
+// while N users are erased through the admin API (Erasure.swift; with --volume, on the volume
+// database, the first user given EVENTS more events).
+//
 // --volume: each round also runs the same traffic on a database already holding EVENTS events over
 // three months of partitions and N known identities (loaded once with COPY, timed separately), and
 // the report puts both sizes side by side. --set: one service's extra environment, for A/B runs
@@ -453,6 +457,45 @@ if volumeEvents > 0 {
         print("e2e-bench: loading the volume database failed: \(error) (service logs in \(logDirectory))")
         exit(1)
     }
+}
+
+// `--erase N`: instead of rounds, ingestion latency before and while N users are erased (Erasure.swift).
+let eraseUsers = Bench.option("--erase", default: 0)
+let duringRequests = try traffic.phase(start: returningDevices + requestCount + requestCount / 2, count: requestCount / 2)
+if eraseUsers > 0 {
+    let heavy = Bench.option("--erase-heavy", default: 100_000)
+    let setup = ErasureLoad.Setup(
+        binDirectory: binDirectory, logDirectory: logDirectory, settings: serviceSettings, replicas: replicas, connections: connections,
+        warmUp: warmUp, fullSpeed: fullSpeed, halfRate: halfRate, during: duringRequests,
+        logins: (0..<returningDevices).compactMap { traffic.device($0).login }, check: acknowledged, settle: { try await settle(url: $0) })
+    var reports: [ErasureLoad.Report] = []
+    for number in 1...rounds {
+        do {
+            let url: String
+            if let volume { url = try await volume.copy(adminURL: adminURL) } else { url = try await Bench.freshDatabase(adminURL: adminURL, logger: logger) }
+            let report = try await ErasureLoad.run(setup, url: url, users: eraseUsers, heavyEvents: heavy, volume: volume != nil)
+            await VolumeDatabase.drop(url, adminURL: adminURL)
+            Bench.say(
+                String(
+                    format:
+                        "  round %d: half rate p50/p99/max %.1f/%.1f/%.1f ms before, %.1f/%.1f/%.1f ms while erasing; %d users, %d events erased in %.1f s (the longest %.2f s) of the %.1f s phase",
+                    number, report.before.p50, report.before.p99, report.before.max, report.during.p50, report.during.p99, report.during.max,
+                    report.erasures, report.events, report.seconds, report.longestSeconds, report.duringSeconds))
+            reports.append(report)
+        } catch {
+            print("e2e-bench: the erasure round failed: \(error) (service logs in \(logDirectory))")
+            exit(1)
+        }
+    }
+    let middle = { (value: (ErasureLoad.Report) -> Double) in Bench.median(reports.map(value)) }
+    print(
+        String(
+            format:
+                "\n| half-rate requests (%@) | p50 | p99 | max |\n|---|---|---|---|\n| before | %.1f ms | %.1f ms | %.1f ms |\n| while erasing %d users (%@) | %.1f ms | %.1f ms | %.1f ms |\n\nerasures: %.1f s for all, the longest %.2f s, %.0f events removed (medians of %d rounds)",
+            recordsLabel, middle(\.before.p50), middle(\.before.p99), middle(\.before.max), eraseUsers,
+            volume != nil ? "at volume, the first with \(heavy) more events" : "each a bench device's user", middle(\.during.p50),
+            middle(\.during.p99), middle(\.during.max), middle(\.seconds), middle(\.longestSeconds), middle { Double($0.events) }, rounds))
+    exit(0)
 }
 
 var results: [Round] = []

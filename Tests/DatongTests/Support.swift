@@ -159,6 +159,7 @@ struct RunningServices: Sendable {
         gatewayCollectorCalls: Int = GatewaySettings().collectorCalls,
         identityMaxRequestBytes: Int = IdentitySettings(server: ServerSettings(port: 0), database: DatabaseSettings()).maxRequestBytes,
         erasureSettleSeconds: Int = 0,
+        erasureBatchRows: Int = 5000,
         _ body: @escaping @Sendable (RunningServices) async throws -> Void
     ) async throws {
         let url = try await TestDatabase.create()
@@ -183,7 +184,7 @@ struct RunningServices: Sendable {
                     settings: ConfigSettings(
                         server: server, database: database, adminToken: adminToken, sealer: try KeySealer(masterKeyBase64: masterKey),
                         identityURL: "http://127.0.0.1:\(identityClient.port!)", collectorURL: "http://127.0.0.1:\(collectorClient.port!)",
-                        erasureSettleSeconds: erasureSettleSeconds
+                        erasureSettleSeconds: erasureSettleSeconds, erasureBatchRows: erasureBatchRows
                     ),
                     runtime: runtime
                 )

@@ -16,7 +16,7 @@ const KEYS = [
 
 const TABLES = [
   ["events", "events"], ["profiles", "profiles"], ["profile_records", "profile records"], ["details", "details"],
-  ["items", "items only they wrote"], ["rejected", "refused records"], ["identity.users", "users (merged ones too)"],
+["rejected", "refused records"], ["identity.users", "users (merged ones too)"],
 ];
 
 export async function privacyView(main, project) {
@@ -87,7 +87,7 @@ export async function privacyView(main, project) {
     const c = job.collector;
     const i = job.identity;
     const parts = [];
-    if (c) parts.push(`${c.events} events, ${c.profiles} profiles, ${c.profileRecords} profile records, ${c.details} details, ${c.items} items, ${c.rejected} refused records`);
+    if (c) parts.push(`${c.events} events, ${c.profiles} profiles, ${c.profileRecords} profile records, ${c.details} details, ${c.rejected} refused records${job.state === "done" ? "" : `; ${c.left} rows left`}`);
     if (i) parts.push(`${i.identities} ids, ${i.users} users, ${i.merges} merges, ${i.history} history entries`);
     return parts.join("; ");
   }
