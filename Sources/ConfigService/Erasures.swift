@@ -76,6 +76,14 @@ struct ErasureStore: Sendable {
         return job
     }
 
+    /// Throws 404 `unknown_project` unless config-service knows `project`.
+    func requireProject(_ project: String) async throws {
+        let known = try await pool.withConnection { connection in
+            try connection.query("SELECT 1 FROM config.projects WHERE name = $1", [project]).rows.count == 1
+        }
+        guard known else { throw ServiceError(.notFound, .unknownProject, "there is no project '\(project)'") }
+    }
+
     func job(project: String, id: Int64) async throws -> ErasureJob? {
         try await pool.withConnection { connection in
             try connection.query(Self.jobSelect + " WHERE project = $1 AND erasure_id = $2", [project, String(id)]).rows.first.flatMap(Self.job)
@@ -384,6 +392,7 @@ struct ErasureAPI: ServiceAPI {
             let project = try context.project()
             let asked = try await readBody(ErasureRequest.self, request)
             if let problem = asked.user.problem { throw ServiceError.badRequest(.invalidUser, problem) }
+            try await store.requireProject(project)
             guard let subject = try await calls.subject(project: project, reference: asked.user) else {
                 throw ServiceError(.notFound, .unknownUser, "project \(project) has no such user (no user holds that id, or no user has that number)")
             }
@@ -435,6 +444,7 @@ struct ErasureAPI: ServiceAPI {
             let reference = UserReference(
                 userId: query["user"].flatMap { Int64($0) }, key: query["key"].map(String.init), value: query["value"].map(String.init))
             if let problem = reference.problem { throw ServiceError.badRequest(.invalidUser, problem.replacingOccurrences(of: "userId", with: "user")) }
+            try await store.requireProject(project)
             guard let subject = try await calls.subject(project: project, reference: reference) else {
                 throw ServiceError(.notFound, .unknownUser, "project \(project) has no such user (no user holds that id, or no user has that number)")
             }

@@ -178,6 +178,22 @@ struct ErasureTests {
         }
     }
 
+    @Test("a project config-service does not know is a 404, even when identity-service holds users under its name")
+    func unknownProject() async throws {
+        try await RunningServices.run { services in
+            // identity-service keeps no list of projects: a user can exist under any name.
+            let linked = try await services.identity.execute(
+                uri: "/v1/projects/nosuch/links", method: .post, headers: Self.service,
+                body: ByteBuffer(string: #"{"identities":{"$identity_login_id":"someone"}}"#))
+            #expect(linked.status == .ok)
+            let erase = try await services.config.execute(
+                uri: "/v1/projects/nosuch/erasures", method: .post, headers: Self.admin, body: ByteBuffer(string: #"{"user":{"userId":1}}"#))
+            #expect(erase.status == .notFound && erase.text.contains("unknown_project"), "\(erase.text)")
+            let export = try await services.config.execute(uri: "/v1/projects/nosuch/user-data?user=1", method: .get, headers: Self.admin)
+            #expect(export.status == .notFound && export.text.contains("unknown_project"), "\(export.text)")
+        }
+    }
+
     @Test("a job whose runner died mid-way is finished by another once its lease runs out, its counts added to those before")
     func resumesAfterADeadRunner() async throws {
         try await RunningServices.run(erasureSettleSeconds: 0) { services in
