@@ -1,6 +1,7 @@
 import DatongContracts
 import DatongRuntime
 import DatongStorage
+import Foundation
 import Hummingbird
 import Logging
 
@@ -21,7 +22,7 @@ package func buildCollectorApplication(
         api: CollectorAPI(
             store: store, reads: PostgresStoredDataReads(pool: database.pool), serviceToken: ServiceToken(settings.server.serviceToken),
             maxBatchBytes: settings.maxBatchBytes, refusals: Refusals(registry: runtime.metrics),
-            keyRule: StoredKeyRule(pool: database.pool).current, userData: UserData(pool: database.pool)
+            keyRule: StoredKeyRule(pool: database.pool).current, userData: UserData(pool: database.pool), retention: maintenance
         ),
         schema: CollectorSchema.name, migrations: CollectorSchema.migrations, server: settings.server, runtime: runtime, services: [maintenance, replication]
     )
@@ -41,6 +42,8 @@ struct CollectorAPI: ServiceAPI {
     var keyRule: @Sendable () async throws -> KeyRule = { .trackIDs }
     /// A person's rows, for erasures and exports (config-service runs them); nil: no such routes.
     var userData: UserData? = nil
+    /// The partitions' retention, for its dry run; nil: no such route.
+    var retention: PartitionMaintenance? = nil
 
     func register(on router: Router<DatongRequestContext>) {
         router.post("/v1/batches") { request, context in try await write(request, context: context) }
@@ -76,6 +79,14 @@ struct CollectorAPI: ServiceAPI {
             }
             let limit = try request.integerParameter("limit", in: ReadBounds.limits, default: ReadBounds.defaultLimit)
             return jsonResponse(.ok, try await reads.rejected(project: project, before: before, limit: limit))
+        }
+        if let retention {
+            // What a retention of `days` (default: RETENTION_DAYS) would drop now; drops nothing.
+            router.get("/v1/retention") { request, _ in
+                try serviceToken.check(request)
+                let days = try request.integerParameter("days", in: 1...36_500, default: max(1, retention.retentionDays))
+                return try jsonResponse(.ok, encoding: try await retention.plan(days: days, nowMillis: Int64(Date().timeIntervalSince1970 * 1000)))
+            }
         }
         if let userData {
             projects.post("erasures/step") { request, context in

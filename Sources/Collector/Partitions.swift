@@ -1,3 +1,4 @@
+import DatongContracts
 import DatongPostgres
 import Foundation
 import Logging
@@ -40,6 +41,17 @@ final class EventPartitions: Sendable {
                 WHERE n.nspname = 'collector' AND p.relname = 'events'
                 """
             ).rows.compactMap { $0[0].flatMap(MonthPartition.init(tableName:)) }
+        }
+    }
+
+    /// The rows of one partition by project, counted exactly (a dry run says what it would drop).
+    func rowsByProject(_ month: MonthPartition) async throws -> [RetentionPlan.ProjectRows] {
+        try await pool.withConnection { connection in
+            try connection.query("SELECT project, count(*) FROM collector.\(month.tableName) GROUP BY project ORDER BY project").rows.compactMap {
+                row -> RetentionPlan.ProjectRows? in
+                guard let project = row[0], let rows = row[1].flatMap(Int.init) else { return nil }
+                return RetentionPlan.ProjectRows(project: project, rows: rows)
+            }
         }
     }
 
@@ -134,7 +146,7 @@ package struct MonthPartition: Hashable, Sendable {
 /// then hourly; a failed run (the database not there yet) is tried again soon.
 final class PartitionMaintenance: Service, Sendable {
     private let partitions: EventPartitions
-    private let retentionDays: Int
+    let retentionDays: Int
     private let logger: Logger
 
     init(partitions: EventPartitions, retentionDays: Int, logger: Logger) {
@@ -168,9 +180,26 @@ final class PartitionMaintenance: Service, Sendable {
         let current = MonthPartition(unixMillis: nowMillis)
         try await partitions.ensure([current, current.next, current.next.next])
         guard retentionDays > 0 else { return [] }
-        let cutoff = nowMillis - Int64(retentionDays) * 86_400_000
-        let expired = try await partitions.existing().filter { $0.next.startUnixMillis <= cutoff }
+        let expired = try await expired(days: retentionDays, nowMillis: nowMillis)
         try await partitions.drop(expired)
         return expired
+    }
+
+    /// The partitions a retention of `days` drops: those whose every row is older than it.
+    func expired(days: Int, nowMillis: Int64) async throws -> [MonthPartition] {
+        let cutoff = nowMillis - Int64(days) * 86_400_000
+        return try await partitions.existing().filter { $0.next.startUnixMillis <= cutoff }.sorted { $0.startUnixMillis < $1.startUnixMillis }
+    }
+
+    /// What a retention of `days` would drop now, with each partition's rows by project.
+    func plan(days: Int, nowMillis: Int64) async throws -> RetentionPlan {
+        let expired = try await expired(days: days, nowMillis: nowMillis)
+        var planned: [RetentionPlan.Partition] = []
+        for month in expired {
+            let rows = try await partitions.rowsByProject(month)
+            planned.append(.init(name: month.tableName, from: month.lowerBound, to: month.next.lowerBound, rows: rows))
+        }
+        let cutoff = Date(timeIntervalSince1970: Double(nowMillis - Int64(days) * 86_400_000) / 1000)
+        return RetentionPlan(days: days, retentionDays: retentionDays, cutoff: cutoff.ISO8601Format(), partitions: planned)
     }
 }

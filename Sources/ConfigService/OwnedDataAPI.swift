@@ -75,6 +75,12 @@ struct OwnedDataAPI: ServiceAPI {
                 try await passOn(request, context, to: identity)
             }
         }
+        // The collector's retention dry run: what RETENTION_DAYS (or ?days=N) would drop now.
+        router.get("/v1/retention") { request, context in
+            _ = try await auth.authorize(request)
+            let query = request.uri.query.map { "?" + $0 } ?? ""
+            return try await collector.call(.GET, "/v1/retention" + query, requestID: context.requestID, logger: context.logger)
+        }
         projects.post("merges/:merge/undo") { request, context in
             // The undo is recorded in identity's history under the admin token's name.
             let actor = try await authorizeProject(request, context)

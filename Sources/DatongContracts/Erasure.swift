@@ -193,3 +193,45 @@ package struct Suppression: Codable, Sendable, Equatable, Hashable {
         self.createdAt = createdAt
     }
 }
+
+/// `GET /v1/retention?days=N`: what retention would drop, without dropping it. Whole monthly
+/// partitions of events go, never single rows; each partition's rows are counted by project.
+package struct RetentionPlan: Codable, Sendable, Equatable {
+    /// The retention the plan is for, and the one the collector applies hourly (0: keeps all).
+    package var days: Int
+    package var retentionDays: Int
+    /// Events older than this instant are past the retention; a partition goes when all of it is.
+    package var cutoff: String
+    package var partitions: [Partition]
+
+    package struct Partition: Codable, Sendable, Equatable {
+        package var name: String
+        package var from: String
+        package var to: String
+        package var rows: [ProjectRows]
+
+        package init(name: String, from: String, to: String, rows: [ProjectRows]) {
+            self.name = name
+            self.from = from
+            self.to = to
+            self.rows = rows
+        }
+    }
+
+    package struct ProjectRows: Codable, Sendable, Equatable {
+        package var project: String
+        package var rows: Int
+
+        package init(project: String, rows: Int) {
+            self.project = project
+            self.rows = rows
+        }
+    }
+
+    package init(days: Int, retentionDays: Int, cutoff: String, partitions: [Partition]) {
+        self.days = days
+        self.retentionDays = retentionDays
+        self.cutoff = cutoff
+        self.partitions = partitions
+    }
+}

@@ -1,4 +1,6 @@
 import DatongContracts
+import DatongCtl
+import DatongPostgres
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -6,6 +8,8 @@ import HummingbirdTesting
 import NIOCore
 import NIOFoundationEssentialsCompat
 import Testing
+
+@testable import Collector
 
 /// A user's data on request (docs/PRIVACY.md), on real PostgreSQL with the four services: an
 /// export returns what is held, an erasure removes it from every table and cache and leaves
@@ -175,6 +179,40 @@ struct ErasureTests {
             let lifted = try await services.config.execute(
                 uri: "/v1/projects/default/suppressions?erasure=\(job.erasureId)", method: .delete, headers: Self.admin)
             #expect(lifted.status == .ok && lifted.text == #"{"lifted":3}"#)
+        }
+    }
+
+    @Test("the retention dry run names the months and rows by project that retention then drops, and nothing else")
+    func retentionDryRun() async throws {
+        try await RunningServices.run { services in
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            let (ann, _, carl) = Self.records(now: now)
+            _ = try await Self.upload(ann, to: services.gateway)
+            _ = try await Self.upload(carl, to: services.gateway)
+            let environment = ["DATONG_CONFIG_URL": "http://127.0.0.1:\(services.config.port!)", "DATONG_ADMIN_TOKEN": RunningServices.adminToken]
+            // The retention whose cutoff is just past the oldest event's month: that month goes, the
+            // month of 35 days ago stays (whatever today's date).
+            let oldest = MonthPartition(unixMillis: now - 65 * Self.day)
+            let days = Int((now - oldest.next.startUnixMillis) / Self.day)
+            let dryRun = await Datongctl.run(["retention", "--days", "\(days)"], environment: environment)
+            #expect(dryRun.exitCode == 0, "\(dryRun.output)")
+            let answer = try await services.config.execute(uri: "/v1/retention?days=\(days)", method: .get, headers: Self.admin)
+            let plan = try JSONDecoder().decode(RetentionPlan.self, from: Data(buffer: answer.body))
+            #expect(plan.partitions.map(\.name) == [oldest.tableName] && plan.days == days && plan.retentionDays == 0)
+            let held = try await TestDatabase.rows(
+                services.databaseURL, "SELECT project, count(*) FROM collector.\(oldest.tableName) GROUP BY project ORDER BY project")
+            #expect(plan.partitions.first?.rows.map { [$0.project, String($0.rows)] } == held.map { $0.map { $0 ?? "" } })
+            #expect(held.count == 1 && dryRun.output.contains("\(oldest.tableName)\t") && dryRun.output.contains("default \(held[0][1] ?? "")"))
+            let before = try await TestDatabase.rows(services.databaseURL, "SELECT count(*) FROM collector.events")
+            // Retention with the same days drops exactly what the dry run named.
+            let dropped = try await TestDatabase.withPool(services.databaseURL) { pool in
+                try await PartitionMaintenance(partitions: EventPartitions(pool: pool), retentionDays: days, logger: TestDatabase.logger)
+                    .maintain(nowMillis: now)
+            }
+            #expect(dropped.map(\.tableName) == plan.partitions.map(\.name))
+            let after = try await TestDatabase.rows(services.databaseURL, "SELECT count(*) FROM collector.events")
+            let planned = plan.partitions.flatMap(\.rows).map(\.rows).reduce(0, +)
+            #expect(Int(after.first?[0] ?? "") == Int(before.first?[0] ?? "")! - planned)
         }
     }
 
