@@ -98,8 +98,15 @@ struct ConfigAPI: ServiceAPI {
             case .open: tokenSHA256 = nil
             case .token(let digest): tokenSHA256 = digest
             }
+            // Gateways read this every few seconds: revalidated by an ETag of the token and the
+            // suppression list's version, an unchanged answer is a 304, however long the list.
+            let version = try await erasures.store.suppressionVersion(project: project) ?? 0
+            let etag = "\"" + SHA256Digest.hex(Array("\(tokenSHA256 ?? "-")/\(version)".utf8)).prefix(32) + "\""
+            let candidates = (request.headers[.ifNoneMatch] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            if candidates.contains(etag) { return Response(status: .notModified, headers: [.eTag: etag]) }
             let suppressed = try await erasures.store.suppressedIDs(project: project)
-            return try jsonResponse(.ok, encoding: ProjectIngestion(project: project, tokenSHA256: tokenSHA256, suppressed: suppressed))
+            return try jsonResponse(
+                .ok, encoding: ProjectIngestion(project: project, tokenSHA256: tokenSHA256, suppressed: suppressed), headers: [.eTag: etag])
         }
 
         router.put("/v1/projects/:project/:kind") { request, context in

@@ -66,6 +66,7 @@ struct ErasureStore: Sendable {
                     """,
                     [project, String(id), actor, postgresTextArray(subject.identities.map(\.key)), postgresTextArray(subject.identities.map(\.value))]
                 )
+                try Self.bumpSuppressionVersion(project, on: connection)
             }
             try Self.audit(
                 actor, "user.erasure_requested", project: project,
@@ -185,6 +186,17 @@ struct ErasureStore: Sendable {
         }
     }
 
+    private static func bumpSuppressionVersion(_ project: String, on connection: PostgresConnection) throws {
+        try connection.query("UPDATE config.projects SET suppression_version = suppression_version + 1 WHERE name = $1", [project])
+    }
+
+    /// The version of `project`'s suppression list (nil: no such project).
+    func suppressionVersion(project: String) async throws -> Int64? {
+        try await pool.withConnection { connection in
+            try connection.query("SELECT suppression_version FROM config.projects WHERE name = $1", [project]).scalar.flatMap(Int64.init)
+        }
+    }
+
     /// Every suppressed id of `project`, what the gateways drop records for.
     func suppressedIDs(project: String) async throws -> [IdentityPair] {
         try await pool.withConnection { connection in
@@ -205,6 +217,7 @@ struct ErasureStore: Sendable {
                 [project, key, value, erasureID.map(String.init)]
             ).affectedRows
             if lifted > 0 {
+                try Self.bumpSuppressionVersion(project, on: connection)
                 // The audit names the erasure or the key, never the id's value.
                 let what = erasureID.map { "erasure \($0)" } ?? "one \(key ?? "") id"
                 try Self.audit(actor, "suppression.lifted", project: project, detail: "\(lifted) suppressed ids of \(what)", on: connection)

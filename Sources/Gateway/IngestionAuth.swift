@@ -44,6 +44,8 @@ final class IngestionAuth: Sendable {
         var access: ProjectAccess
         var suppressed: SuppressedIDs
         var fetchedAt: ContinuousClock.Instant
+        /// config-service's ETag of the answer, to revalidate it.
+        var etag: String? = nil
     }
 
     private let config: ServiceClient
@@ -84,16 +86,20 @@ final class IngestionAuth: Sendable {
         if let cached, now - cached.fetchedAt < refreshInterval { return cached }
         let fetched: Entry
         do {
-            switch try await config.fetchDocument("/v1/projects/\(project)/ingestion", etag: nil, maxBytes: Self.maxAnswerBytes, logger: logger) {
+            let path = "/v1/projects/\(project)/ingestion"
+            switch try await config.fetchDocument(path, etag: cached?.etag, maxBytes: Self.maxAnswerBytes, logger: logger) {
             case .absent:
                 fetched = Entry(access: .unknown, suppressed: SuppressedIDs(), fetchedAt: now)
-            case .document(_, let body):
+            case .document(let etag, let body):
                 guard let ingestion = try? JSONDecoder().decode(ProjectIngestion.self, from: Data(body)) else {
                     throw ServiceError.unavailable(.badAnswer(from: config.upstream), "config-service gave an answer the gateway cannot read")
                 }
-                fetched = Entry(access: ingestion.access, suppressed: SuppressedIDs(ingestion.suppressed ?? []), fetchedAt: now)
+                fetched = Entry(access: ingestion.access, suppressed: SuppressedIDs(ingestion.suppressed ?? []), fetchedAt: now, etag: etag)
             case .notModified:
-                fetched = Entry(access: cached?.access ?? .unknown, suppressed: cached?.suppressed ?? SuppressedIDs(), fetchedAt: now)
+                guard let cached else {
+                    throw ServiceError.unavailable(.badAnswer(from: config.upstream), "config-service answered 304 to a first read")
+                }
+                fetched = Entry(access: cached.access, suppressed: cached.suppressed, fetchedAt: now, etag: cached.etag)
             }
         } catch {
             // config-service cannot say now: the last answer stands; never seen is a 503.

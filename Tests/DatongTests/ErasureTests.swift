@@ -141,6 +141,13 @@ struct ErasureTests {
             #expect((lines.last??["end"] as? Bool) == true && (lines.last??["rows"] as? Int) == 8)
             #expect(!export.text.contains("carl"))
 
+            // What the gateways read each refresh: revalidated, an unchanged list is a 304.
+            let ingestion = try await services.config.execute(uri: "/v1/projects/default/ingestion", method: .get, headers: Self.service)
+            let etag = try #require(ingestion.headers[.eTag])
+            var revalidate = Self.service
+            revalidate[.ifNoneMatch] = etag
+            #expect(try await services.config.execute(uri: "/v1/projects/default/ingestion", method: .get, headers: revalidate).status == .notModified)
+
             // The erasure, by her login id.
             let asked = try await services.config.execute(
                 uri: "/v1/projects/default/erasures", method: .post, headers: Self.admin,
@@ -148,6 +155,9 @@ struct ErasureTests {
             #expect(asked.status == .accepted, "\(asked.text)")
             let job = try JSONDecoder().decode(ErasureJob.self, from: Data(buffer: asked.body))
             #expect(job.state == "waiting" && Set(job.users) == [annUser, tabletUser] && job.identityCount == 3)
+            // Her ids are in the list now: the old ETag gets the new list.
+            let changed = try await services.config.execute(uri: "/v1/projects/default/ingestion", method: .get, headers: revalidate)
+            #expect(changed.status == .ok && changed.text.contains(#""value":"ann""#) && changed.headers[.eTag] != etag)
             let done = try await Self.finished(job.erasureId, services.config)
             #expect(done.collector?.events == 5 && done.collector?.profiles == 1 && done.collector?.profileRecords == 1)
             #expect(done.collector?.rejected == 1 && done.identity?.identities == 3 && done.identity?.users == 2 && done.identity?.merges == 1)
