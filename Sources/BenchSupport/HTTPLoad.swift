@@ -48,6 +48,11 @@ package enum HTTPLoad {
         package let latencies: [Double]
         package let elapsed: Double
 
+        package init(latencies: [Double], elapsed: Double) {
+            self.latencies = latencies
+            self.elapsed = elapsed
+        }
+
         /// The latency at `fraction` (0.5 = median, 0.99 = p99).
         package func percentile(_ fraction: Double) -> Double {
             let sorted = latencies.sorted()

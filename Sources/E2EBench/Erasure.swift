@@ -1,6 +1,7 @@
 import BenchSupport
 import DatongPostgres
 import Foundation
+import Synchronization
 
 /// `--erase N`: what erasing users costs ingestion (docs/PRIVACY.md). After the warm-up and the
 /// full-speed phase fill the database, the half-rate traffic runs twice at the same pace: once
@@ -57,8 +58,21 @@ enum ErasureLoad {
             var targets: [(key: String, value: String)] = volume && heavyEvents > 0 ? [("$identity_anonymous_id", "volume-device-0")] : []
             for login in setup.logins where targets.count < users { targets.append(("$identity_login_id", login)) }
             let configPort = fleet.ports["config-service"]!
-            let erasing = Task { try await erase(targets, port: configPort) }
-            let during = try await HTTPLoad.run(port: fleet.gatewayPort, requests: setup.during, connections: connections, rate: rate, check: acknowledged)
+            let erasingDone = Flag()
+            let erasing = Task {
+                defer { erasingDone.set() }
+                return try await erase(targets, port: configPort)
+            }
+            // The traffic goes on at the same pace for as long as the erasures take (a pass again
+            // repeats its records: duplicates, answered 200 like the rest).
+            var latencies: [Double] = []
+            var duringSeconds = 0.0
+            repeat {
+                let pass = try await HTTPLoad.run(port: fleet.gatewayPort, requests: setup.during, connections: connections, rate: rate, check: acknowledged)
+                latencies += pass.latencies
+                duringSeconds += pass.elapsed
+            } while !erasingDone.value
+            let during = HTTPLoad.Outcome(latencies: latencies, elapsed: duringSeconds)
             let erased = try await erasing.value
             let logins = targets.filter { $0.key == "$identity_login_id" }.map(\.value)
             let left = try await Bench.withPool(url: url, logger: Bench.quietLogger("e2e-bench")) { pool in
@@ -73,38 +87,42 @@ enum ErasureLoad {
             await fleet.stopAll()
             return Report(
                 before: Latency(before), during: Latency(during), erasures: erased.count, events: erased.events, seconds: erased.seconds,
-                longestSeconds: erased.longest, duringSeconds: during.elapsed)
+                longestSeconds: erased.longest, duringSeconds: duringSeconds)
         } catch {
             await fleet.stopAll()
             throw error
         }
     }
 
-    /// Erases each target in turn through the admin API, waiting for each job to be done.
+    /// Asks for every erasure at once, as an operator with a batch of requests would, then waits
+    /// until each job is done; the longest is the longest from a job's request to its end.
     static func erase(_ targets: [(key: String, value: String)], port: Int) async throws -> (count: Int, events: Int, seconds: Double, longest: Double) {
         try await HTTPLoad.onThread {
             let connection = try HTTPLoad.Connection(port: port)
             defer { connection.close() }
             let headers = [("Authorization", "Bearer \(ServiceFleet.adminToken)"), ("Content-Type", "application/json")]
             let start = ContinuousClock.now
-            var (events, longest) = (0, 0.0)
+            var asked: [(id: Int, at: ContinuousClock.Instant)] = []
             for target in targets {
-                let began = ContinuousClock.now
                 let body = try JSONSerialization.data(withJSONObject: ["user": ["key": target.key, "value": target.value]])
-                let asked = try connection.exchange(HTTPLoad.Request("POST", "/v1/projects/default/erasures", body: Array(body), headers: headers).bytes)
-                guard asked.status == 202, let job = try JSONSerialization.jsonObject(with: Data(asked.body)) as? [String: Any],
+                let answer = try connection.exchange(HTTPLoad.Request("POST", "/v1/projects/default/erasures", body: Array(body), headers: headers).bytes)
+                guard answer.status == 202, let job = try JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any],
                     let id = job["erasureId"] as? Int
-                else { throw BenchError("erasing \(target.value): HTTP \(asked.status) \(asked.text.prefix(200))") }
+                else { throw BenchError("erasing \(target.value): HTTP \(answer.status) \(answer.text.prefix(200))") }
+                asked.append((id, ContinuousClock.now))
+            }
+            var (events, longest) = (0, 0.0)
+            for job in asked {
                 while true {
-                    let answer = try connection.exchange(HTTPLoad.Request("GET", "/v1/projects/default/erasures/\(id)", headers: headers).bytes)
+                    let answer = try connection.exchange(HTTPLoad.Request("GET", "/v1/projects/default/erasures/\(job.id)", headers: headers).bytes)
                     let state = try JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any]
                     if state?["state"] as? String == "done" {
                         events += (state?["collector"] as? [String: Any])?["events"] as? Int ?? 0
+                        longest = max(longest, Bench.seconds(ContinuousClock.now - job.at))
                         break
                     }
-                    Thread.sleep(forTimeInterval: 0.05)
+                    Thread.sleep(forTimeInterval: 0.02)
                 }
-                longest = max(longest, Bench.seconds(ContinuousClock.now - began))
             }
             return (targets.count, events, Bench.seconds(ContinuousClock.now - start), longest)
         }
@@ -127,4 +145,11 @@ enum ErasureLoad {
             }
         }
     }
+}
+
+/// Set once, read from any thread.
+final class Flag: Sendable {
+    private let state = Mutex(false)
+    func set() { state.withLock { $0 = true } }
+    var value: Bool { state.withLock { $0 } }
 }

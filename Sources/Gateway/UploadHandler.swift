@@ -65,7 +65,8 @@ struct UploadHandler: Sendable {
         var problems = upload.problems
         // Records may name projects of their own (server SDKs): each is checked against its list.
         var suppression = [project: suppressed]
-        for other in Set(upload.accepted.compactMap { $0.identity?.project }) where suppression[other] == nil {
+        for record in upload.accepted {
+            guard let other = record.identity?.project, other != project, suppression[other] == nil else { continue }
             suppression[other] = try await auth.suppressed(other, logger: context.logger)
         }
 
