@@ -26,18 +26,20 @@ struct UserOptions: ParsableArguments {
     func reference() throws -> UserReference {
         guard ProjectName.isValid(project) else { throw CtlFailure.usage("datongctl: '\(project)' is not a project name") }
         var reference = UserReference(userId: user)
-        if let id {
-            guard let equals = id.firstIndex(of: "="), equals != id.startIndex else {
-                throw CtlFailure.usage("datongctl: --id is KEY=VALUE, e.g. '$identity_login_id=13800000000'")
-            }
-            reference.key = String(id[..<equals])
-            reference.value = String(id[id.index(after: equals)...])
-        }
+        if let id { (reference.key, reference.value) = try Self.keyAndValue(id) }
         if let problem = reference.problem {
             throw CtlFailure.usage(
                 "datongctl: \(problem.replacingOccurrences(of: "userId", with: "--user").replacingOccurrences(of: "key and value", with: "--id"))")
         }
         return reference
+    }
+
+    /// `--id KEY=VALUE` as its key and value.
+    static func keyAndValue(_ id: String) throws -> (String, String) {
+        guard let equals = id.firstIndex(of: "="), equals != id.startIndex else {
+            throw CtlFailure.usage("datongctl: --id is KEY=VALUE, e.g. '$identity_login_id=13800000000'")
+        }
+        return (String(id[..<equals]), String(id[id.index(after: equals)...]))
     }
 }
 
@@ -170,8 +172,8 @@ struct LiftSuppression: CtlCommand {
         switch (erasure, id) {
         case (let erasure?, nil): query.append(("erasure", String(erasure)))
         case (nil, let id?):
-            guard let equals = id.firstIndex(of: "="), equals != id.startIndex else { throw CtlFailure.usage("datongctl: --id is KEY=VALUE") }
-            query += [("key", String(id[..<equals])), ("value", String(id[id.index(after: equals)...]))]
+            let (key, value) = try UserOptions.keyAndValue(id)
+            query += [("key", key), ("value", value)]
         default: throw CtlFailure.usage("datongctl: give --erasure N or --id KEY=VALUE")
         }
         let answer = try await admin.send(.DELETE, "/v1/projects/\(project)/suppressions", query: query)
