@@ -321,7 +321,13 @@ struct ErasureCalls: Sendable {
         request.method = .GET
         let response = try await HTTPClient.shared.execute(request, timeout: timeout)
         let body = try await response.body.collect(upTo: OwnedDataAPI.Owner.maxAnswerBytes)
-        return response.status == .ok ? String(buffer: body) : nil
+        switch response.status.code {
+        case 200: return String(buffer: body)
+        case 404: return nil  // erased since the export began
+        default:
+            // An export missing a part must not look whole: the stream ends without its last line.
+            throw ServiceError.unavailable(.unavailable(owner.upstream), "\(owner.name) answered \(response.status.code) during an export")
+        }
     }
 
     private func decode<T: Decodable>(_ type: T.Type, _ status: UInt, _ body: ByteBuffer, from owner: OwnedDataAPI.Owner) throws -> T {
