@@ -131,7 +131,7 @@ struct VolumeDatabase {
     }
 
     /// One stored event as the collector would have written it from an iOS SDK upload (the same
-    /// columns, a similar property set), in COPY's text format.
+    /// columns, a similar property set, its `_track_id`; no item schema), in COPY's text format.
     private static func appendEvent(_ row: Int, device: Int, time: Int64, to out: inout [UInt8]) {
         let timestamp = Self.timestamp(time)
         let id = String(row, radix: 16)
@@ -146,7 +146,8 @@ struct VolumeDatabase {
                 {"$os":"iOS","$os_version":"17.4","$model":"iPhone15,2","$manufacturer":"Apple","$screen_width":393,"$screen_height":852,"$wifi":true,"$network_type":"WIFI","$carrier":"中国移动","$app_id":"com.example.shop","$app_name":"Shop","$app_version":"2.3.0","$timezone_offset":-480,"$is_first_day":false,"$element_content":"加入购物车","$element_type":"UIButton","$screen_name":"ProductViewController","$title":"商品详情","price":129.5,"sku":"SKU-\#(row)","tags":["sale","new"]}
                 """#.utf8)
         out.append(
-            contentsOf: "\tautoTrack\t\\N\t\\N\t{\"$identity_idfv\":\"volume-device-\(device)\",\"$identity_anonymous_id\":\"volume-device-\(device)\"}\n"
+            contentsOf:
+                "\tautoTrack\t\\N\t\\N\t{\"$identity_idfv\":\"volume-device-\(device)\",\"$identity_anonymous_id\":\"volume-device-\(device)\"}\t\(row)\t\\N\n"
                 .utf8)
     }
 
