@@ -17,7 +17,7 @@ package struct UserData: Sendable {
     /// Removes at most `step.limit` rows of each table and scans at most `step.limit` rejected
     /// records; `done` when nothing was left anywhere and the scan reached the end.
     package func eraseStep(project: String, _ step: CollectorErasureStep) async throws -> CollectorErasure {
-        let users = "{" + step.subject.users.map(String.init).joined(separator: ",") + "}"
+        let users = postgresBigintArray(step.subject.users)
         let limit = String(step.limit)
         var erased = CollectorErasure(rejectedAfter: step.rejectedAfter)
         erased.events = try await delete(Self.events, [project, users, limit])
@@ -45,7 +45,7 @@ package struct UserData: Sendable {
     /// Writes every row of `subject` as JSON lines, `{"table": …, "row": {…}}`, then a last line
     /// `{"end": true, "rows": N}` that says the export is whole (a stream cut short has none).
     package func export(project: String, subject: ErasureSubject, write: (String) async throws -> Void) async throws {
-        let users = "{" + subject.users.map(String.init).joined(separator: ",") + "}"
+        let users = postgresBigintArray(subject.users)
         let needles = postgresTextArray(subject.identities.map { Self.jsonString($0.value) })
         var rows = 0
         for table in ExportTable.allCases {

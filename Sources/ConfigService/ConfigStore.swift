@@ -358,7 +358,8 @@ struct PostgresConfigStore: ConfigStore {
         }
     }
 
-    private static func audit(
+    /// Writes an audit entry in the transaction that makes the change (erasures use it too).
+    static func audit(
         _ actor: String, _ action: String, project: String? = nil, kind: DocumentKind? = nil, scope: DocumentScope? = nil,
         version: Int? = nil, detail: String? = nil, on connection: PostgresConnection
     ) throws {

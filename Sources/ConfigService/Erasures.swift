@@ -52,7 +52,7 @@ struct ErasureStore: Sendable {
                     """,
                     [
                         project, requestedText, actor, suppress ? "true" : "false", subjectText,
-                        "{" + subject.users.map(String.init).joined(separator: ",") + "}", String(subject.identities.count),
+                        postgresBigintArray(subject.users), String(subject.identities.count),
                         String(suppress ? settleSeconds : 0),
                     ]
                 ).scalar.flatMap(Int64.init)
@@ -68,7 +68,7 @@ struct ErasureStore: Sendable {
                 )
                 try Self.bumpSuppressionVersion(project, on: connection)
             }
-            try Self.audit(
+            try PostgresConfigStore.audit(
                 actor, "user.erasure_requested", project: project,
                 detail: "erasure \(id): \(subject.users.count) users, \(subject.identities.count) ids\(suppress ? ", suppressed" : "")", on: connection)
             return id
@@ -157,7 +157,7 @@ struct ErasureStore: Sendable {
                     [String(id), text]
                 ).rows.first
             else { return }
-            try Self.audit(
+            try PostgresConfigStore.audit(
                 row[1] ?? "", "user.erased", project: row[0],
                 detail: "erasure \(id) of \(row[3] ?? "0") users: identity-service \(row[2] ?? "{}"), collector \(text)", on: connection)
         }
@@ -220,7 +220,7 @@ struct ErasureStore: Sendable {
                 try Self.bumpSuppressionVersion(project, on: connection)
                 // The audit names the erasure or the key, never the id's value.
                 let what = erasureID.map { "erasure \($0)" } ?? "one \(key ?? "") id"
-                try Self.audit(actor, "suppression.lifted", project: project, detail: "\(lifted) suppressed ids of \(what)", on: connection)
+                try PostgresConfigStore.audit(actor, "suppression.lifted", project: project, detail: "\(lifted) suppressed ids of \(what)", on: connection)
             }
             return lifted
         }
@@ -253,9 +253,6 @@ struct ErasureStore: Sendable {
         )
     }
 
-    private static func audit(_ actor: String, _ action: String, project: String?, detail: String, on connection: PostgresConnection) throws {
-        try connection.query("INSERT INTO config.audit (actor, action, project, detail) VALUES ($1, $2, $3, $4)", [actor, action, project, detail])
-    }
 }
 
 /// Calls to identity-service and the collector on an erasure's or export's behalf, with the
@@ -468,9 +465,8 @@ struct ErasureAPI: ServiceAPI {
                 throw ServiceError(.notFound, .unknownUser, "project \(project) has no such user (no user holds that id, or no user has that number)")
             }
             try await store.pool.transaction { connection in
-                try connection.query(
-                    "INSERT INTO config.audit (actor, action, project, detail) VALUES ($1, 'user.exported', $2, $3)",
-                    [actor, project, "\(subject.users.count) users, \(subject.identities.count) ids"])
+                try PostgresConfigStore.audit(
+                    actor, "user.exported", project: project, detail: "\(subject.users.count) users, \(subject.identities.count) ids", on: connection)
             }
             let calls = self.calls
             return Response(

@@ -1,3 +1,6 @@
+/// PostgreSQL's text form of a `bigint[]` (user numbers and the like, for `= ANY($1::bigint[])`).
+package func postgresBigintArray(_ values: [Int64]) -> String { "{" + values.map(String.init).joined(separator: ",") + "}" }
+
 /// PostgreSQL's text form of a `text[]`, for sending a whole list as one parameter
 /// (`… = ANY($1::text[])`, `unnest($1::text[])`). Built over UTF-8 bytes: the collector sends
 /// thousands of keys per transaction this way.

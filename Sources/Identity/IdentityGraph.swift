@@ -106,7 +106,7 @@ final class GraphTransaction {
             let rows = try connection.queryPrepared(
                 "identity.logins",
                 "SELECT user_id, key, value FROM identity.identities WHERE project = $1 AND user_id = ANY($2::bigint[])",
-                [project, "{" + ids.map(String.init).joined(separator: ",") + "}"]
+                [project, postgresBigintArray(ids)]
             ).rows
             for row in rows {
                 guard let user = row[0].flatMap(Int64.init), let key = row[1], let value = row[2], IdentityRules.isLoginClass(key) else { continue }

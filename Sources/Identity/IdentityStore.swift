@@ -353,7 +353,7 @@ package struct PostgresIdentityStore: IdentityStore {
             let users = [canonical] + merged.filter { $0 != canonical }
             var identities = try connection.query(
                 "SELECT key, value FROM identity.identities WHERE project = $1 AND user_id = ANY($2::bigint[]) ORDER BY key, value LIMIT $3",
-                [project, Self.bigintArray(users), String(ErasureSubject.maxIdentities)]
+                [project, postgresBigintArray(users), String(ErasureSubject.maxIdentities)]
             ).rows.compactMap { row in row[0].flatMap { key in row[1].map { IdentityPair(key: key, value: $0) } } }
             if let key = reference.key, let value = reference.value, !identities.contains(IdentityPair(key: key, value: value)) {
                 identities.append(IdentityPair(key: key, value: value))
@@ -363,7 +363,7 @@ package struct PostgresIdentityStore: IdentityStore {
     }
 
     func erase(project: String, subject: ErasureSubject) async throws -> IdentityErasure {
-        let users = Self.bigintArray(subject.users)
+        let users = postgresBigintArray(subject.users)
         let keys = postgresTextArray(subject.identities.map(\.key))
         let values = postgresTextArray(subject.identities.map(\.value))
         let epoch = cache?.epoch ?? 0
@@ -409,9 +409,6 @@ package struct PostgresIdentityStore: IdentityStore {
         cache?.update(learned: [], readAt: epoch, forgetting: invalidated)
         return erased
     }
-
-    /// PostgreSQL's text form of a `bigint[]`.
-    private static func bigintArray(_ values: [Int64]) -> String { "{" + values.map(String.init).joined(separator: ",") + "}" }
 
     // MARK: Helpers
 
