@@ -15,7 +15,9 @@ package func buildCollectorApplication(
         pool: database.pool, partitions: partitions, writers: settings.database.poolSize,
         maxRecordsPerTransaction: settings.maxRecordsPerTransaction, maxWaitingRecords: settings.maxWaitingRecords
     )
-    let maintenance = PartitionMaintenance(partitions: partitions, retentionDays: settings.retentionDays, logger: runtime.logger)
+    let maintenance = PartitionMaintenance(
+        partitions: partitions, settings: RetentionSettings(pool: database.pool), retentionDays: settings.retentionDays, logger: runtime.logger
+    )
     let replication = ReplicationMonitor(pool: database.pool, registry: runtime.metrics, logger: runtime.logger)
     return database.application(
         name: "collector",
@@ -81,11 +83,34 @@ struct CollectorAPI: ServiceAPI {
             return jsonResponse(.ok, try await reads.rejected(project: project, before: before, limit: limit))
         }
         if let retention {
-            // What a retention of `days` (default: RETENTION_DAYS) would drop now; drops nothing.
+            // What retention would drop now (`?days=N` and `?project=P&months=N` try other
+            // settings); drops nothing.
             router.get("/v1/retention") { request, _ in
                 try serviceToken.check(request)
-                let days = try request.integerParameter("days", in: 1...36_500, default: max(1, retention.retentionDays))
-                return try jsonResponse(.ok, encoding: try await retention.plan(days: days, nowMillis: Int64(Date().timeIntervalSince1970 * 1000)))
+                var policy = try await retention.policy()
+                policy.days = try request.integerParameter("days", in: 0...36_500, default: retention.retentionDays)
+                if let project = request.uri.queryParameters["project"].map(String.init) {
+                    guard ProjectName.isValid(project) else { throw ServiceError.invalidProject }
+                    // 0: the project without its own retention.
+                    let months = try request.integerParameter("months", in: 0...ProjectRetention.months.upperBound, default: 0)
+                    policy.months[project] = months == 0 ? nil : months
+                }
+                return try jsonResponse(.ok, encoding: try await retention.plan(policy, nowMillis: Int64(Date().timeIntervalSince1970 * 1000)))
+            }
+            projects.put("retention") { request, context in
+                let project = try authorize(request, context)
+                let setting = try await decodeJSONBody(RetentionSetting.self, from: request, limit: 1024)
+                guard ProjectRetention.months.contains(setting.months) else {
+                    throw ServiceError.badRequest(.invalidValue, "months is \(ProjectRetention.months): this month and the N before are kept")
+                }
+                let kept = ProjectRetention(project: project, months: setting.months)
+                try await retention.settings.set(kept)
+                return try jsonResponse(.ok, encoding: kept)
+            }
+            projects.delete("retention") { request, context in
+                let project = try authorize(request, context)
+                try await retention.settings.clear(project: project)
+                return Response(status: .noContent)
             }
         }
         if let userData {

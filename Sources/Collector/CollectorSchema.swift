@@ -350,5 +350,33 @@ package enum CollectorSchema {
                     RETURN state;
                 END $$;
                 """),
+        Migration(
+            version: 8, name: "events split by project within each month; retention per project",
+            sql: """
+                -- A project's own retention in months (PartitionMaintenance); projects without a
+                -- row keep RETENTION_DAYS.
+                CREATE TABLE collector.retention (
+                    project    text        PRIMARY KEY,
+                    months     integer     NOT NULL CHECK (months BETWEEN 1 AND 1200),
+                    updated_at timestamptz NOT NULL DEFAULT now()
+                );
+                -- Months are now split by project (a table per project and month, dropped whole by
+                -- its project's retention). Months without events yet are dropped here and made
+                -- again split when needed; months holding events stay one table for all projects.
+                DO $$
+                DECLARE
+                    month regclass;
+                    has_rows boolean;
+                BEGIN
+                    FOR month IN
+                        SELECT c.oid::regclass FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                        WHERE i.inhparent = 'collector.events'::regclass AND c.relkind = 'r'
+                    LOOP
+                        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', month);
+                        EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s)', month) INTO has_rows;
+                        IF NOT has_rows THEN EXECUTE format('DROP TABLE %s', month); END IF;
+                    END LOOP;
+                END $$;
+                """),
     ]
 }

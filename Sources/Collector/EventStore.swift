@@ -126,7 +126,8 @@ final class PostgresEventStore: EventStore {
         var rejected = BinaryCopyWriter()
         var eventCount = 0
         var profileCount = 0
-        var months = Set<MonthPartition>()
+        var partitionsUsed = Set<ProjectMonth>()
+        var lastPartition: ProjectMonth?
         var keys: [RecordKey] = []
         var eventRows: [EventRow] = []
         var recordProjects: [String] = []
@@ -142,7 +143,11 @@ final class PostgresEventStore: EventStore {
                 switch record.content {
                 case .event(let row):
                     eventCount += 1
-                    months.insert(MonthPartition(unixMillis: record.time))
+                    let partition = ProjectMonth(month: MonthPartition(unixMillis: record.time), project: record.project)
+                    if partition != lastPartition {
+                        partitionsUsed.insert(partition)
+                        lastPartition = partition
+                    }
                     let start = events.bytes.count
                     events.appendEncodedRow(batch.eventRows[row])
                     eventRows.append(EventRow(project: record.project, time: record.time, id: record.key, bytes: start..<events.bytes.count))
@@ -162,7 +167,7 @@ final class PostgresEventStore: EventStore {
                 rejected.text(UntrustedText.storable(record.raw))
             }
         }
-        try await partitions.ensure(months)
+        try await partitions.ensure(partitionsUsed)
 
         let eventData = events.finish()
         let profileData = profiles.finish()

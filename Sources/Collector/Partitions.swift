@@ -5,23 +5,49 @@ import Logging
 import ServiceLifecycle
 import Synchronization
 
-/// The monthly partitions of `collector.events` this process knows exist, created on demand.
+/// The partitions of `collector.events`: a table per month (`events_YYYY_MM`), split into a table
+/// per project and month (`ProjectMonth`), so one project's month can be dropped whole. Months
+/// stored before the split (collector migration 8) stay one table shared by their projects.
 final class EventPartitions: Sendable {
     private let pool: PostgresPool
-    private let known = Mutex<Set<MonthPartition>>([])
+    private let known = Mutex<Set<ProjectMonth>>([])
 
     init(pool: PostgresPool) { self.pool = pool }
 
-    /// Creates the partitions for `months` that this process has not seen yet. Replicas serialise
+    /// Creates the tables for `partitions` that this process has not seen yet. Replicas serialise
     /// on an advisory lock, and `IF NOT EXISTS` makes a lost race harmless.
-    func ensure(_ months: Set<MonthPartition>) async throws {
-        let missing = known.withLock { months.subtracting($0) }
+    func ensure(_ partitions: Set<ProjectMonth>) async throws {
+        let missing = known.withLock { partitions.subtracting($0) }
         guard !missing.isEmpty else { return }
         try await pool.transaction { connection in
             try connection.query("SELECT pg_advisory_xact_lock($1)", [String(Self.lockKey)])
-            for month in missing { try connection.execute(month.createStatement) }
+            let months = Set(missing.map(\.month))
+            let shared = try Self.sharedMonths(among: months, on: connection)
+            for month in months where !shared.contains(month) { try connection.execute(month.createStatement) }
+            for partition in missing where !shared.contains(partition.month) { try connection.execute(partition.createStatement) }
         }
         known.withLock { $0.formUnion(missing) }
+    }
+
+    /// Creates the month tables `months` (split by project) where they do not exist yet.
+    func ensure(months: Set<MonthPartition>) async throws {
+        try await pool.transaction { connection in
+            try connection.query("SELECT pg_advisory_xact_lock($1)", [String(Self.lockKey)])
+            for month in months { try connection.execute(month.createStatement) }
+        }
+    }
+
+    /// Which of `months` exist as one table for every project (stored before the split).
+    private static func sharedMonths(among months: Set<MonthPartition>, on connection: PostgresConnection) throws -> Set<MonthPartition> {
+        let names = months.map(\.tableName)
+        return Set(
+            try connection.query(
+                """
+                SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                WHERE n.nspname = 'collector' AND c.relkind = 'r' AND c.relname = ANY($1::text[])
+                """,
+                [postgresTextArray(names)]
+            ).rows.compactMap { $0[0].flatMap(MonthPartition.init(tableName:)) })
     }
 
     /// Forgets what this process knew, after a partition was dropped (here or by another replica).
@@ -30,24 +56,65 @@ final class EventPartitions: Sendable {
     }
 
     /// The partitions that exist now.
-    func existing() async throws -> [MonthPartition] {
+    func existing() async throws -> Layout {
         try await pool.withConnection { connection in
-            try connection.query(
+            var layout = Layout()
+            for row in try connection.query(
                 """
-                SELECT c.relname FROM pg_inherits i
-                JOIN pg_class c ON c.oid = i.inhrelid
-                JOIN pg_class p ON p.oid = i.inhparent
-                JOIN pg_namespace n ON n.oid = p.relnamespace
-                WHERE n.nspname = 'collector' AND p.relname = 'events'
+                SELECT m.relname, m.relkind = 'p', pg_get_expr(l.relpartbound, l.oid)
+                FROM pg_inherits i
+                JOIN pg_class m ON m.oid = i.inhrelid
+                LEFT JOIN pg_inherits li ON li.inhparent = m.oid
+                LEFT JOIN pg_class l ON l.oid = li.inhrelid
+                WHERE i.inhparent = 'collector.events'::regclass
                 """
-            ).rows.compactMap { $0[0].flatMap(MonthPartition.init(tableName:)) }
+            ).rows {
+                guard let month = row[0].flatMap(MonthPartition.init(tableName:)) else { continue }
+                guard row[1] == "t" else {
+                    layout.shared.insert(month)
+                    continue
+                }
+                layout.split.insert(month)
+                if let project = row[2].flatMap(ProjectMonth.project(ofBound:)) {
+                    layout.projectMonths.insert(ProjectMonth(month: month, project: project))
+                }
+            }
+            return layout
         }
     }
 
-    /// The rows of one partition by project, counted exactly (a dry run says what it would drop).
-    func rowsByProject(_ month: MonthPartition) async throws -> [RetentionPlan.ProjectRows] {
+    /// The tables of `collector.events` by kind.
+    struct Layout {
+        /// Months stored before the split: one table holds every project's events.
+        var shared: Set<MonthPartition> = []
+        /// Months split by project, and their project tables.
+        var split: Set<MonthPartition> = []
+        var projectMonths: Set<ProjectMonth> = []
+
+        var months: Set<MonthPartition> { shared.union(split) }
+    }
+
+    /// The projects with events in a shared month, by a walk of its (project, …) index: a lookup
+    /// per project, not a scan of the month.
+    func projects(in month: MonthPartition) async throws -> [String] {
         try await pool.withConnection { connection in
-            try connection.query("SELECT project, count(*) FROM collector.\(month.tableName) GROUP BY project ORDER BY project").rows.compactMap {
+            try connection.query(
+                """
+                WITH RECURSIVE p(project) AS (
+                    SELECT min(project) FROM collector.\(month.tableName)
+                    UNION ALL
+                    SELECT (SELECT min(project) FROM collector.\(month.tableName) WHERE project > p.project) FROM p WHERE p.project IS NOT NULL
+                )
+                SELECT project FROM p WHERE project IS NOT NULL
+                """
+            ).rows.compactMap { $0[0] }
+        }
+    }
+
+    /// The rows of `table` (its SQL name) by project, counted exactly (a dry run says what it would drop).
+    func rowsByProject(table: String) async throws -> [RetentionPlan.ProjectRows] {
+        try await pool.withConnection { connection in
+            try connection.query("SELECT project, count(*) FROM \(table) GROUP BY project ORDER BY project").rows.compactMap {
                 row -> RetentionPlan.ProjectRows? in
                 guard let project = row[0], let rows = row[1].flatMap(Int.init) else { return nil }
                 return RetentionPlan.ProjectRows(project: project, rows: rows)
@@ -55,12 +122,12 @@ final class EventPartitions: Sendable {
         }
     }
 
-    /// Drops `months` (retention); the rows in them are gone.
-    func drop(_ months: [MonthPartition]) async throws {
-        guard !months.isEmpty else { return }
+    /// Drops the tables `tables` (their SQL names; retention): the rows in them are gone.
+    func drop(_ tables: [String]) async throws {
+        guard !tables.isEmpty else { return }
         try await pool.transaction { connection in
             try connection.query("SELECT pg_advisory_xact_lock($1)", [String(Self.lockKey)])
-            for month in months { try connection.execute("DROP TABLE IF EXISTS collector.\(month.tableName)") }
+            for table in tables { try connection.execute("DROP TABLE IF EXISTS \(table)") }
         }
         forgetAll()
     }
@@ -69,8 +136,45 @@ final class EventPartitions: Sendable {
     static let lockKey = 0x6576_656E_7473
 }
 
+/// One project's events of one month: a partition of the month's table, `events_YYYY_MM_<project>`.
+package struct ProjectMonth: Hashable, Sendable {
+    package let month: MonthPartition
+    package let project: String
+
+    package init(month: MonthPartition, project: String) {
+        self.month = month
+        self.project = project
+    }
+
+    /// The table's name. One past PostgreSQL's 63 bytes keeps the project's first 32 characters
+    /// and adds a hash of the whole name.
+    var tableName: String {
+        let plain = "\(month.tableName)_\(project)"
+        guard plain.utf8.count > 63 else { return plain }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a
+        for byte in project.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return "\(month.tableName)_\(project.prefix(32))_\(String(hash, radix: 16))"
+    }
+
+    /// The table in SQL: quoted, since project names keep their case.
+    var sqlName: String { "collector.\"\(tableName)\"" }
+
+    /// Creates the table; its month's table exists already. Project names are letters, digits and
+    /// underscores (`ProjectName`), so the literal needs no escaping.
+    package var createStatement: String {
+        "CREATE TABLE IF NOT EXISTS \(sqlName) PARTITION OF collector.\(month.tableName) FOR VALUES IN ('\(project)')"
+    }
+
+    /// The project of a partition bound as PostgreSQL prints it: `FOR VALUES IN ('name')`.
+    static func project(ofBound bound: String) -> String? {
+        guard bound.hasPrefix("FOR VALUES IN ('"), bound.hasSuffix("')") else { return nil }
+        let name = String(bound.dropFirst("FOR VALUES IN ('".count).dropLast(2))
+        return ProjectName.isValid(name) ? name : nil
+    }
+}
+
 /// Monthly range partitions of `collector.events`, named `events_YYYY_MM`.
-package struct MonthPartition: Hashable, Sendable {
+package struct MonthPartition: Hashable, Sendable, Comparable {
     let year: Int
     let month: Int
 
@@ -87,7 +191,12 @@ package struct MonthPartition: Hashable, Sendable {
         self.month = month
     }
 
+    /// Months since year 0: `a.index - b.index` is how many months apart they are.
+    var index: Int { year * 12 + month - 1 }
+
     var next: MonthPartition { month == 12 ? .init(year: year + 1, month: 1) : .init(year: year, month: month + 1) }
+
+    package static func < (a: MonthPartition, b: MonthPartition) -> Bool { a.index < b.index }
 
     var tableName: String { "events_\(year)_\(month < 10 ? "0" : "")\(month)" }
 
@@ -105,12 +214,19 @@ package struct MonthPartition: Hashable, Sendable {
 
     var lowerBound: String { Self.timestamp(year, month) }
 
+    /// Creates the month's table, split by project (`ProjectMonth` creates the projects' tables).
     package var createStatement: String {
         let upper = next
         return """
             CREATE TABLE IF NOT EXISTS collector.\(tableName) PARTITION OF collector.events
-            FOR VALUES FROM ('\(lowerBound)') TO ('\(upper.lowerBound)')
+            FOR VALUES FROM ('\(lowerBound)') TO ('\(upper.lowerBound)') PARTITION BY LIST (project)
             """
+    }
+
+    /// The month's table and one table per project in it, for tools that fill a fresh database.
+    package static func createStatements(for events: some Sequence<(project: String, unixMillis: Int64)>) -> [String] {
+        let partitions = Set(events.map { ProjectMonth(month: MonthPartition(unixMillis: $0.unixMillis), project: $0.project) })
+        return Set(partitions.map(\.month)).map(\.createStatement) + partitions.map(\.createStatement)
     }
 
     private static func timestamp(_ year: Int, _ month: Int) -> String {
@@ -141,16 +257,66 @@ package struct MonthPartition: Hashable, Sendable {
     }
 }
 
-/// Keeps `collector.events` partitioned ahead (this month and the next two) and, when a retention
-/// is set (`RETENTION_DAYS`), drops partitions whose every row is older than it. Runs at start and
-/// then hourly; a failed run (the database not there yet) is tried again soon.
+/// How long events are kept: months per project (`collector.retention`), and `RETENTION_DAYS` for
+/// the projects without their own (0 keeps them all).
+package struct RetentionPolicy: Sendable, Equatable {
+    var days: Int
+    var months: [String: Int]
+
+    /// Whether every event `project` has in `month` is past its retention: for N months, the month
+    /// ended at least N months ago (this month and the N before are kept); for N days, the month
+    /// ended at least N days ago.
+    func expires(_ month: MonthPartition, of project: String, nowMillis: Int64) -> Bool {
+        if let months = months[project] { return month.index <= MonthPartition(unixMillis: nowMillis).index - months - 1 }
+        guard days > 0 else { return false }
+        return month.next.startUnixMillis <= nowMillis - Int64(days) * 86_400_000
+    }
+}
+
+/// The per-project retention, kept in `collector.retention` (set through config-service).
+struct RetentionSettings: Sendable {
+    let pool: PostgresPool
+
+    func all() async throws -> [ProjectRetention] {
+        try await pool.withConnection { connection in
+            try connection.query("SELECT project, months FROM collector.retention ORDER BY project").rows.compactMap { row in
+                guard let project = row[0], let months = row[1].flatMap(Int.init) else { return nil }
+                return ProjectRetention(project: project, months: months)
+            }
+        }
+    }
+
+    func set(_ retention: ProjectRetention) async throws {
+        try await pool.withConnection { connection in
+            try connection.query(
+                """
+                INSERT INTO collector.retention (project, months) VALUES ($1, $2::integer)
+                ON CONFLICT (project) DO UPDATE SET months = excluded.months, updated_at = now()
+                """,
+                [retention.project, String(retention.months)])
+        }
+    }
+
+    func clear(project: String) async throws {
+        try await pool.withConnection { connection in
+            try connection.query("DELETE FROM collector.retention WHERE project = $1", [project])
+        }
+    }
+}
+
+/// Keeps `collector.events` partitioned ahead (this month and the next two) and drops the tables
+/// whose every event is past its project's retention (`RetentionPolicy`): a project's month, or a
+/// shared month once it is past for every project in it. Runs at start and then hourly; a failed
+/// run (the database not there yet) is tried again soon.
 final class PartitionMaintenance: Service, Sendable {
     private let partitions: EventPartitions
+    let settings: RetentionSettings
     let retentionDays: Int
     private let logger: Logger
 
-    init(partitions: EventPartitions, retentionDays: Int, logger: Logger) {
+    init(partitions: EventPartitions, settings: RetentionSettings, retentionDays: Int, logger: Logger) {
         self.partitions = partitions
+        self.settings = settings
         self.retentionDays = retentionDays
         self.logger = logger
     }
@@ -162,7 +328,7 @@ final class PartitionMaintenance: Service, Sendable {
                 do {
                     let dropped = try await self.maintain(nowMillis: Int64(Date().timeIntervalSince1970 * 1000))
                     if !dropped.isEmpty {
-                        self.logger.info("partitions.dropped", metadata: ["partitions": "\(dropped.map(\.tableName))"])
+                        self.logger.info("partitions.dropped", metadata: ["partitions": "\(dropped)"])
                     }
                     succeeded = true
                 } catch {
@@ -174,32 +340,87 @@ final class PartitionMaintenance: Service, Sendable {
         }
     }
 
-    /// Creates the partitions ahead and drops those past the retention; returns the dropped ones.
+    /// The retention in force: `RETENTION_DAYS` and the projects' months.
+    func policy() async throws -> RetentionPolicy {
+        RetentionPolicy(days: retentionDays, months: Dictionary(try await settings.all().map { ($0.project, $0.months) }) { a, _ in a })
+    }
+
+    /// Creates the partitions ahead and drops those past the retention; returns the dropped tables.
     @discardableResult
-    func maintain(nowMillis: Int64) async throws -> [MonthPartition] {
+    func maintain(nowMillis: Int64) async throws -> [String] {
         let current = MonthPartition(unixMillis: nowMillis)
-        try await partitions.ensure([current, current.next, current.next.next])
-        guard retentionDays > 0 else { return [] }
-        let expired = try await expired(days: retentionDays, nowMillis: nowMillis)
-        try await partitions.drop(expired)
+        try await partitions.ensure(months: [current, current.next, current.next.next])
+        let expired = try await expired(try await policy(), nowMillis: nowMillis)
+        try await partitions.drop(expired.map(\.sqlName))
+        return expired.map(\.name)
+    }
+
+    /// A table `policy` drops.
+    struct Expired {
+        enum Kind {
+            /// One project's events of the month.
+            case project(String)
+            /// A month stored before the split, past for every project in it.
+            case shared
+            /// A split month's own table, once no project's table is left in it: holds no rows.
+            case emptied
+        }
+
+        var kind: Kind
+        var month: MonthPartition
+
+        var name: String {
+            if case .project(let project) = kind { return ProjectMonth(month: month, project: project).tableName }
+            return month.tableName
+        }
+
+        var sqlName: String {
+            if case .project(let project) = kind { return ProjectMonth(month: month, project: project).sqlName }
+            return "collector.\(month.tableName)"
+        }
+    }
+
+    /// The tables `policy` drops now, oldest first; a split month's own table after its projects'.
+    func expired(_ policy: RetentionPolicy, nowMillis: Int64) async throws -> [Expired] {
+        let layout = try await partitions.existing()
+        let current = MonthPartition(unixMillis: nowMillis)
+        var expired: [Expired] = []
+        for month in layout.months.sorted() where month < current {
+            if layout.shared.contains(month) {
+                let projects = try await partitions.projects(in: month)
+                if projects.allSatisfy({ policy.expires(month, of: $0, nowMillis: nowMillis) }) {
+                    expired.append(Expired(kind: .shared, month: month))
+                }
+                continue
+            }
+            let projects = layout.projectMonths.filter { $0.month == month }.map(\.project).sorted()
+            let going = projects.filter { policy.expires(month, of: $0, nowMillis: nowMillis) }
+            expired += going.map { Expired(kind: .project($0), month: month) }
+            if going.count == projects.count { expired.append(Expired(kind: .emptied, month: month)) }
+        }
         return expired
     }
 
-    /// The partitions a retention of `days` drops: those whose every row is older than it.
-    func expired(days: Int, nowMillis: Int64) async throws -> [MonthPartition] {
-        let cutoff = nowMillis - Int64(days) * 86_400_000
-        return try await partitions.existing().filter { $0.next.startUnixMillis <= cutoff }.sorted { $0.startUnixMillis < $1.startUnixMillis }
-    }
-
-    /// What a retention of `days` would drop now, with each partition's rows by project.
-    func plan(days: Int, nowMillis: Int64) async throws -> RetentionPlan {
-        let expired = try await expired(days: days, nowMillis: nowMillis)
+    /// What `policy` would drop now, with each table's rows by project.
+    func plan(_ policy: RetentionPolicy, nowMillis: Int64) async throws -> RetentionPlan {
         var planned: [RetentionPlan.Partition] = []
-        for month in expired {
-            let rows = try await partitions.rowsByProject(month)
-            planned.append(.init(name: month.tableName, from: month.lowerBound, to: month.next.lowerBound, rows: rows))
+        for table in try await expired(policy, nowMillis: nowMillis) {
+            var project: String?
+            switch table.kind {
+            case .emptied: continue
+            case .shared: project = nil
+            case .project(let name): project = name
+            }
+            planned.append(
+                .init(
+                    name: table.name, project: project, from: table.month.lowerBound, to: table.month.next.lowerBound,
+                    rows: try await partitions.rowsByProject(table: table.sqlName)))
         }
-        let cutoff = Date(timeIntervalSince1970: Double(nowMillis - Int64(days) * 86_400_000) / 1000)
-        return RetentionPlan(days: days, retentionDays: retentionDays, cutoff: cutoff.ISO8601Format(), partitions: planned)
+        let cutoff = policy.days > 0 ? Date(timeIntervalSince1970: Double(nowMillis - Int64(policy.days) * 86_400_000) / 1000).ISO8601Format() : nil
+        return RetentionPlan(
+            days: policy.days, retentionDays: retentionDays,
+            projects: policy.months.map { ProjectRetention(project: $0.key, months: $0.value) }.sorted { $0.project < $1.project },
+            cutoff: cutoff, partitions: planned
+        )
     }
 }

@@ -74,7 +74,7 @@ enum StorageBench {
     /// Writes `chunks` (binary COPY data of `events` events, as the collector encodes it) into a
     /// fresh database shaped as `variant`, `connections` COPYs at a time; drops the database after.
     static func measure(
-        _ variant: StorageVariant, chunks: [[UInt8]], events: Int, months: [MonthPartition], connections: Int, adminURL: String, logger: Logger
+        _ variant: StorageVariant, chunks: [[UInt8]], events: Int, partitions: [String], connections: Int, adminURL: String, logger: Logger
     ) async throws -> StorageFigures {
         let database = "datong_storage_\(UInt64.random(in: 0...UInt64.max))"
         try await Bench.administer(adminURL: adminURL, "CREATE DATABASE \(database)", logger: logger)
@@ -88,7 +88,7 @@ enum StorageBench {
             try await Migrator.migrate(schema: CollectorSchema.name, migrations: CollectorSchema.migrations, pool: pool, logger: logger)
             let walStart = try await pool.withConnection { connection in
                 if !variant.schema.isEmpty { _ = try connection.execute(variant.schema) }
-                for month in months { _ = try connection.execute(month.createStatement) }
+                for statement in partitions { _ = try connection.execute(statement) }
                 // Each variant starts after a checkpoint, so each pays the same full-page writes.
                 _ = try connection.execute("CHECKPOINT")
                 return try connection.query("SELECT pg_current_wal_lsn()::text").rows.first?[0] ?? "0/0"
@@ -194,7 +194,7 @@ enum StorageBench {
     /// Runs every variant `rounds` times, interleaved (so drift in the machine touches each alike),
     /// and prints the medians, with events/s relative to the shipped schema.
     static func run(
-        rounds: Int, chunks: [[UInt8]], events: Int, months: [MonthPartition], connections: Int, adminURL: String, logger: Logger
+        rounds: Int, chunks: [[UInt8]], events: Int, partitions: [String], connections: Int, adminURL: String, logger: Logger
     ) async throws {
         var figures = Array(repeating: [StorageFigures](), count: StorageVariant.all.count)
         for round in 1...rounds {
@@ -202,7 +202,7 @@ enum StorageBench {
                 Bench.say("  round \(round)/\(rounds): \(variant.name)")
                 figures[index].append(
                     try await measure(
-                        variant, chunks: chunks, events: events, months: months, connections: connections, adminURL: adminURL, logger: logger))
+                        variant, chunks: chunks, events: events, partitions: partitions, connections: connections, adminURL: adminURL, logger: logger))
             }
         }
         func median(_ index: Int, _ value: (StorageFigures) -> Double) -> Double { Bench.median(figures[index].map(value)) }

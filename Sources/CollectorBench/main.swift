@@ -59,6 +59,8 @@ func batch(_ number: Int) -> CollectBatch {
     return CollectBatch(receivedAt: now, records: records)
 }
 let batches = (0..<batchCount).map(batch)
+/// The tables the events go in (a month split by project, and the project's table), for fresh databases.
+let partitionStatements = MonthPartition.createStatements(for: batches.flatMap { $0.records.map { (project: $0.project, unixMillis: $0.time) } })
 // The bodies the gateway sends (its hand-written batch JSON), built once: the load generator should
 // cost the machine as little as it can.
 let requests = batches.map {
@@ -129,9 +131,7 @@ func rawCopy() async throws -> Duration {
     let data = try chunks.map(eventRows)
     let pool = PostgresPool(url: url, maxConnections: connections, logger: logger)
     try await pool.withConnection { connection in
-        for month in Set(batches.flatMap { $0.records.map { MonthPartition(unixMillis: $0.time) } }) {
-            try connection.execute(month.createStatement)
-        }
+        for statement in partitionStatements { try connection.execute(statement) }
     }
     let elapsed = try await StorageBench.copy(data, into: pool, connections: connections)
     await pool.close()
@@ -155,9 +155,8 @@ if CommandLine.arguments.contains("--storage") {
     let chunks = try stride(from: 0, to: batches.count, by: 200).map { start in
         try eventRows(Array(batches[start..<min(start + 200, batches.count)]))
     }
-    let months = Array(Set(batches.flatMap { $0.records.map { MonthPartition(unixMillis: $0.time) } }))
     try await StorageBench.run(
-        rounds: rounds, chunks: chunks, events: totalEvents, months: months, connections: connections, adminURL: adminURL, logger: logger)
+        rounds: rounds, chunks: chunks, events: totalEvents, partitions: partitionStatements, connections: connections, adminURL: adminURL, logger: logger)
     exit(0)
 }
 

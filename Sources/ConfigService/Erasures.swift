@@ -482,6 +482,42 @@ struct ErasureAPI: ServiceAPI {
                     try await writer.finish(nil)
                 })
         }
+        // A project's own retention in months. The collector keeps and applies it (hourly, whole
+        // tables); the change is audited here. `GET /v1/retention` (OwnedDataAPI) is the dry run.
+        projects.put("retention") { request, context in
+            let actor = try await auth.authorize(request)
+            let project = try context.project()
+            let body = try await collectBody(request, limit: 1024)
+            guard let setting = try? JSONDecoder().decode(RetentionSetting.self, from: Data(buffer: body)),
+                ProjectRetention.months.contains(setting.months)
+            else {
+                throw ServiceError.badRequest(
+                    .invalidBody, #"send {"months": N}, N from 1 to 1200: this month and the N before are kept"#)
+            }
+            try await store.requireProject(project)
+            let answer = try await calls.collector.call(
+                .PUT, "/v1/projects/\(project)/retention", body: Array(try JSONEncoder().encode(setting)), requestID: context.requestID,
+                logger: context.logger)
+            if answer.status == .ok {
+                try await store.pool.transaction { connection in
+                    try PostgresConfigStore.audit(actor, "retention.set", project: project, detail: "\(setting.months) months", on: connection)
+                }
+            }
+            return answer
+        }
+        projects.delete("retention") { request, context in
+            let actor = try await auth.authorize(request)
+            let project = try context.project()
+            try await store.requireProject(project)
+            let answer = try await calls.collector.call(
+                .DELETE, "/v1/projects/\(project)/retention", requestID: context.requestID, logger: context.logger)
+            if answer.status == .noContent {
+                try await store.pool.transaction { connection in
+                    try PostgresConfigStore.audit(actor, "retention.cleared", project: project, on: connection)
+                }
+            }
+            return answer
+        }
     }
 
     private func readBody<T: Decodable>(_ type: T.Type, _ request: Request) async throws -> T {

@@ -213,24 +213,3 @@ extension Admin {
         return total
     }
 }
-
-struct Retention: CtlCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Show what retention drops now (whole months of events, by project), without dropping anything."
-    )
-    @OptionGroup var connection: ConnectionOptions
-    @Option(help: "The retention to try, in days (default: the collector's RETENTION_DAYS).")
-    var days: Int?
-
-    func execute(_ admin: Admin) async throws -> String {
-        if let days, !(1...36_500).contains(days) { throw CtlFailure.usage("datongctl: --days is 1 to 36500") }
-        let plan = try admin.decode(RetentionPlan.self, try await admin.send(.GET, "/v1/retention", query: days.map { [("days", String($0))] } ?? []))
-        let setting = plan.retentionDays > 0 ? "RETENTION_DAYS is \(plan.retentionDays)" : "RETENTION_DAYS is 0: nothing is dropped until it is set"
-        var lines = ["a retention of \(plan.days) days (\(setting)) drops the events before \(plan.cutoff): \(plan.partitions.count) monthly partitions"]
-        for partition in plan.partitions {
-            let rows = partition.rows.map { "\($0.project) \($0.rows)" }.joined(separator: ", ")
-            lines.append("\(partition.name)\t\(partition.from) … \(partition.to)\t\(rows.isEmpty ? "empty" : rows)")
-        }
-        return lines.joined(separator: "\n")
-    }
-}

@@ -43,7 +43,10 @@ struct VolumeDatabase {
             }
             let partitions = months
             try await pool.withConnection { connection in
-                for month in partitions { try connection.execute(month.createStatement) }
+                for month in partitions {
+                    try connection.execute(month.createStatement)
+                    try connection.execute(ProjectMonth(month: month, project: "default").createStatement)
+                }
             }
             let devices = max(1, identities / 2)
             let clock = ContinuousClock()

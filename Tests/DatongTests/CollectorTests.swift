@@ -297,7 +297,7 @@ struct CollectorTests {
             stored.trackId = 77
             let contentOnly = KeyRule(contentKeysBefore: .max)
             let oldKey = RecordKey(of: stored, rule: contentOnly)
-            try await EventPartitions(pool: pool).ensure([MonthPartition(unixMillis: Self.base)])
+            try await pool.withConnection { try $0.execute(Self.sharedMonth(MonthPartition(unixMillis: Self.base))) }
             try await pool.withConnection { connection in
                 try connection.query(
                     """
@@ -432,20 +432,93 @@ struct CollectorTests {
             let future = now + 40 * 86_400_000
             _ = try await store.write(CollectBatch(receivedAt: now, records: [event(farPast), event(now), event(future)]))
             _ = try await replica.write(CollectBatch(receivedAt: now, records: [event(farPast + 1)]))
-            let names = Set(try await partitions.existing().map(\.tableName))
-            #expect(names.isSuperset(of: ["events_2001_01", MonthPartition(unixMillis: now).tableName, MonthPartition(unixMillis: future).tableName]))
+            let layout = try await partitions.existing()
+            #expect(
+                Set(layout.split.map(\.tableName)).isSuperset(of: [
+                    "events_2001_01", MonthPartition(unixMillis: now).tableName, MonthPartition(unixMillis: future).tableName,
+                ]))
+            #expect(layout.shared.isEmpty && layout.projectMonths.contains(ProjectMonth(month: MonthPartition(unixMillis: farPast), project: "default")))
 
-            let maintenance = PartitionMaintenance(partitions: partitions, retentionDays: 30, logger: TestDatabase.logger)
+            let maintenance = PartitionMaintenance(
+                partitions: partitions, settings: RetentionSettings(pool: pool), retentionDays: 30, logger: TestDatabase.logger)
             let dropped = try await maintenance.maintain(nowMillis: now)
-            #expect(dropped.map(\.tableName) == ["events_2001_01"])
+            #expect(dropped == ["events_2001_01_default", "events_2001_01"])
             let ahead = MonthPartition(unixMillis: now).next.next.tableName
-            #expect(try await partitions.existing().map(\.tableName).contains(ahead))
+            #expect(try await partitions.existing().split.map(\.tableName).contains(ahead))
             let remaining = try await TestDatabase.rows(url, "SELECT count(*) FROM analytics.events")
             #expect(remaining == [["2"]])
 
             // The replica still believes events_2001_01 exists: its write must not fail.
             let late = try await replica.write(CollectBatch(receivedAt: now, records: [event(farPast + 2)]))
             #expect(late.stored == 1)
+        }
+    }
+
+    /// A month's table as releases before collector migration 8 made it: one table for every project.
+    static func sharedMonth(_ month: MonthPartition) -> String {
+        "CREATE TABLE collector.\(month.tableName) PARTITION OF collector.events FOR VALUES FROM ('\(month.lowerBound)') TO ('\(month.next.lowerBound)')"
+    }
+
+    @Test("each project keeps its own months: retention drops only its tables, and a month stored before the split once every project in it is past")
+    func retentionPerProject() async throws {
+        let url = try await TestDatabase.create()
+        try await TestDatabase.withPool(url) { pool in
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            let current = MonthPartition(unixMillis: now)
+            @Sendable func month(_ back: Int) -> MonthPartition { MonthPartition(year: (current.index - back) / 12, month: (current.index - back) % 12 + 1) }
+            func event(_ project: String, _ back: Int, _ name: String) -> CollectRecord {
+                var record = Self.event(name, time: month(back).startUnixMillis + 86_400_000)
+                record.project = project
+                return record
+            }
+            // The previous release: a month with events of both projects, and next month made ahead, empty.
+            let previous = Array(CollectorSchema.migrations.prefix { $0.version < 8 })
+            try await Migrator.migrate(schema: CollectorSchema.name, migrations: previous, pool: pool, logger: TestDatabase.logger)
+            try await pool.withConnection { connection in
+                try connection.execute(Self.sharedMonth(month(4)))
+                try connection.execute(Self.sharedMonth(current.next))
+            }
+            let store = PostgresEventStore(pool: pool)
+            _ = try await store.write(CollectBatch(receivedAt: now, records: [event("shop", 4, "Old"), event("news", 4, "Old")]))
+            try await Migrator.migrate(schema: CollectorSchema.name, migrations: CollectorSchema.migrations, pool: pool, logger: TestDatabase.logger)
+            let partitions = EventPartitions(pool: pool)
+            var layout = try await partitions.existing()
+            // The month holding events stays one table; the empty one is gone, to come back split.
+            #expect(layout.shared == [month(4)] && !layout.months.contains(current.next))
+
+            let writer = PostgresEventStore(pool: pool, partitions: partitions)
+            let records = [3, 2, 1, 0].flatMap { back in [event("shop", back, "S\(back)"), event("news", back, "N\(back)")] }
+            #expect(try await writer.write(CollectBatch(receivedAt: now, records: records)).stored == 8)
+            layout = try await partitions.existing()
+            #expect(layout.projectMonths.count == 8 && layout.split.isSuperset(of: [month(3), month(0)]))
+
+            let settings = RetentionSettings(pool: pool)
+            let maintenance = PartitionMaintenance(partitions: partitions, settings: settings, retentionDays: 0, logger: TestDatabase.logger)
+            func count(_ project: String) async throws -> String? {
+                try await TestDatabase.rows(url, "SELECT count(*) FROM analytics.events WHERE project = '\(project)'").first?[0] ?? nil
+            }
+            // shop keeps this month and the one before; news keeps everything (RETENTION_DAYS 0).
+            try await settings.set(ProjectRetention(project: "shop", months: 1))
+            var plan = try await maintenance.plan(try await maintenance.policy(), nowMillis: now)
+            #expect(plan.projects == [ProjectRetention(project: "shop", months: 1)] && plan.cutoff == nil)
+            #expect(plan.partitions.map(\.name) == ["\(month(3).tableName)_shop", "\(month(2).tableName)_shop"])
+            #expect(plan.partitions.allSatisfy { $0.project == "shop" && $0.rows == [RetentionPlan.ProjectRows(project: "shop", rows: 1)] })
+            var dropped = try await maintenance.maintain(nowMillis: now)
+            #expect(dropped == plan.partitions.map(\.name))
+            let (shop3, news5) = (try await count("shop"), try await count("news"))
+            #expect(shop3 == "3" && news5 == "5")
+
+            // news keeps two months: its month(3) goes, with month(3)'s emptied table, and the shared
+            // month, now past for both projects in it.
+            try await settings.set(ProjectRetention(project: "news", months: 2))
+            plan = try await maintenance.plan(try await maintenance.policy(), nowMillis: now)
+            #expect(plan.partitions.map(\.name) == [month(4).tableName, "\(month(3).tableName)_news"])
+            #expect(plan.partitions.first?.project == nil && plan.partitions.first?.rows.map(\.project) == ["news", "shop"])
+            dropped = try await maintenance.maintain(nowMillis: now)
+            #expect(dropped == [month(4).tableName, "\(month(3).tableName)_news", month(3).tableName])
+            let (shop2, news3) = (try await count("shop"), try await count("news"))
+            #expect(shop2 == "2" && news3 == "3")
+            #expect(try await maintenance.plan(try await maintenance.policy(), nowMillis: now).partitions.isEmpty)
         }
     }
 

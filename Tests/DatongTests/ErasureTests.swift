@@ -192,7 +192,9 @@ struct ErasureTests {
         }
     }
 
-    @Test("the retention dry run names the months and rows by project that retention then drops, and nothing else")
+    @Test(
+        "the retention dry run names the tables and rows by project that retention then drops, and nothing else; a project's own months are set, audited and cleared"
+    )
     func retentionDryRun() async throws {
         try await RunningServices.run { services in
             let now = Int64(Date().timeIntervalSince1970 * 1000)
@@ -203,26 +205,56 @@ struct ErasureTests {
             // The retention whose cutoff is just past the oldest event's month: that month goes, the
             // month of 35 days ago stays (whatever today's date).
             let oldest = MonthPartition(unixMillis: now - 65 * Self.day)
+            let table = ProjectMonth(month: oldest, project: "default").tableName
             let days = Int((now - oldest.next.startUnixMillis) / Self.day)
             let dryRun = await Datongctl.run(["retention", "--days", "\(days)"], environment: environment)
             #expect(dryRun.exitCode == 0, "\(dryRun.output)")
             let answer = try await services.config.execute(uri: "/v1/retention?days=\(days)", method: .get, headers: Self.admin)
             let plan = try JSONDecoder().decode(RetentionPlan.self, from: Data(buffer: answer.body))
-            #expect(plan.partitions.map(\.name) == [oldest.tableName] && plan.days == days && plan.retentionDays == 0)
+            #expect(plan.partitions.map(\.name) == [table] && plan.days == days && plan.retentionDays == 0 && plan.projects.isEmpty)
             let held = try await TestDatabase.rows(
-                services.databaseURL, "SELECT project, count(*) FROM collector.\(oldest.tableName) GROUP BY project ORDER BY project")
+                services.databaseURL, "SELECT project, count(*) FROM collector.\(table) GROUP BY project ORDER BY project")
             #expect(plan.partitions.first?.rows.map { [$0.project, String($0.rows)] } == held.map { $0.map { $0 ?? "" } })
-            #expect(held.count == 1 && dryRun.output.contains("\(oldest.tableName)\t") && dryRun.output.contains("default \(held[0][1] ?? "")"))
+            #expect(held.count == 1 && dryRun.output.contains("\(table)\t") && dryRun.output.contains("default \(held[0][1] ?? "")"))
             let before = try await TestDatabase.rows(services.databaseURL, "SELECT count(*) FROM collector.events")
-            // Retention with the same days drops exactly what the dry run named.
+            // Retention with the same days drops exactly what the dry run named (and the month's
+            // table, empty once its one project's table is gone).
             let dropped = try await TestDatabase.withPool(services.databaseURL) { pool in
-                try await PartitionMaintenance(partitions: EventPartitions(pool: pool), retentionDays: days, logger: TestDatabase.logger)
-                    .maintain(nowMillis: now)
+                try await PartitionMaintenance(
+                    partitions: EventPartitions(pool: pool), settings: RetentionSettings(pool: pool), retentionDays: days, logger: TestDatabase.logger
+                ).maintain(nowMillis: now)
             }
-            #expect(dropped.map(\.tableName) == plan.partitions.map(\.name))
+            #expect(dropped == plan.partitions.map(\.name) + [oldest.tableName])
             let after = try await TestDatabase.rows(services.databaseURL, "SELECT count(*) FROM collector.events")
             let planned = plan.partitions.flatMap(\.rows).map(\.rows).reduce(0, +)
             #expect(Int(after.first?[0] ?? "") == Int(before.first?[0] ?? "")! - planned)
+
+            // The project's own retention: this month and the one before. Which of the events'
+            // months that leaves depends on today's date, so the plan is checked against the rule.
+            let set = await Datongctl.run(["retention", "set", "default", "--months", "1"], environment: environment)
+            #expect(set.exitCode == 0 && set.output.contains("default keeps 1 months"), "\(set.output)")
+            let own = try JSONDecoder().decode(
+                RetentionPlan.self, from: Data(buffer: try await services.config.execute(uri: "/v1/retention", method: .get, headers: Self.admin).body))
+            let current = MonthPartition(unixMillis: now)
+            let stillHeld = try await TestDatabase.withPool(services.databaseURL) { try await EventPartitions(pool: $0).existing() }
+            let expected = stillHeld.projectMonths.filter { $0.month.index <= current.index - 2 }.map(\.tableName).sorted()
+            #expect(own.projects == [ProjectRetention(project: "default", months: 1)] && own.partitions.map(\.name).sorted() == expected)
+            let trail = try await services.config.execute(uri: "/v1/audit?project=default", method: .get, headers: Self.admin)
+            #expect(trail.text.contains("retention.set") && trail.text.contains("1 months"), "\(trail.text)")
+            // Trying another setting changes nothing; clearing goes back to RETENTION_DAYS.
+            let tried = try await services.config.execute(uri: "/v1/retention?project=default&months=0", method: .get, headers: Self.admin)
+            #expect(try JSONDecoder().decode(RetentionPlan.self, from: Data(buffer: tried.body)).projects.isEmpty)
+            let clear = await Datongctl.run(["retention", "clear", "default"], environment: environment)
+            #expect(clear.exitCode == 0, "\(clear.output)")
+            let show = await Datongctl.run(["retention"], environment: environment)
+            #expect(
+                show.exitCode == 0 && show.output.contains("other projects keep all their events") && !show.output.contains("default keeps"), "\(show.output)")
+            let unknown = try await services.config.execute(
+                uri: "/v1/projects/nosuch/retention", method: .put, headers: Self.admin, body: ByteBuffer(string: #"{"months":3}"#))
+            #expect(unknown.status == .notFound && unknown.text.contains("unknown_project"))
+            let bad = try await services.config.execute(
+                uri: "/v1/projects/default/retention", method: .put, headers: Self.admin, body: ByteBuffer(string: #"{"months":0}"#))
+            #expect(bad.status == .badRequest)
         }
     }
 
