@@ -378,5 +378,74 @@ package enum CollectorSchema {
                     END LOOP;
                 END $$;
                 """),
+        Migration(
+            version: 9, name: "typed reads of properties that never fail",
+            sql: #"""
+                -- A property read as one of Sensors' types: its value when it is of that type (or
+                -- converts as Sensors converts), else NULL, never an error, so one bad row cannot
+                -- fail a query. SQL functions, inlined into the query that calls them.
+
+                -- A Sensors date-time or date text (`yyyy-MM-dd HH:mm:ss.SSS`, `yyyy-MM-dd`) as a
+                -- timestamp; NULL for any other text, an impossible date included. The tests run
+                -- in order (CASE), so a cast only sees text that holds.
+                CREATE FUNCTION analytics.sensors_datetime(value text) RETURNS timestamp
+                LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+                    SELECT CASE
+                        WHEN value IS NULL OR value !~ '^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])( ([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,3})?)?$' THEN NULL
+                        WHEN left(value, 4) = '0000' THEN NULL
+                        WHEN substr(value, 9, 2)::int > extract(day FROM make_date(left(value, 4)::int, substr(value, 6, 2)::int, 1) + interval '1 month' - interval '1 day') THEN NULL
+                        ELSE value::timestamp
+                    END
+                $$;
+
+                -- NUMBER: a number, or a text that is one ("9.90", at most 400 characters, an
+                -- exponent of at most three digits: what numeric holds); NULL otherwise.
+                CREATE FUNCTION analytics.as_number(properties jsonb, name text) RETURNS numeric
+                LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+                    SELECT CASE jsonb_typeof(properties -> name)
+                        WHEN 'number' THEN (properties -> name)::numeric
+                        WHEN 'string' THEN CASE
+                            WHEN length(properties ->> name) > 400 THEN NULL
+                            WHEN (properties ->> name) ~ '^\s*[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]{1,3})?\s*$'
+                            THEN (properties ->> name)::numeric
+                        END
+                    END
+                $$;
+
+                -- STRING: a text, or a number or boolean as its text (Sensors stores them so).
+                CREATE FUNCTION analytics.as_string(properties jsonb, name text) RETURNS text
+                LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+                    SELECT CASE WHEN jsonb_typeof(properties -> name) IN ('string', 'number', 'boolean') THEN properties ->> name END
+                $$;
+
+                -- BOOL: true or false, or the texts "true" and "false".
+                CREATE FUNCTION analytics.as_bool(properties jsonb, name text) RETURNS boolean
+                LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+                    SELECT CASE jsonb_typeof(properties -> name)
+                        WHEN 'boolean' THEN (properties -> name)::boolean
+                        WHEN 'string' THEN CASE lower(properties ->> name) WHEN 'true' THEN true WHEN 'false' THEN false END
+                    END
+                $$;
+
+                -- DATETIME and DATE: a Sensors date-time or date text.
+                CREATE FUNCTION analytics.as_datetime(properties jsonb, name text) RETURNS timestamp
+                LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+                    SELECT CASE WHEN jsonb_typeof(properties -> name) = 'string' THEN analytics.sensors_datetime(properties ->> name) END
+                $$;
+                CREATE FUNCTION analytics.as_date(properties jsonb, name text) RETURNS date
+                LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+                    SELECT analytics.as_datetime(properties, name)::date
+                $$;
+
+                -- LIST: a list of texts; NULL for a list holding anything else.
+                CREATE FUNCTION analytics.as_list(properties jsonb, name text) RETURNS text[]
+                LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+                    SELECT CASE
+                        WHEN jsonb_typeof(properties -> name) IS DISTINCT FROM 'array' THEN NULL
+                        WHEN jsonb_path_exists(properties -> name, '$[*] ? (@.type() != "string")') THEN NULL
+                        ELSE ARRAY(SELECT jsonb_array_elements_text(properties -> name))
+                    END
+                $$;
+                """#),
     ]
 }

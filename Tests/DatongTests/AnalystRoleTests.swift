@@ -48,6 +48,9 @@ struct AnalystRoleTests {
             for view in views {
                 #expect(try await Self.asAnalyst(services.databaseURL, "SELECT * FROM analytics.\(view) LIMIT 1") == nil, "analytics.\(view)")
             }
+            // The typed reads of properties (docs/ANALYTICS.md) run as the analyst too.
+            let typed = "SELECT analytics.as_number(properties, 'price'), analytics.as_list(properties, 'tags') FROM analytics.events LIMIT 1"
+            #expect(try await Self.asAnalyst(services.databaseURL, typed) == nil)
             #expect(try await TestDatabase.rows(services.databaseURL, "SELECT 1") == [["1"]])
             // 42501: insufficient privilege; 25006: read-only transaction.
             for sql in [
