@@ -137,9 +137,9 @@ package struct UploadLimits: Sendable {
     /// `time_free` or not.
     package var timeWindowFutureMinutes: Int
     /// How old a `time_free` record's time may be (`TIME_FREE_PAST_DAYS`; at least
-    /// `timeWindowPastDays`). Each month a record is stored in is a partition, kept until retention
-    /// drops it: with both bounds, records (of every project, token or not) can reach a fixed set
-    /// of about TIME_FREE_PAST_DAYS / 30 months, never any month from 1970 to 9999.
+    /// `timeWindowPastDays`). Each month a project's record is stored in is a table, kept until
+    /// retention drops it: with both bounds, a project's records (token or not) can reach a fixed
+    /// set of about TIME_FREE_PAST_DAYS / 30 months, never any month from 1970 to 9999.
     package var timeFreePastDays: Int
     /// Seconds a request body may take to arrive in full (`BODY_TIMEOUT_SECONDS`; 408 after).
     package var bodyTimeoutSeconds: Int
