@@ -392,7 +392,8 @@ struct ErasureRunner: Service {
     }
 }
 
-/// The admin API of erasures, suppressions and exports.
+/// The admin API of a user's data on request (erasures, suppressions, exports) and of each
+/// project's retention (docs/PRIVACY.md).
 struct ErasureAPI: ServiceAPI {
     let auth: AdminAuth
     let store: ErasureStore

@@ -35,6 +35,9 @@ package struct BridgeHandler: Sendable {
         let duplicates = Set(stored.duplicateIndexes)
         let refused = Set(stored.rejectedIndexes)
         let dropped = Set(outcome.suppressedIndexes)
+        for position in outcome.suppressedRejected {
+            results[relay.rejectedMessages[position]] = MessageResult(index: relay.rejectedMessages[position], status: .suppressed)
+        }
         for (position, index) in relay.acceptedMessages.enumerated() {
             if dropped.contains(position) {
                 results[index] = MessageResult(index: index, status: .suppressed)
@@ -100,6 +103,8 @@ package struct PreparedRelay: Sendable {
     /// `acceptedMessages[i]` is the message `accepted[i]` came from.
     var acceptedMessages: [Int] = []
     package var rejected: [RejectedRecord] = []
+    /// `rejectedMessages[i]` is the message `rejected[i]` came from.
+    var rejectedMessages: [Int] = []
 
     package init(
         messages: [[UInt8]], readings: [Result<BridgeMessage, BridgeMessageProblem>], app: AppContext, project: String,
@@ -131,6 +136,7 @@ package struct PreparedRelay: Sendable {
                 results[index] = MessageResult(index: index, status: .rejected, reason: problem.reason)
                 rejected.append(
                     RejectedRecord(project: project, reason: "bridge: \(problem.reason)", raw: String(decoding: messages[index], as: UTF8.self)))
+                rejectedMessages.append(index)
             }
         }
     }

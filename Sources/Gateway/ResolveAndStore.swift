@@ -24,7 +24,7 @@ struct ResolveAndStore: Sendable {
 
     /// Stores `accepted` but the records naming a suppressed id of their project (an erased
     /// user's), which are dropped: their positions are `suppressedIndexes`, and the result's
-    /// indexes count in `accepted`.
+    /// indexes count in `accepted`. Refused records naming one are dropped too (`suppressedRejected`).
     func store(
         _ accepted: [NormalizedRecord], rejected: [RejectedRecord], receivedAt: Int64, suppressed: [String: SuppressedIDs],
         context: DatongRequestContext
@@ -33,7 +33,8 @@ struct ResolveAndStore: Sendable {
             return StoreOutcome(collected: try await store(accepted, rejected: rejected, receivedAt: receivedAt, context: context))
         }
         // A refused record of an erased user is not kept for analysts either.
-        let keptRejected = rejected.filter { suppressed[$0.project]?.suppresses(rawRecord: $0.raw) != true }
+        let droppedRejected = rejected.indices.filter { suppressed[rejected[$0].project]?.suppresses(rawRecord: rejected[$0].raw) == true }
+        let keptRejected = droppedRejected.isEmpty ? rejected : rejected.indices.filter { !droppedRejected.contains($0) }.map { rejected[$0] }
         var kept: [Int] = []
         var dropped: [Int] = []
         for (index, record) in accepted.enumerated() {
@@ -43,14 +44,13 @@ struct ResolveAndStore: Sendable {
                 kept.append(index)
             }
         }
-        let droppedRejected = rejected.count - keptRejected.count
         guard !dropped.isEmpty else {
-            if droppedRejected > 0 { suppressedRecords?.increment(by: Int64(droppedRejected)) }
+            if !droppedRejected.isEmpty { suppressedRecords?.increment(by: Int64(droppedRejected.count)) }
             return StoreOutcome(
                 collected: try await store(accepted, rejected: keptRejected, receivedAt: receivedAt, context: context),
                 suppressedRejected: droppedRejected)
         }
-        suppressedRecords?.increment(by: Int64(dropped.count + droppedRejected))
+        suppressedRecords?.increment(by: Int64(dropped.count + droppedRejected.count))
         var collected = try await store(kept.map { accepted[$0] }, rejected: keptRejected, receivedAt: receivedAt, context: context)
         collected.duplicateIndexes = collected.duplicateIndexes.map { kept[$0] }
         collected.rejectedIndexes = collected.rejectedIndexes.compactMap { $0 < kept.count ? kept[$0] : nil }
@@ -171,10 +171,11 @@ struct ResolveAndStore: Sendable {
 struct StoreOutcome: Sendable {
     var collected: CollectResult
     var suppressedIndexes: [Int] = []
-    /// Refused records that named a suppressed id: not kept in `analytics.rejected` either.
-    var suppressedRejected = 0
+    /// The positions in `rejected` of refused records that named a suppressed id: not kept in
+    /// `analytics.rejected` either, and answered as suppressed, not as refused.
+    var suppressedRejected: [Int] = []
 
-    var suppressed: Int { suppressedIndexes.count + suppressedRejected }
+    var suppressed: Int { suppressedIndexes.count + suppressedRejected.count }
 }
 
 /// Reads a request body within `maxBodyBytes`, inflating `Content-Encoding: gzip` within

@@ -77,6 +77,11 @@ struct UploadHandler: Sendable {
         let outcome = try await ingest.store(
             upload.accepted, rejected: upload.rejected, receivedAt: receivedAt, suppressed: suppression, context: context)
         let result = outcome.collected
+        if !outcome.suppressedRejected.isEmpty {
+            // Refused, but of an erased user: answered as suppressed, not as a problem.
+            let dropped = Set(outcome.suppressedRejected.compactMap { upload.rejectedIndexes[$0] })
+            problems.removeAll { dropped.contains($0.index) }
+        }
         if !result.rejectedIndexes.isEmpty {
             problems += result.rejectedIndexes.filter { upload.acceptedIndexes.indices.contains($0) }.map {
                 RecordProblem(index: upload.acceptedIndexes[$0], reason: ResolveAndStore.collectorRefusal)
@@ -174,6 +179,9 @@ package struct PreparedUpload: Sendable {
     /// `acceptedIndexes[i]` is the position in `data_list` of `accepted[i]`.
     var acceptedIndexes: [Int] = []
     package var rejected: [RejectedRecord] = []
+    /// `rejectedIndexes[i]` is the position in `data_list` of `rejected[i]`; nil for an envelope
+    /// that could not be opened.
+    var rejectedIndexes: [Int?] = []
     var problems: [RecordProblem] = []
     /// The text of accepted records that name another project than the request's, by position:
     /// kept in case that project refuses them.
@@ -199,6 +207,7 @@ package struct PreparedUpload: Sendable {
         let payload = try UploadPayload.decode(parameters, limits: limits, project: project, keys: keys)
         unknownPKVs = payload.unknownPKVs
         rejected = payload.undecryptable
+        rejectedIndexes = Array(repeating: nil, count: rejected.count)
         let values = payload.records
         let normalizer = RecordNormalizer(limits: limits)
         accepted.reserveCapacity(values.count)
@@ -211,6 +220,7 @@ package struct PreparedUpload: Sendable {
                 if record.collect.hybridH5 { relayedRecords[index] = value }
             case .failure(let rejection):
                 rejected.append(RejectedRecord(project: rejection.project, reason: rejection.reason, raw: value.rawText))
+                rejectedIndexes.append(index)
                 problems.append(RecordProblem(index: index, reason: rejection.reason))
             }
         }
@@ -259,6 +269,7 @@ extension PreparedUpload {
         for (record, index) in zip(accepted, acceptedIndexes) {
             if let refusal = refusals[index] {
                 rejected.append(RejectedRecord(project: filedUnder[index] ?? project, reason: refusal.reason, raw: refusal.raw))
+                rejectedIndexes.append(index)
                 problems.append(RecordProblem(index: index, reason: refusal.reason))
             } else {
                 kept.append(record)

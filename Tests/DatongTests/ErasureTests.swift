@@ -174,6 +174,8 @@ struct ErasureTests {
             // Her phone retries its batch, her tablet its event: dropped and counted, nothing stored.
             let retried = try await Self.upload(ann, to: services.gateway)
             #expect(retried["suppressed"] as? Int == 6 && retried["stored"] as? Int == 0 && retried["rejected"] as? Int == 0)
+            // Her refused record is suppressed too: not listed among the problems.
+            #expect((retried["problems"] as? [Any] ?? []).isEmpty, "\(retried)")
             #expect((try await Self.upload(tablet, to: services.gateway))["suppressed"] as? Int == 1)
             #expect(try await Self.held(url, users: [annUser, tabletUser], ids: annIDs)["collector.events"] == "0")
             #expect(try await Self.held(url, users: [], ids: annIDs)["identity.identities"] == "0")
