@@ -346,10 +346,15 @@ final class PartitionMaintenance: Service, Sendable {
     }
 
     /// Creates the partitions ahead and drops those past the retention; returns the dropped tables.
+    /// The projects with events this month get their tables of the next two months too: creating
+    /// a table takes a lock on its month's, which would hold that month's writes at its start.
     @discardableResult
     func maintain(nowMillis: Int64) async throws -> [String] {
         let current = MonthPartition(unixMillis: nowMillis)
-        try await partitions.ensure(months: [current, current.next, current.next.next])
+        let ahead = [current.next, current.next.next]
+        try await partitions.ensure(months: Set([current] + ahead))
+        let active = try await partitions.existing().projectMonths.filter { $0.month == current }.map(\.project)
+        try await partitions.ensure(Set(active.flatMap { project in ahead.map { ProjectMonth(month: $0, project: project) } }))
         let expired = try await expired(try await policy(), nowMillis: nowMillis)
         try await partitions.drop(expired.map(\.sqlName))
         return expired.map(\.name)
