@@ -127,7 +127,6 @@ final class PostgresEventStore: EventStore {
         var eventCount = 0
         var profileCount = 0
         var partitionsUsed = Set<ProjectMonth>()
-        var lastPartition: ProjectMonth?
         var keys: [RecordKey] = []
         var eventRows: [EventRow] = []
         var recordProjects: [String] = []
@@ -143,11 +142,7 @@ final class PostgresEventStore: EventStore {
                 switch record.content {
                 case .event(let row):
                     eventCount += 1
-                    let partition = ProjectMonth(month: MonthPartition(unixMillis: record.time), project: record.project)
-                    if partition != lastPartition {
-                        partitionsUsed.insert(partition)
-                        lastPartition = partition
-                    }
+                    partitionsUsed.insert(ProjectMonth(month: MonthPartition(unixMillis: record.time), project: record.project))
                     let start = events.bytes.count
                     events.appendEncodedRow(batch.eventRows[row])
                     eventRows.append(EventRow(project: record.project, time: record.time, id: record.key, bytes: start..<events.bytes.count))

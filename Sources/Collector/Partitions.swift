@@ -19,8 +19,7 @@ final class EventPartitions: Sendable {
     func ensure(_ partitions: Set<ProjectMonth>) async throws {
         let missing = known.withLock { partitions.subtracting($0) }
         guard !missing.isEmpty else { return }
-        try await pool.transaction { connection in
-            try connection.query("SELECT pg_advisory_xact_lock($1)", [String(Self.lockKey)])
+        try await changing { connection in
             let months = Set(missing.map(\.month))
             let shared = try Self.sharedMonths(among: months, on: connection)
             for month in months where !shared.contains(month) { try connection.execute(month.createStatement) }
@@ -31,8 +30,7 @@ final class EventPartitions: Sendable {
 
     /// Creates the month tables `months` (split by project) where they do not exist yet.
     func ensure(months: Set<MonthPartition>) async throws {
-        try await pool.transaction { connection in
-            try connection.query("SELECT pg_advisory_xact_lock($1)", [String(Self.lockKey)])
+        try await changing { connection in
             for month in months { try connection.execute(month.createStatement) }
         }
     }
@@ -125,15 +123,20 @@ final class EventPartitions: Sendable {
     /// Drops the tables `tables` (their SQL names; retention): the rows in them are gone.
     func drop(_ tables: [String]) async throws {
         guard !tables.isEmpty else { return }
-        try await pool.transaction { connection in
-            try connection.query("SELECT pg_advisory_xact_lock($1)", [String(Self.lockKey)])
+        try await changing { connection in
             for table in tables { try connection.execute("DROP TABLE IF EXISTS \(table)") }
         }
         forgetAll()
     }
 
-    /// "events" in ASCII: the advisory lock key for partition changes.
-    static let lockKey = 0x6576_656E_7473
+    /// Runs `change` in a transaction holding the lock that serialises partition changes across
+    /// replicas ("events" in ASCII).
+    private func changing(_ change: @escaping @Sendable (PostgresConnection) throws -> Void) async throws {
+        try await pool.transaction { connection in
+            try connection.query("SELECT pg_advisory_xact_lock($1)", [String(0x6576_656E_7473)])
+            try change(connection)
+        }
+    }
 }
 
 /// One project's events of one month: a partition of the month's table, `events_YYYY_MM_<project>`.
@@ -353,9 +356,11 @@ final class PartitionMaintenance: Service, Sendable {
         let current = MonthPartition(unixMillis: nowMillis)
         let ahead = [current.next, current.next.next]
         try await partitions.ensure(months: Set([current] + ahead))
-        let active = try await partitions.existing().projectMonths.filter { $0.month == current }.map(\.project)
+        // The tables this adds are ahead, so the layout read before them serves the retention too.
+        let layout = try await partitions.existing()
+        let active = layout.projectMonths.filter { $0.month == current }.map(\.project)
         try await partitions.ensure(Set(active.flatMap { project in ahead.map { ProjectMonth(month: $0, project: project) } }))
-        let expired = try await expired(try await policy(), nowMillis: nowMillis)
+        let expired = try await expired(try await policy(), in: layout, nowMillis: nowMillis)
         try await partitions.drop(expired.map(\.sqlName))
         return expired.map(\.name)
     }
@@ -379,15 +384,11 @@ final class PartitionMaintenance: Service, Sendable {
             return month.tableName
         }
 
-        var sqlName: String {
-            if case .project(let project) = kind { return ProjectMonth(month: month, project: project).sqlName }
-            return "collector.\(month.tableName)"
-        }
+        var sqlName: String { "collector.\"\(name)\"" }
     }
 
     /// The tables `policy` drops now, oldest first; a split month's own table after its projects'.
-    func expired(_ policy: RetentionPolicy, nowMillis: Int64) async throws -> [Expired] {
-        let layout = try await partitions.existing()
+    func expired(_ policy: RetentionPolicy, in layout: EventPartitions.Layout, nowMillis: Int64) async throws -> [Expired] {
         let current = MonthPartition(unixMillis: nowMillis)
         var expired: [Expired] = []
         for month in layout.months.sorted() where month < current {
@@ -409,7 +410,7 @@ final class PartitionMaintenance: Service, Sendable {
     /// What `policy` would drop now, with each table's rows by project.
     func plan(_ policy: RetentionPolicy, nowMillis: Int64) async throws -> RetentionPlan {
         var planned: [RetentionPlan.Partition] = []
-        for table in try await expired(policy, nowMillis: nowMillis) {
+        for table in try await expired(policy, in: try await partitions.existing(), nowMillis: nowMillis) {
             var project: String?
             switch table.kind {
             case .emptied: continue

@@ -209,6 +209,28 @@ struct ErasureTests {
             let oldest = MonthPartition(unixMillis: now - 65 * Self.day)
             let table = ProjectMonth(month: oldest, project: "default").tableName
             let days = Int((now - oldest.next.startUnixMillis) / Self.day)
+            // The project's own retention: this month and the one before. The oldest event's month
+            // (65 days ago) is always past it; which others are depends on today's date, so the
+            // plan is checked against the rule as well.
+            let set = await Datongctl.run(["retention", "set", "default", "--months", "1"], environment: environment)
+            #expect(set.exitCode == 0 && set.output.contains("default keeps 1 months"), "\(set.output)")
+            let own = try JSONDecoder().decode(
+                RetentionPlan.self, from: Data(buffer: try await services.config.execute(uri: "/v1/retention", method: .get, headers: Self.admin).body))
+            let current = MonthPartition(unixMillis: now)
+            let stillHeld = try await TestDatabase.withPool(services.databaseURL) { try await EventPartitions(pool: $0).existing() }
+            let expected = stillHeld.projectMonths.filter { $0.month.index <= current.index - 2 }.map(\.tableName).sorted()
+            #expect(own.projects == [ProjectRetention(project: "default", months: 1)] && own.partitions.map(\.name).sorted() == expected)
+            #expect(expected.contains(table))
+            let trail = try await services.config.execute(uri: "/v1/audit?project=default", method: .get, headers: Self.admin)
+            #expect(trail.text.contains("retention.set") && trail.text.contains("1 months"), "\(trail.text)")
+            // Trying another setting changes nothing; clearing goes back to RETENTION_DAYS.
+            let tried = try await services.config.execute(uri: "/v1/retention?project=default&months=0", method: .get, headers: Self.admin)
+            #expect(try JSONDecoder().decode(RetentionPlan.self, from: Data(buffer: tried.body)).projects.isEmpty)
+            let clear = await Datongctl.run(["retention", "clear", "default"], environment: environment)
+            #expect(clear.exitCode == 0, "\(clear.output)")
+            let show = await Datongctl.run(["retention"], environment: environment)
+            #expect(
+                show.exitCode == 0 && show.output.contains("other projects keep all their events") && !show.output.contains("default keeps"), "\(show.output)")
             let dryRun = await Datongctl.run(["retention", "--days", "\(days)"], environment: environment)
             #expect(dryRun.exitCode == 0, "\(dryRun.output)")
             let answer = try await services.config.execute(uri: "/v1/retention?days=\(days)", method: .get, headers: Self.admin)
@@ -231,26 +253,6 @@ struct ErasureTests {
             let planned = plan.partitions.flatMap(\.rows).map(\.rows).reduce(0, +)
             #expect(Int(after.first?[0] ?? "") == Int(before.first?[0] ?? "")! - planned)
 
-            // The project's own retention: this month and the one before. Which of the events'
-            // months that leaves depends on today's date, so the plan is checked against the rule.
-            let set = await Datongctl.run(["retention", "set", "default", "--months", "1"], environment: environment)
-            #expect(set.exitCode == 0 && set.output.contains("default keeps 1 months"), "\(set.output)")
-            let own = try JSONDecoder().decode(
-                RetentionPlan.self, from: Data(buffer: try await services.config.execute(uri: "/v1/retention", method: .get, headers: Self.admin).body))
-            let current = MonthPartition(unixMillis: now)
-            let stillHeld = try await TestDatabase.withPool(services.databaseURL) { try await EventPartitions(pool: $0).existing() }
-            let expected = stillHeld.projectMonths.filter { $0.month.index <= current.index - 2 }.map(\.tableName).sorted()
-            #expect(own.projects == [ProjectRetention(project: "default", months: 1)] && own.partitions.map(\.name).sorted() == expected)
-            let trail = try await services.config.execute(uri: "/v1/audit?project=default", method: .get, headers: Self.admin)
-            #expect(trail.text.contains("retention.set") && trail.text.contains("1 months"), "\(trail.text)")
-            // Trying another setting changes nothing; clearing goes back to RETENTION_DAYS.
-            let tried = try await services.config.execute(uri: "/v1/retention?project=default&months=0", method: .get, headers: Self.admin)
-            #expect(try JSONDecoder().decode(RetentionPlan.self, from: Data(buffer: tried.body)).projects.isEmpty)
-            let clear = await Datongctl.run(["retention", "clear", "default"], environment: environment)
-            #expect(clear.exitCode == 0, "\(clear.output)")
-            let show = await Datongctl.run(["retention"], environment: environment)
-            #expect(
-                show.exitCode == 0 && show.output.contains("other projects keep all their events") && !show.output.contains("default keeps"), "\(show.output)")
             let unknown = try await services.config.execute(
                 uri: "/v1/projects/nosuch/retention", method: .put, headers: Self.admin, body: ByteBuffer(string: #"{"months":3}"#))
             #expect(unknown.status == .notFound && unknown.text.contains("unknown_project"))
