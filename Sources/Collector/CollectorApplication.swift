@@ -6,14 +6,16 @@ import Hummingbird
 import Logging
 
 /// Builds the collector: `POST /v1/batches` writes a batch and answers after commit.
+/// - Parameter keepsCatalog: false only for the benchmark that measures what the catalog costs.
 package func buildCollectorApplication(
-    settings: CollectorSettings, runtime: ServiceRuntime
+    settings: CollectorSettings, runtime: ServiceRuntime, keepsCatalog: Bool = true
 ) -> some ApplicationProtocol {
     let database = ServiceDatabase(settings: settings.database, logger: runtime.logger)
     let partitions = EventPartitions(pool: database.pool)
     let store = PostgresEventStore(
         pool: database.pool, partitions: partitions, writers: settings.database.poolSize,
-        maxRecordsPerTransaction: settings.maxRecordsPerTransaction, maxWaitingRecords: settings.maxWaitingRecords
+        maxRecordsPerTransaction: settings.maxRecordsPerTransaction, maxWaitingRecords: settings.maxWaitingRecords,
+        catalog: keepsCatalog ? Catalog() : nil
     )
     let maintenance = PartitionMaintenance(
         partitions: partitions, settings: RetentionSettings(pool: database.pool), retentionDays: settings.retentionDays, logger: runtime.logger
@@ -81,6 +83,10 @@ struct CollectorAPI: ServiceAPI {
             }
             let limit = try request.integerParameter("limit", in: ReadBounds.limits, default: ReadBounds.defaultLimit)
             return jsonResponse(.ok, try await reads.rejected(project: project, before: before, limit: limit))
+        }
+        projects.get("metadata") { request, context in
+            let project = try authorize(request, context)
+            return jsonResponse(.ok, try await reads.metadata(project: project))
         }
         if let retention {
             // What retention would drop now (`?days=N` and `?project=P&months=N` try other

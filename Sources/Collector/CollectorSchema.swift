@@ -447,5 +447,72 @@ package enum CollectorSchema {
                     END
                 $$;
                 """#),
+        Migration(
+            version: 10, name: "the catalog of events and properties",
+            sql: """
+                -- What each project sends, kept while storing (Catalog.swift). Days are UTC days on
+                -- which the collector stored a record carrying it.
+                CREATE TABLE collector.catalog_properties (
+                    project text NOT NULL,
+                    kind text NOT NULL CHECK (kind IN ('event', 'profile')),
+                    name text NOT NULL,
+                    type text NOT NULL CHECK (type IN ('NUMBER', 'BOOL', 'STRING', 'LIST', 'DATETIME', 'DATE')),
+                    first_day date NOT NULL,
+                    last_day date NOT NULL,
+                    sample text NOT NULL,
+                    PRIMARY KEY (project, kind, name)
+                );
+                CREATE TABLE collector.catalog_event_properties (
+                    project text NOT NULL,
+                    event text NOT NULL,
+                    name text NOT NULL,
+                    type text NOT NULL,
+                    first_day date NOT NULL,
+                    last_day date NOT NULL,
+                    PRIMARY KEY (project, event, name, type)
+                );
+                CREATE TABLE collector.catalog_event_sources (
+                    project text NOT NULL,
+                    event text NOT NULL,
+                    lib text NOT NULL,
+                    app_version text NOT NULL,
+                    first_day date NOT NULL,
+                    last_day date NOT NULL,
+                    PRIMARY KEY (project, event, lib, app_version)
+                );
+                -- Added to in the transaction that stores the events, on the connection's own
+                -- row (slot), as ingest_counts.
+                CREATE TABLE collector.catalog_event_counts (
+                    project text NOT NULL,
+                    event text NOT NULL,
+                    day date NOT NULL,
+                    slot smallint NOT NULL,
+                    count bigint NOT NULL,
+                    PRIMARY KEY (project, event, day, slot)
+                );
+
+                CREATE VIEW analytics.catalog_events AS
+                    SELECT s.project, s.event, min(s.first_day) AS first_day, max(s.last_day) AS last_day,
+                           coalesce((SELECT sum(c.count) FROM collector.catalog_event_counts c
+                                     WHERE c.project = s.project AND c.event = s.event), 0)::bigint AS count,
+                           array_agg(DISTINCT s.lib ORDER BY s.lib) FILTER (WHERE s.lib <> '') AS libs,
+                           array_agg(DISTINCT s.app_version ORDER BY s.app_version) FILTER (WHERE s.app_version <> '') AS app_versions
+                    FROM collector.catalog_event_sources s GROUP BY s.project, s.event;
+                COMMENT ON VIEW analytics.catalog_events IS 'Each event a project sent: days first and last seen (UTC), events stored, the $libs and app versions that sent it.';
+                CREATE VIEW analytics.catalog_event_days AS
+                    SELECT project, event, day, sum(count)::bigint AS count FROM collector.catalog_event_counts GROUP BY project, event, day;
+                COMMENT ON VIEW analytics.catalog_event_days IS 'Events stored per project, event name and UTC day of receipt.';
+                CREATE VIEW analytics.catalog_properties AS
+                    SELECT p.project, p.kind, p.name, p.type, p.first_day, p.last_day, p.sample,
+                           ARRAY(SELECT DISTINCT e.event FROM collector.catalog_event_properties e
+                                 WHERE e.project = p.project AND e.name = p.name AND p.kind = 'event' ORDER BY e.event) AS events
+                    FROM collector.catalog_properties p;
+                COMMENT ON VIEW analytics.catalog_properties IS 'Each event and profile property a project sent, with the Sensors type of its first value and that value as a sample.';
+                CREATE VIEW analytics.catalog_event_properties AS
+                    SELECT e.project, e.event, e.name, e.type, e.first_day, e.last_day, e.type = p.type AS matches_type
+                    FROM collector.catalog_event_properties e
+                    JOIN collector.catalog_properties p ON p.project = e.project AND p.kind = 'event' AND p.name = e.name;
+                COMMENT ON VIEW analytics.catalog_event_properties IS 'Which properties each event carried with which type; matches_type is false where the type differs from the property''s.';
+                """),
     ]
 }

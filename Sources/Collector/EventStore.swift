@@ -17,20 +17,24 @@ final class PostgresEventStore: EventStore {
     private let pool: PostgresPool
     private let partitions: EventPartitions
     private let group: GroupCommit
+    private let catalog: Catalog?
 
     /// - Parameters:
     ///   - writers: transactions in flight at once (at most the pool's connections).
     ///   - maxRecordsPerTransaction: how many records one shared transaction takes at most.
     ///   - maxWaitingRecords: records that may wait for a writer before batches are refused (503).
+    ///   - catalog: the catalog's memory of what it wrote; nil keeps no catalog (benchmarks measure
+    ///     its cost so, and tests write as releases before it did).
     init(
         pool: PostgresPool, partitions: EventPartitions? = nil, writers: Int = 4, maxRecordsPerTransaction: Int = 10_000,
-        maxWaitingRecords: Int = 200_000
+        maxWaitingRecords: Int = 200_000, catalog: Catalog? = Catalog()
     ) {
         let partitions = partitions ?? EventPartitions(pool: pool)
         self.pool = pool
         self.partitions = partitions
+        self.catalog = catalog
         group = GroupCommit(maxWriters: writers, maxRecordsPerGroup: maxRecordsPerTransaction, maxWaitingRecords: maxWaitingRecords) { batches in
-            try await Self.commit(batches, pool: pool, partitions: partitions)
+            try await Self.commit(batches, pool: pool, partitions: partitions, catalog: catalog)
         }
     }
 
@@ -62,7 +66,7 @@ final class PostgresEventStore: EventStore {
                         raw: batch.rawText(of: record)
                     ))
             }
-            var result = try await Self.commit([refused], pool: pool, partitions: partitions)[0]
+            var result = try await Self.commit([refused], pool: pool, partitions: partitions, catalog: catalog)[0]
             if !batch.records.isEmpty { result.rejectedIndexes = [0] }
             return result
         }
@@ -72,7 +76,7 @@ final class PostgresEventStore: EventStore {
         for (half, offset) in zip(halves, [0, middle]) {
             let result: CollectResult
             do {
-                result = try await Self.commit([half], pool: pool, partitions: partitions)[0]
+                result = try await Self.commit([half], pool: pool, partitions: partitions, catalog: catalog)[0]
             } catch let error as PostgresError where error.isDataException {
                 result = try await isolate(half, cause: error)
             }
@@ -101,12 +105,17 @@ final class PostgresEventStore: EventStore {
 
     /// Writes `batches` in one transaction and returns each batch's result after the commit,
     /// trying the next `EventWriting` when an event turns out to be stored already.
-    static func commit(_ batches: [IncomingBatch], pool: PostgresPool, partitions: EventPartitions) async throws -> [CollectResult] {
+    static func commit(
+        _ batches: [IncomingBatch], pool: PostgresPool, partitions: EventPartitions, catalog: Catalog?
+    ) async throws -> [CollectResult] {
         var writing = EventWriting.optimistic
         var forgotPartitions = false
+        let changes = catalog.map { catalogChanges(of: batches, catalog: $0) }
         while true {
             do {
-                return try await commit(batches, pool: pool, partitions: partitions, writing: writing)
+                let results = try await commit(batches, pool: pool, partitions: partitions, catalog: changes, writing: writing)
+                if let changes { catalog?.learn(changes.shapes, day: changes.lastDay) }
+                return results
             } catch let error as PostgresError where error.sqlState == "23505" && writing != .staging {
                 writing = writing == .optimistic ? .lookUp : .staging
             } catch let error as PostgresError where error.sqlState == "23514" && !forgotPartitions {
@@ -118,8 +127,30 @@ final class PostgresEventStore: EventStore {
         }
     }
 
+    /// The catalog rows of the shapes among `batches`' records that this process has not written
+    /// today (each once).
+    private static func catalogChanges(of batches: [IncomingBatch], catalog: Catalog) -> CatalogChanges {
+        var changes = CatalogChanges()
+        var shapes: [UInt64] = []
+        for batch in batches {
+            for index in batch.records.indices {
+                // Records of one shape often come in a row.
+                if let shape = batch.records[index].catalog?.shape, shape != shapes.last { shapes.append(shape) }
+            }
+        }
+        let unknown = catalog.unknown(shapes)
+        guard !unknown.isEmpty else { return changes }
+        for batch in batches {
+            for index in batch.records.indices {
+                guard let mark = batch.records[index].catalog, unknown.contains(mark.shape), !changes.shapes.contains(mark.shape) else { continue }
+                changes.observe(project: batch.records[index].project, mark: mark, in: batch)
+            }
+        }
+        return changes
+    }
+
     static func commit(
-        _ batches: [IncomingBatch], pool: PostgresPool, partitions: EventPartitions, writing: EventWriting
+        _ batches: [IncomingBatch], pool: PostgresPool, partitions: EventPartitions, catalog: CatalogChanges?, writing: EventWriting
     ) async throws -> [CollectResult] {
         var events = BinaryCopyWriter()
         var profiles = BinaryCopyWriter()
@@ -212,14 +243,18 @@ final class PostgresEventStore: EventStore {
             // in the transaction; every other record was already there (or repeated).
             var unclaimed = inserted
             var counts = initialCounts
+            var changes = catalog
             var results: [CollectResult] = []
             var position = 0
-            for (records, rejectedCount) in sizes {
+            for (batch, (records, rejectedCount)) in zip(batches, sizes) {
                 var duplicateIndexes: [Int] = []
                 for index in 0..<records {
                     let stored = unclaimed.remove(recordKeys[position + index]) != nil
                     if !stored { duplicateIndexes.append(index) }
                     counts.add(project: projects[position + index], minute: minutes[position + index], as: stored ? .stored : .duplicate)
+                    if stored, let mark = batch.records[index].catalog, mark.event != 0 {
+                        changes?.count(project: projects[position + index], mark: mark, in: batch)
+                    }
                 }
                 position += records
                 results.append(
@@ -228,8 +263,8 @@ final class PostgresEventStore: EventStore {
                         duplicateIndexes: duplicateIndexes
                     ))
             }
-            // Last, so the counter rows are locked only for the moment before commit.
-            try counts.writeAndCommit(on: connection)
+            // Last, so the counter and catalog rows are locked only for the moment before commit.
+            try counts.writeAndCommit(on: connection, after: try changes?.statements(on: connection) ?? [])
             return results
         }
     }

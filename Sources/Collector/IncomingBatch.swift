@@ -15,8 +15,10 @@ import DatongRuntime
 package struct IncomingBatch: Sendable {
     /// When the gateway received the upload, in milliseconds since the Unix epoch.
     package let receivedAt: Int64
-    /// The request's JSON (the batch, or the group holding it), into which `Record.raw` points.
-    let body: [UInt8]
+    /// The request's JSON (the batch, or the group holding it), parsed, into which `Record.raw`
+    /// and `CatalogMark.entry` point.
+    let document: JSONDocument
+    var body: [UInt8] { document.bytes }
     /// The events' COPY rows (after the COPY header), into which `Content.event` points.
     package let eventRows: [UInt8]
     /// The records to write, in the order sent, without those refused while reading.
@@ -37,6 +39,8 @@ package struct IncomingBatch: Sendable {
         /// The record's JSON in `body`, kept if PostgreSQL refuses a value of it.
         let raw: Range<Int>
         package let content: Content
+        /// What the catalog needs of an event or profile record; nil for other records.
+        let catalog: CatalogMark?
     }
 
     package enum Content: Sendable {
@@ -62,7 +66,7 @@ package struct IncomingBatch: Sendable {
     /// The batch with only `records[range]`, sharing its bytes; `rejected` goes with the first part.
     func part(_ range: Range<Int>) -> IncomingBatch {
         IncomingBatch(
-            receivedAt: receivedAt, body: body, eventRows: eventRows, records: Array(records[range]),
+            receivedAt: receivedAt, document: document, eventRows: eventRows, records: Array(records[range]),
             rejected: range.lowerBound == 0 ? rejected : [], kept: nil, sentCount: range.count
         )
     }
@@ -128,7 +132,7 @@ extension IncomingBatch: WireDecodable {
             }
         }
         self.init(
-            receivedAt: receivedAt, body: root.document.bytes, eventRows: reader.rows.bytes, records: reader.records, rejected: reader.rejected,
+            receivedAt: receivedAt, document: root.document, eventRows: reader.rows.bytes, records: reader.records, rejected: reader.rejected,
             kept: reader.refusedAny ? reader.kept : nil, sentCount: recordIndexes.count
         )
     }
@@ -163,6 +167,9 @@ private struct RecordReader {
     private var keyInput: [UInt8] = []
     private var project = ""
     private var projectBytes: [UInt8] = []
+    /// `project`'s hash, and the day of receipt, for the records' catalog marks.
+    private var projectHash: UInt64 = 0
+    private let receivedDay: UInt64
 
     /// `bytes`: the size of the batch's JSON (in a group, not the whole body), which its rows
     /// take about as much of.
@@ -170,6 +177,7 @@ private struct RecordReader {
         self.document = document
         self.keys = keys
         self.receivedAt = receivedAt
+        receivedDay = UInt64(Catalog.day(of: receivedAt))
         self.rejected = rejected
         rows = BinaryCopyWriter(reservingCapacity: 64 + bytes + count * 96)
         records.reserveCapacity(count)
@@ -187,21 +195,68 @@ private struct RecordReader {
             refuse(position, project: project, problem: problem, raw: object, bytes: bytes)
             return
         }
-        guard RecordTypes.isEvent(record.string(.type, bytes: bytes)!) else {
+        let type = record.string(.type, bytes: bytes)!
+        guard RecordTypes.isEvent(type) else {
             // Profile and item records are few, and folded from typed records.
             let profile = CollectRecord(reading: record, document: document, bytes: bytes, entries: entries)
-            keep(position, key: RecordKey(of: profile, rule: keys), project: project, time: profile.time, raw: object, content: .profile(profile))
+            let mark = Self.catalogsProperties(ofType: type) ? catalogMark(at: index, isEvent: false, bytes: bytes, entries: entries) : nil
+            keep(
+                position, key: RecordKey(of: profile, rule: keys), project: project, time: profile.time, raw: object, content: .profile(profile),
+                catalog: mark)
             return
         }
         let key = hashKey(bytes: bytes, entries: entries)
         let start = rows.bytes.count
         writeRow(key: key, bytes: bytes, entries: entries)
-        keep(position, key: key, project: project, time: record.time, raw: object, content: .event(row: start..<rows.bytes.count))
+        keep(
+            position, key: key, project: project, time: record.time, raw: object, content: .event(row: start..<rows.bytes.count),
+            catalog: catalogMark(at: index, isEvent: true, bytes: bytes, entries: entries))
     }
 
-    private mutating func keep(_ position: Int, key: RecordKey, project: String, time: Int64, raw: JSONDocument.Entry, content: IncomingBatch.Content) {
-        records.append(IncomingBatch.Record(key: key, project: project, time: time, raw: Int(raw.start)..<Int(raw.end), content: content))
+    private mutating func keep(
+        _ position: Int, key: RecordKey, project: String, time: Int64, raw: JSONDocument.Entry, content: IncomingBatch.Content, catalog: CatalogMark?
+    ) {
+        records.append(
+            IncomingBatch.Record(key: key, project: project, time: time, raw: Int(raw.start)..<Int(raw.end), content: content, catalog: catalog))
         kept.append(position)
+    }
+
+    /// The profile records whose properties are profile properties with values of their type
+    /// (`profile_unset` and `profile_delete` name properties or nothing).
+    private static func catalogsProperties(ofType type: String) -> Bool {
+        type == "profile_set" || type == "profile_set_once" || type == "profile_increment" || type == "profile_append"
+    }
+
+    /// The record's catalog shape (`Catalog.swift`): a hash over its project, event, `$lib`, app
+    /// version, day of receipt and its properties' names and types, read from the bytes as they are.
+    private func catalogMark(at index: Int, isEvent: Bool, bytes: Bytes, entries: Entries) -> CatalogMark {
+        let record = record
+        var shape = ShapeHasher()
+        shape.combine(projectHash)
+        var event: UInt64 = 0
+        if isEvent {
+            record.withEscaped { escaped in
+                shape.combine(record.text(.event, bytes: bytes, escaped: escaped))
+                event = shape.value | 1  // never 0, which marks a profile record
+                shape.combine(record.text(.lib, bytes: bytes, escaped: escaped))
+                shape.combine(record.text(.appVersion, bytes: bytes, escaped: escaped))
+            }
+        } else {
+            shape.combine(0)
+        }
+        shape.combine(receivedDay)
+        let slot = record.slots[Field.properties.rawValue]
+        var member = slot + 1
+        for _ in 0..<Int(entries[slot].count) {
+            let key = entries[member]
+            let value = entries[member + 1]
+            if let type = SensorsType.of(value, bytes: bytes) {
+                shape.combine(Int(key.start)..<Int(key.end), in: bytes)
+                shape.combine(type.code)
+            }
+            member = Int(value.next)
+        }
+        return CatalogMark(shape: shape.value, event: event, entry: Int32(index))
     }
 
     private mutating func refuse(_ position: Int, project: String, problem: String, raw: JSONDocument.Entry, bytes: Bytes) {
@@ -222,6 +277,9 @@ private struct RecordReader {
         if !same {
             projectBytes = record.withEscaped { Array(record.text(.project, bytes: bytes, escaped: $0)!) }
             project = String(decoding: projectBytes, as: UTF8.self)
+            var hasher = ShapeHasher()
+            projectBytes.withUnsafeBufferPointer { hasher.combine($0) }
+            projectHash = hasher.value
         }
         return project
     }

@@ -120,19 +120,23 @@ struct IngestCounts: Sendable {
     }
 
     /// Adds the counts and commits the transaction that stores the records, in one round trip
-    /// (`commit(after:)`: the arrays travel as quoted literals, not parameters).
-    func writeAndCommit(on connection: PostgresConnection) throws {
+    /// after `statements` (`commit(after:)`: the arrays travel as quoted literals, not parameters).
+    func writeAndCommit(on connection: PostgresConnection, after statements: [String] = []) throws {
         var counts = self
         counts.settle()
         let tallies = counts.tallies
-        guard !tallies.isEmpty else { return }
+        guard !tallies.isEmpty else {
+            if !statements.isEmpty { try connection.commit(after: statements.joined(separator: ";\n")) }
+            return
+        }
         // A fixed order, so concurrent transactions lock counter rows in the same order. Each
         // connection adds to its own row (`slot`, from its process id): writers holding a counter
         // row until their commit would otherwise queue behind one another.
         let rows = tallies.sorted { ($0.key.project, $0.key.minute) < ($1.key.project, $1.key.minute) }
         func column(_ value: (Key, Tally) -> String) throws -> String { try connection.literal(postgresTextArray(rows.map { value($0.key, $0.value) })) }
         try connection.commit(
-            after: """
+            after: statements.map { $0 + ";\n" }.joined()
+                + """
                 INSERT INTO collector.ingest_counts AS c (project, minute, slot, received, stored, duplicates, rejected)
                 SELECT t.project, to_timestamp(t.minute / 1000.0), (pg_backend_pid() % 4096)::smallint,
                        t.stored + t.duplicates + t.rejected, t.stored, t.duplicates, t.rejected

@@ -11,6 +11,8 @@ package protocol StoredDataReads: Sendable {
     func events(_ query: EventQuery) async throws -> String
     func rejected(project: String, before: Int64?, limit: Int) async throws -> String
     func ingestCounts(project: String, hours: Int) async throws -> String
+    /// The project's catalog (`ProjectMetadata`'s JSON).
+    func metadata(project: String) async throws -> String
 }
 
 /// A page of a project's newest events, optionally only one event name, distinct id or user.
@@ -34,6 +36,9 @@ package enum ReadBounds {
     /// How far back the per-minute counts reach.
     package static let hours = 1...72
     package static let defaultHours = 6
+    /// Events, and properties, in one metadata answer at most (by name; a project with more is
+    /// read with SQL from `analytics.catalog_*`).
+    package static let maxCatalogRows = 10_000
 }
 
 /// Where a page of events stopped: the last event's time (µs since 1970) and id. Its text form is
@@ -122,6 +127,34 @@ package struct PostgresStoredDataReads: StoredDataReads {
             """
         let minutes = try await read(sql, [project, String(hours)]).first?.first.flatMap { $0 } ?? "[]"
         return #"{"hours":\#(hours),"minutes":\#(minutes)}"#
+    }
+
+    package func metadata(project: String) async throws -> String {
+        let sql = """
+            SELECT json_build_object(
+                'project', $1::text,
+                'events', COALESCE((
+                    SELECT json_agg(json_build_object(
+                        'name', e.event, 'firstDay', e.first_day::text, 'lastDay', e.last_day::text, 'count', e.count,
+                        'libs', COALESCE(e.libs, '{}'), 'appVersions', COALESCE(e.app_versions, '{}'),
+                        'properties', COALESCE((
+                            SELECT json_agg(json_build_object('name', p.name, 'type', p.type) ORDER BY p.name, p.type)
+                            FROM collector.catalog_event_properties p WHERE p.project = e.project AND p.event = e.event), '[]')
+                    ) ORDER BY e.event)
+                    FROM (SELECT * FROM analytics.catalog_events WHERE project = $1 ORDER BY event LIMIT \(ReadBounds.maxCatalogRows)) e), '[]'),
+                'properties', COALESCE((
+                    SELECT json_agg(json_build_object(
+                        'kind', p.kind, 'name', p.name, 'type', p.type, 'firstDay', p.first_day::text, 'lastDay', p.last_day::text,
+                        'sample', p.sample, 'events', p.events,
+                        'conflicts', COALESCE((
+                            SELECT json_agg(json_build_object('name', x.event, 'type', x.type) ORDER BY x.event, x.type)
+                            FROM collector.catalog_event_properties x
+                            WHERE p.kind = 'event' AND x.project = p.project AND x.name = p.name AND x.type <> p.type), '[]')
+                    ) ORDER BY p.kind, p.name)
+                    FROM (SELECT * FROM analytics.catalog_properties WHERE project = $1 ORDER BY kind, name LIMIT \(ReadBounds.maxCatalogRows)) p), '[]')
+            )::text
+            """
+        return try await read(sql, [project]).first?.first.flatMap { $0 } ?? "{}"
     }
 
     /// A read bounded in time too: the console's reads must not hold the database (a filter that

@@ -8,7 +8,7 @@ import NIOCore
 import NIOHTTP1
 
 /// The admin API's window on data other services own: the collector's newest events, rejected
-/// records and per-minute counts, identity-service's lookups and merge undo. config-service is the
+/// records, per-minute counts and catalog (metadata), identity-service's lookups and merge undo. config-service is the
 /// one place that knows the admin tokens, so it checks the token, then asks the owner on the same
 /// path with the service token; the owner's answer (or refusal) is passed on as it is. An owner
 /// that cannot be reached is a 503 naming it.
@@ -65,7 +65,7 @@ struct OwnedDataAPI: ServiceAPI {
 
     func register(on router: Router<DatongRequestContext>) {
         let projects = router.group("/v1/projects/:project")
-        for path in ["events", "rejected", "ingest-counts"] {
+        for path in ["events", "rejected", "ingest-counts", "metadata"] {
             projects.get(RouterPath(stringLiteral: path)) { request, context in
                 try await passOn(request, context, to: collector)
             }

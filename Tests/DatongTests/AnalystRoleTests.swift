@@ -45,6 +45,7 @@ struct AnalystRoleTests {
                 """
             ).compactMap { $0[0] }
             #expect(views.contains("events") && views.contains("rejected") && views.contains("profiles") && views.contains("ingest_counts"))
+            #expect(views.contains("catalog_events") && views.contains("catalog_properties") && views.contains("catalog_event_properties"))
             for view in views {
                 #expect(try await Self.asAnalyst(services.databaseURL, "SELECT * FROM analytics.\(view) LIMIT 1") == nil, "analytics.\(view)")
             }

@@ -51,6 +51,11 @@ final class RecordingReads: StoredDataReads {
         queries.withLock { $0.append("counts \(project) \(hours)") }
         return #"{"hours":\#(hours),"minutes":[]}"#
     }
+
+    func metadata(project: String) async throws -> String {
+        queries.withLock { $0.append("metadata \(project)") }
+        return #"{"project":"\#(project)","events":[],"properties":[]}"#
+    }
 }
 
 /// The collector's HTTP contract over a store in memory: what reaches the store, what the answer

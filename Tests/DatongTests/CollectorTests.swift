@@ -29,13 +29,13 @@ extension PostgresEventStore {
     }
 
     static func commit(_ batches: [CollectBatch], pool: PostgresPool, partitions: EventPartitions) async throws -> [CollectResult] {
-        try await commit(batches.map(IncomingBatch.init), pool: pool, partitions: partitions)
+        try await commit(batches.map(IncomingBatch.init), pool: pool, partitions: partitions, catalog: Catalog())
     }
 
     static func commit(
         _ batches: [CollectBatch], pool: PostgresPool, partitions: EventPartitions, writing: EventWriting
     ) async throws -> [CollectResult] {
-        try await commit(batches.map(IncomingBatch.init), pool: pool, partitions: partitions, writing: writing)
+        try await commit(batches.map(IncomingBatch.init), pool: pool, partitions: partitions, catalog: CatalogChanges(), writing: writing)
     }
 }
 
@@ -482,7 +482,7 @@ struct CollectorTests {
                 try connection.execute(Self.sharedMonth(month(4)))
                 try connection.execute(Self.sharedMonth(current.next))
             }
-            let store = PostgresEventStore(pool: pool)
+            let store = PostgresEventStore(pool: pool, catalog: nil)
             _ = try await store.write(CollectBatch(receivedAt: now, records: [event("shop", 4, "Old"), event("news", 4, "Old")]))
             try await Migrator.migrate(schema: CollectorSchema.name, migrations: CollectorSchema.migrations, pool: pool, logger: TestDatabase.logger)
             let partitions = EventPartitions(pool: pool)

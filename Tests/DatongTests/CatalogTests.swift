@@ -1,0 +1,208 @@
+import DatongContracts
+import DatongCtl
+import DatongPostgres
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import Testing
+
+@testable import Collector
+
+/// The catalog (issue 38): which events and properties each project sends, typed as Sensors types
+/// them, kept while storing, from the official SDKs' own traffic.
+@Suite("the catalog of events and properties")
+struct CatalogTests {
+    @Test("the JS and Java SDKs' traffic makes a catalog with the types they meant, counts each stored event once, and shows a second type")
+    func fromSDKTraffic() async throws {
+        try await RunningServices.run(limits: RecordMeaningTests.limits) { services in
+            let db = services.databaseURL
+            // The JS SDK: bridged through the app (three scenarios) and sent directly (five).
+            for (number, scenario) in ["ios", "ios_old", "android"].enumerated() {
+                let response = try await GatewayTests.relay(
+                    try BridgeRulesTests.messages(scenario), app: GatewayTests.app(anonymousID: "app-anon-\(number)", idfv: "IDFV-\(number)"),
+                    to: services.gateway)
+                #expect(response.status == .ok, "\(response.text)")
+            }
+            for emission in try Fixtures.javascript() where !["ios", "ios_old", "android"].contains(emission.scenario) {
+                #expect(try await GatewayTests.sendDirect(emission, prefix: "", to: services.gateway).status == .ok)
+            }
+            // The Java SDK: its BatchConsumer's two lists.
+            let java = try RecordMeaningTests.capture("java-sdk-3.6.8.jsonl")
+            _ = try await RecordMeaningTests.sendAll([java[0], java[2]], to: services)
+
+            // `track('BuyProduct', {price, tags, paid_at})`: a number, a list, a JS Date.
+            let js = try await TestDatabase.rows(
+                db,
+                """
+                SELECT name, type, kind FROM analytics.catalog_properties
+                WHERE project = 'production' AND name IN ('price', 'tags', 'paid_at', 'name', '$lib', '$is_first_day') ORDER BY kind, name
+                """)
+            #expect(
+                js == [
+                    ["$is_first_day", "BOOL", "event"], ["$lib", "STRING", "event"], ["paid_at", "DATETIME", "event"], ["price", "NUMBER", "event"],
+                    ["tags", "LIST", "event"], ["name", "STRING", "profile"],
+                ])
+            // Java: `List<String>` is a LIST, its cut text a STRING, increments NUMBER, appends LIST.
+            let javaTypes = try await TestDatabase.rows(
+                db,
+                """
+                SELECT name, type, kind FROM analytics.catalog_properties
+                WHERE project = 'default' AND name IN ('tags', 'long', 'clicks', 'l') ORDER BY kind, name
+                """)
+            #expect(javaTypes == [["long", "STRING", "event"], ["tags", "LIST", "event"], ["clicks", "NUMBER", "profile"], ["l", "LIST", "profile"]])
+            let long = try await TestDatabase.rows(db, "SELECT events::text FROM analytics.catalog_properties WHERE project = 'default' AND name = 'long'")
+            #expect(long == [["{DebugNote,Note}"]], "\(long)")
+
+            // Every stored event counted once: the catalog's counts are the table's.
+            let counted = """
+                SELECT c.project, c.event, c.count::text, (SELECT count(*) FROM analytics.events e WHERE e.project = c.project AND e.event = c.event)::text
+                FROM analytics.catalog_events c WHERE c.event IN ('BuyProduct', 'Buy', 'Note') ORDER BY c.project, c.event
+                """
+            var counts = try await TestDatabase.rows(db, counted)
+            #expect(counts == [["default", "Buy", "2", "2"], ["default", "Note", "1", "1"], ["production", "BuyProduct", "8", "8"]])
+            #expect(
+                try await TestDatabase.rows(db, "SELECT libs::text FROM analytics.catalog_events WHERE project = 'default' AND event = 'Buy'")
+                    == [["{Java}"]])
+            // The Java SDK's retry stores nothing and counts nothing.
+            _ = try await RecordMeaningTests.sendAll([java[0]], to: services)
+            counts = try await TestDatabase.rows(db, counted)
+            #expect(counts == [["default", "Buy", "2", "2"], ["default", "Note", "1", "1"], ["production", "BuyProduct", "8", "8"]])
+
+            // Another client sends the price as text: the property keeps the first value's type,
+            // and the event shows the second.
+            let answer = try await CompatibilityTests.upload(
+                [
+                    [
+                        "type": "track", "event": "BuyProduct", "distinct_id": "server-1", "time": Int(Date().timeIntervalSince1970 * 1000),
+                        "lib": ["$lib": "python"], "properties": ["price": "9.90", "$lib": "python"],
+                    ]
+                ], to: services.gateway)
+            #expect(answer["stored"] as? Int == 1, "\(answer)")
+            let price = try await TestDatabase.rows(
+                db,
+                """
+                SELECT p.type, e.type, e.matches_type::text FROM analytics.catalog_properties p
+                JOIN analytics.catalog_event_properties e ON e.project = p.project AND e.name = p.name
+                WHERE p.project = 'production' AND p.name = 'price' ORDER BY e.type
+                """)
+            #expect(price == [["NUMBER", "NUMBER", "true"], ["NUMBER", "STRING", "false"]])
+            #expect(
+                try await TestDatabase.rows(db, "SELECT libs::text FROM analytics.catalog_events WHERE project = 'production' AND event = 'BuyProduct'")
+                    == [["{js,python}"]])
+
+            // The admin API (config-service passes it on) and datongctl say the same.
+            let read = try await services.config.execute(uri: "/v1/projects/production/metadata", method: .get, headers: ErasureTests.admin)
+            #expect(read.status == .ok, "\(read.text)")
+            let metadata = try JSONDecoder().decode(ProjectMetadata.self, from: Data(read.text.utf8))
+            let buy = try #require(metadata.events.first { $0.name == "BuyProduct" })
+            #expect(buy.count == 9 && buy.libs == ["js", "python"])
+            #expect(buy.properties.filter { $0.name == "price" } == [.init(name: "price", type: .number), .init(name: "price", type: .string)])
+            let priceEntry = try #require(metadata.properties.first { $0.name == "price" && $0.kind == "event" })
+            #expect(priceEntry.type == .number && priceEntry.conflicts == [.init(name: "BuyProduct", type: .string)] && priceEntry.events == ["BuyProduct"])
+            let paidAt = try #require(metadata.properties.first { $0.name == "paid_at" })
+            #expect(paidAt.type == .datetime && paidAt.sample.wholeMatch(of: /\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}/) != nil, "\(paidAt.sample)")
+            let environment = ["DATONG_CONFIG_URL": "http://127.0.0.1:\(services.config.port!)", "DATONG_ADMIN_TOKEN": RunningServices.adminToken]
+            let show = await Datongctl.run(["metadata", "production"], environment: environment)
+            #expect(show.exitCode == 0 && show.output.contains("price\tevent\tNUMBER\t1\tSTRING in BuyProduct"), "\(show.output)")
+            let export = await Datongctl.run(["metadata", "export", "production"], environment: environment)
+            #expect(export.exitCode == 0)
+            #expect(try JSONDecoder().decode(ProjectMetadata.self, from: Data(export.output.utf8)) == metadata)
+        }
+    }
+
+    @Test("a name hashes alike read word by word or with its tail loaded back from its end; lengths and bytes tell names apart")
+    func shapeHasher() {
+        let document = Array(#"{"a":1,"price":2,"$screen_width":3,"abcdefgh":4,"abcdefg":5}"#.utf8)
+        document.withUnsafeBufferPointer { buffer in
+            func hashes(_ name: String) -> (UInt64, UInt64) {
+                let start = document.firstIndex(of: name)
+                let range = start..<(start + name.utf8.count)
+                var loaded = ShapeHasher()
+                loaded.combine(range, in: buffer)
+                var looped = ShapeHasher()
+                looped.combine(UnsafeBufferPointer(rebasing: buffer[range]))
+                return (loaded.value, looped.value)
+            }
+            var seen = Set<UInt64>()
+            for name in ["a", "price", "$screen_width", "abcdefgh", "abcdefg"] {
+                let (loaded, looped) = hashes(name)
+                #expect(loaded == looped, "\(name)")
+                seen.insert(loaded)
+            }
+            #expect(seen.count == 5)
+        }
+    }
+
+    @Test("two collectors storing the same batches at once, retries included, count each event once and write each catalog row once")
+    func twoReplicas() async throws {
+        let url = try await TestDatabase.create()
+        try await TestDatabase.withPool(url) { pool in
+            try await Migrator.migrate(schema: CollectorSchema.name, migrations: CollectorSchema.migrations, pool: pool, logger: TestDatabase.logger)
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            func batch(_ number: Int) -> CollectBatch {
+                let records = (0..<20).map { index in
+                    var record = CollectorTests.event(index % 3 == 0 ? "Pay" : "View", time: now - Int64(number * 100 + index))
+                    record.distinctId = "device-\(number)-\(index)"
+                    record.properties = index % 2 == 0 ? #"{"amount": 3, "when": "2026-11-27 10:00:00.000"}"# : #"{"amount": 3, "tags": ["a"]}"#
+                    return record
+                }
+                return CollectBatch(receivedAt: now, records: records)
+            }
+            let first = PostgresEventStore(pool: pool)
+            let second = PostgresEventStore(pool: pool)
+            // Each batch goes to both replicas at once (a gateway's retry after a lost answer).
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for number in 0..<10 {
+                    for store in [first, second] { group.addTask { _ = try await store.write(batch(number)) } }
+                }
+                try await group.waitForAll()
+            }
+            let counts = try await TestDatabase.rows(
+                url,
+                """
+                SELECT event, sum(count)::text, (SELECT count(*) FROM analytics.events e WHERE e.event = d.event)::text
+                FROM analytics.catalog_event_days d GROUP BY event ORDER BY event
+                """)
+            #expect(counts == [["Pay", "70", "70"], ["View", "130", "130"]])
+            let properties = try await TestDatabase.rows(
+                url, "SELECT event, name, type FROM analytics.catalog_event_properties ORDER BY event, name")
+            #expect(
+                properties == [
+                    ["Pay", "amount", "NUMBER"], ["Pay", "tags", "LIST"], ["Pay", "when", "DATETIME"],
+                    ["View", "amount", "NUMBER"], ["View", "tags", "LIST"], ["View", "when", "DATETIME"],
+                ])
+        }
+    }
+
+    @Test("a client inventing property names fills its project's catalog to the bound and no further; its events are stored all the same")
+    func boundedByProject() async throws {
+        let url = try await TestDatabase.create()
+        try await TestDatabase.withPool(url) { pool in
+            try await Migrator.migrate(schema: CollectorSchema.name, migrations: CollectorSchema.migrations, pool: pool, logger: TestDatabase.logger)
+            let store = PostgresEventStore(pool: pool)
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            // 11 records of 1,000 made-up names each: 11,000 names, 1,000 past the bound.
+            for number in 0..<11 {
+                var record = CollectorTests.event("Spam", time: now - Int64(number))
+                let names = (0..<1_000).map { #""p\#(number)_\#($0)": 1"# }
+                record.properties = "{" + names.joined(separator: ",") + "}"
+                #expect(try await store.write(CollectBatch(receivedAt: now, records: [record])).stored == 1)
+            }
+            let sizes = try await TestDatabase.rows(
+                url,
+                """
+                SELECT (SELECT count(*) FROM analytics.catalog_properties)::text, (SELECT count(*) FROM analytics.events)::text,
+                       (SELECT count FROM analytics.catalog_events WHERE event = 'Spam')::text
+                """)
+            #expect(sizes == [[String(CatalogChanges.maxProperties), "11", "11"]])
+        }
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// Where `text`'s bytes first occur (the test's names all occur).
+    fileprivate func firstIndex(of text: String) -> Int {
+        let needle = Array(text.utf8)
+        return (0...(count - needle.count)).first { self[$0..<($0 + needle.count)].elementsEqual(needle) }!
+    }
+}
