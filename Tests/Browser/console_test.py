@@ -279,7 +279,23 @@ def run(args):
             assert action in audit, f"{action} is in the audit trail"
         c.shot("audit-trail")
 
-        # 10. A token revoked while the tab is open sends the operator back to sign in, saying why.
+        # 10. The metadata: the events and properties the catalog kept, with their types; a price
+        # sent as text after it was sent as a number shows as another type.
+        status_code, answer = upload(args.gateway, token, [
+            {"type": "track", "event": "AddToCart", "time": now, "distinct_id": DISTINCT_ID, "_track_id": 4,
+             "lib": {"$lib": "js", "$lib_version": "1.27.10"}, "properties": {"product_id": "sku-43", "price": "19.90"}}])
+        assert status_code == 200 and answer.get("stored") == 1, answer
+        d.get(f"{args.console}#/p/{PROJECT}/metadata")
+        c.text_in("main h1", "Metadata")
+        c.text_in("table.events-catalog tr[data-event='AddToCart']", "iOS, js")
+        c.text_in("table.properties-catalog tr[data-property='price']", "NUMBER")
+        c.text_in("table.properties-catalog tr[data-property='price']", "another type seen")
+        c.text_in("table.conflicts-table tr[data-property='price']", "STRING")
+        c.text_in("table.conflicts-table tr[data-property='price']", "AddToCart")
+        c.text_in("table.properties-catalog tr[data-property='product_id']", "STRING")
+        c.shot("metadata")
+
+        # 11. A token revoked while the tab is open sends the operator back to sign in, saying why.
         d.execute_script("sessionStorage.setItem('datong.adminToken', 'revoked-token')")
         d.get(f"{args.console}#/projects")
         c.text_in(".signin", "Sign in")

@@ -9,6 +9,7 @@ import { liveView } from "./live.js";
 import { identityView } from "./identity.js";
 import { privacyView } from "./privacy.js";
 import { auditView } from "./audit.js";
+import { metadataView } from "./metadata.js";
 
 const root = document.getElementById("app");
 let projects = [];
@@ -70,6 +71,7 @@ function header(route) {
       link(`#/p/${p}/tracking`, "Tracking table", route.page === "tracking"),
       link(`#/p/${p}/documents/remote-config`, "Documents", route.page === "documents"),
       link(`#/p/${p}/live`, "Live data", route.page === "live"),
+      link(`#/p/${p}/metadata`, "Metadata", route.page === "metadata"),
       link(`#/p/${p}/identity`, "Identity", route.page === "identity"),
       link(`#/p/${p}/privacy`, "Privacy", route.page === "privacy"),
       link("#/audit", "Audit", route.name === "audit"),
@@ -99,6 +101,7 @@ async function render() {
     else if (route.page === "documents") stopView = await documentView(main, route.project, KINDS.some((k) => k.id === route.arg) ? route.arg : "remote-config");
     else if (route.page === "identity") stopView = await identityView(main, route.project);
     else if (route.page === "privacy") stopView = await privacyView(main, route.project);
+    else if (route.page === "metadata") stopView = await metadataView(main, route.project);
     else stopView = await liveView(main, route.project);
   } catch (error) {
     if (error instanceof ApiError && error.status === 401) return;
