@@ -24,6 +24,10 @@ package struct UserData: Sendable {
         erased.profileRecords = try await delete(Self.profileRecords, [project, users, limit])
         erased.details = try await delete(Self.details, [project, users, limit])
         erased.profiles = try await delete(Self.profiles, [project, users])
+        // The catalog keeps no ids, but a property's sample is one value as sent: one of the
+        // person's ids there goes too (as the catalog cut it).
+        let samples = postgresTextArray(step.subject.identities.map { String($0.value.prefix(CatalogChanges.sampleCharacters)) })
+        _ = try await delete(Self.samples, [project, samples])
         let needles = postgresTextArray(step.subject.identities.map { Self.jsonString($0.value) })
         let scan = try await pool.transaction { connection in
             try connection.query(Self.rejected, [project, String(step.rejectedAfter), limit, needles]).rows.first
@@ -157,6 +161,7 @@ package struct UserData: Sendable {
         """
 
     private static let profiles = "DELETE FROM collector.profiles WHERE project = $1 AND user_id = ANY($2::bigint[])"
+    private static let samples = "UPDATE collector.catalog_properties SET sample = '' WHERE project = $1 AND sample = ANY($2::text[])"
 
     /// Rows still to remove after a step (through the user indexes; refused records are scanned, not counted).
     private static let left = """

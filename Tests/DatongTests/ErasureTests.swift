@@ -33,7 +33,7 @@ struct ErasureTests {
             track("AppStart", "ann-phone", now - 65 * day, identities: annPhone),
             track("ViewProduct", "ann-phone", now - 35 * day, identities: annPhone),
             #"{"type":"track_signup","event":"$SignUp","time":\#(now - 34 * day),"distinct_id":"ann","original_id":"ann-phone","_track_id":11,"identities":\#(annLogin),"lib":{"$lib":"iOS"},"properties":{}}"#,
-            track("Buy", "ann", now - day, identities: annLogin, extra: #","price":9.9"#),
+            track("Buy", "ann", now - day, identities: annLogin, extra: #","price":9.9,"account":"ann""#),
             #"{"type":"profile_set","time":\#(now - day),"distinct_id":"ann","_track_id":12,"identities":\#(annLogin),"lib":{"$lib":"iOS"},"properties":{"name":"Ann"}}"#,
             // Refused at the gateway (a property name Sensors forbids): kept with the raw record.
             track("Broken", "ann-phone", now - day, identities: annPhone, extra: #","1bad":1"#),
@@ -165,6 +165,11 @@ struct ErasureTests {
 
             let annAfter = try await Self.held(url, users: [annUser, tabletUser], ids: annIDs)
             #expect(annAfter.values.allSatisfy { $0 == "0" }, "\(annAfter)")
+            // The catalog's sample of a property whose first value was her login id is gone; the
+            // property stays (a name, a type, no one's).
+            #expect(
+                try await TestDatabase.rows(url, "SELECT name, type, sample FROM analytics.catalog_properties WHERE name IN ('account', 'price') ORDER BY name")
+                    == [["account", "STRING", ""], ["price", "NUMBER", "9.9"]])
             #expect(try await Self.held(url, users: [carlUser], ids: ["carl-phone"]) == carlBefore)
             // The audit says who asked and what went by count, never her ids.
             let audit = try await TestDatabase.rows(url, "SELECT action, actor, detail FROM config.audit WHERE action LIKE 'user.%' ORDER BY id")
