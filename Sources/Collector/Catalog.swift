@@ -386,3 +386,38 @@ struct CatalogChanges {
         return sql
     }
 }
+
+/// The display names and descriptions of catalog entries (`collector.catalog_notes`).
+struct CatalogNotes: Sendable {
+    let pool: PostgresPool
+
+    /// Keeps `notes` of `project` (one transaction); a note with both texts empty removes it.
+    /// Returns how many were kept and removed.
+    func save(project: String, _ notes: [MetadataNote]) async throws -> (kept: Int, removed: Int) {
+        let kept = notes.filter { !$0.displayName.isEmpty || !$0.description.isEmpty }
+        let removed = notes.filter { $0.displayName.isEmpty && $0.description.isEmpty }
+        return try await pool.transaction { connection in
+            let written = try connection.query(
+                """
+                INSERT INTO collector.catalog_notes (project, kind, name, display_name, description)
+                SELECT DISTINCT ON (kind, name) $1, kind, name, display_name, description
+                FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS t(kind, name, display_name, description, position)
+                ORDER BY kind, name, position DESC
+                ON CONFLICT (project, kind, name) DO UPDATE
+                    SET display_name = EXCLUDED.display_name, description = EXCLUDED.description, updated_at = now()
+                """,
+                [
+                    project, postgresTextArray(kept.map(\.kind)), postgresTextArray(kept.map(\.name)), postgresTextArray(kept.map(\.displayName)),
+                    postgresTextArray(kept.map(\.description)),
+                ]
+            ).affectedRows
+            let deleted = try connection.query(
+                """
+                DELETE FROM collector.catalog_notes n USING unnest($2::text[], $3::text[]) AS t(kind, name)
+                WHERE n.project = $1 AND n.kind = t.kind AND n.name = t.name
+                """, [project, postgresTextArray(removed.map(\.kind)), postgresTextArray(removed.map(\.name))]
+            ).affectedRows
+            return (written, deleted)
+        }
+    }
+}

@@ -26,7 +26,8 @@ package func buildCollectorApplication(
         api: CollectorAPI(
             store: store, reads: PostgresStoredDataReads(pool: database.pool), serviceToken: ServiceToken(settings.server.serviceToken),
             maxBatchBytes: settings.maxBatchBytes, refusals: Refusals(registry: runtime.metrics),
-            keyRule: StoredKeyRule(pool: database.pool).current, userData: UserData(pool: database.pool), retention: maintenance
+            keyRule: StoredKeyRule(pool: database.pool).current, userData: UserData(pool: database.pool), retention: maintenance,
+            notes: CatalogNotes(pool: database.pool)
         ),
         schema: CollectorSchema.name, migrations: CollectorSchema.migrations, server: settings.server, runtime: runtime, services: [maintenance, replication]
     )
@@ -48,6 +49,8 @@ struct CollectorAPI: ServiceAPI {
     var userData: UserData? = nil
     /// The partitions' retention, for its dry run; nil: no such route.
     var retention: PartitionMaintenance? = nil
+    /// Display names and descriptions of the catalog's entries; nil: no such route.
+    var notes: CatalogNotes? = nil
 
     func register(on router: Router<DatongRequestContext>) {
         router.post("/v1/batches") { request, context in try await write(request, context: context) }
@@ -87,6 +90,20 @@ struct CollectorAPI: ServiceAPI {
         projects.get("metadata") { request, context in
             let project = try authorize(request, context)
             return jsonResponse(.ok, try await reads.metadata(project: project))
+        }
+        if let notes {
+            projects.put("metadata/notes") { request, context in
+                let project = try authorize(request, context)
+                let list = try await decodeJSONBody([MetadataNote].self, from: request, limit: Self.maxNotesBytes)
+                guard list.count <= MetadataNote.maxNotes else {
+                    throw ServiceError.badRequest(.invalidValue, "at most \(MetadataNote.maxNotes) notes a request")
+                }
+                for (index, note) in list.enumerated() {
+                    if let problem = note.problem { throw ServiceError.badRequest(.invalidValue, "notes[\(index)]: \(problem)") }
+                }
+                let (kept, removed) = try await notes.save(project: project, list)
+                return try jsonResponse(.ok, encoding: ["kept": kept, "removed": removed])
+            }
         }
         if let retention {
             // What retention would drop now (`?days=N` and `?project=P&months=N` try other
@@ -157,6 +174,8 @@ struct CollectorAPI: ServiceAPI {
 
     /// An erasure's or export's subject: at most `ErasureSubject`'s ids, each at most 1 KiB.
     static let maxSubjectBytes = 16 << 20
+    /// A list of notes (a whole project's, as `datongctl metadata import` sends it) in bytes.
+    static let maxNotesBytes = 16 << 20
 
     /// Checks the service token and the project name; returns the project.
     private func authorize(_ request: Request, _ context: DatongRequestContext) throws -> String {

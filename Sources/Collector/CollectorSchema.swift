@@ -514,5 +514,38 @@ package enum CollectorSchema {
                     JOIN collector.catalog_properties p ON p.project = e.project AND p.kind = 'event' AND p.name = e.name;
                 COMMENT ON VIEW analytics.catalog_event_properties IS 'Which properties each event carried with which type; matches_type is false where the type differs from the property''s.';
                 """),
+        Migration(
+            version: 11, name: "display names and descriptions of catalog entries",
+            sql: """
+                -- What the data team calls an event or property and means by it (PUT …/metadata/notes);
+                -- the views show an empty text as NULL.
+                CREATE TABLE collector.catalog_notes (
+                    project text NOT NULL,
+                    kind text NOT NULL CHECK (kind IN ('event', 'event_property', 'profile_property')),
+                    name text NOT NULL,
+                    display_name text NOT NULL,
+                    description text NOT NULL,
+                    updated_at timestamptz NOT NULL DEFAULT now(),
+                    PRIMARY KEY (project, kind, name)
+                );
+                CREATE OR REPLACE VIEW analytics.catalog_events AS
+                    SELECT s.project, s.event, min(s.first_day) AS first_day, max(s.last_day) AS last_day,
+                           coalesce((SELECT sum(c.count) FROM collector.catalog_event_counts c
+                                     WHERE c.project = s.project AND c.event = s.event), 0)::bigint AS count,
+                           array_agg(DISTINCT s.lib ORDER BY s.lib) FILTER (WHERE s.lib <> '') AS libs,
+                           array_agg(DISTINCT s.app_version ORDER BY s.app_version) FILTER (WHERE s.app_version <> '') AS app_versions,
+                           (SELECT nullif(n.display_name, '') FROM collector.catalog_notes n
+                            WHERE n.project = s.project AND n.kind = 'event' AND n.name = s.event) AS display_name,
+                           (SELECT nullif(n.description, '') FROM collector.catalog_notes n
+                            WHERE n.project = s.project AND n.kind = 'event' AND n.name = s.event) AS description
+                    FROM collector.catalog_event_sources s GROUP BY s.project, s.event;
+                CREATE OR REPLACE VIEW analytics.catalog_properties AS
+                    SELECT p.project, p.kind, p.name, p.type, p.first_day, p.last_day, p.sample,
+                           ARRAY(SELECT DISTINCT e.event FROM collector.catalog_event_properties e
+                                 WHERE e.project = p.project AND e.name = p.name AND p.kind = 'event' ORDER BY e.event) AS events,
+                           nullif(n.display_name, '') AS display_name, nullif(n.description, '') AS description
+                    FROM collector.catalog_properties p
+                    LEFT JOIN collector.catalog_notes n ON n.project = p.project AND n.kind = p.kind || '_property' AND n.name = p.name;
+                """),
     ]
 }

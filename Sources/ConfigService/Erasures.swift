@@ -506,6 +506,23 @@ struct ErasureAPI: ServiceAPI {
             }
             return answer
         }
+        // Display names and descriptions of the catalog's entries: the collector keeps them beside
+        // the catalog (analysts read them there); the change is audited here.
+        projects.put("metadata/notes") { request, context in
+            let actor = try await auth.authorize(request)
+            let project = try context.project()
+            try await store.requireProject(project)
+            let body = try await collectBody(request, limit: Self.maxNotesBytes)
+            let answer = try await calls.collector.call(
+                .PUT, "/v1/projects/\(project)/metadata/notes", body: Array(buffer: body), requestID: context.requestID, logger: context.logger)
+            if answer.status == .ok {
+                let notes = (try? JSONDecoder().decode([MetadataNote].self, from: Data(buffer: body)))?.count ?? 0
+                try await store.pool.transaction { connection in
+                    try PostgresConfigStore.audit(actor, "metadata.noted", project: project, detail: "\(notes) notes", on: connection)
+                }
+            }
+            return answer
+        }
         projects.delete("retention") { request, context in
             let actor = try await auth.authorize(request)
             let project = try context.project()
@@ -520,6 +537,9 @@ struct ErasureAPI: ServiceAPI {
             return answer
         }
     }
+
+    /// The collector's own bound on a list of notes.
+    static let maxNotesBytes = 16 << 20
 
     private func readBody<T: Decodable>(_ type: T.Type, _ request: Request) async throws -> T {
         let body = try await collectBody(request, limit: 8192)

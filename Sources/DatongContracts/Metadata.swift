@@ -28,6 +28,9 @@ package struct ProjectMetadata: Codable, Sendable, Equatable {
         package var appVersions: [String]
         /// Its properties, each with the type its values had in this event.
         package var properties: [TypedName]
+        /// What the data team calls it and means by it (`MetadataNote`); nil without a note.
+        package var displayName: String?
+        package var description: String?
 
         package init(
             name: String, firstDay: String, lastDay: String, count: Int, libs: [String], appVersions: [String], properties: [TypedName]
@@ -66,6 +69,8 @@ package struct ProjectMetadata: Codable, Sendable, Equatable {
         package var events: [String]
         /// Events in which it had another type than `type`: the records a type check would refuse.
         package var conflicts: [TypedName]
+        package var displayName: String?
+        package var description: String?
 
         package init(
             kind: String, name: String, type: SensorsType, firstDay: String, lastDay: String, sample: String, events: [String],
@@ -86,5 +91,57 @@ package struct ProjectMetadata: Codable, Sendable, Equatable {
         self.project = project
         self.events = events
         self.properties = properties
+    }
+}
+
+/// A display name and description the data team gives an event or a property, kept beside the
+/// catalog (`PUT /v1/projects/{p}/metadata/notes` takes a list; empty texts remove the note).
+package struct MetadataNote: Codable, Sendable, Equatable {
+    /// `event`, `event_property` or `profile_property`.
+    package var kind: String
+    package var name: String
+    package var displayName: String
+    package var description: String
+
+    package init(kind: String, name: String, displayName: String, description: String) {
+        self.kind = kind
+        self.name = name
+        self.displayName = displayName
+        self.description = description
+    }
+
+    package static let kinds = ["event", "event_property", "profile_property"]
+    /// Notes in one request, and the longest texts.
+    package static let maxNotes = 10_000
+    package static let maxNameCharacters = 255
+    package static let maxDisplayNameCharacters = 100
+    package static let maxDescriptionCharacters = 2_000
+
+    /// Why the note cannot be kept, or nil.
+    package var problem: String? {
+        guard Self.kinds.contains(kind) else { return "kind '\(UntrustedText.quoted(kind))' is not one of \(Self.kinds.joined(separator: ", "))" }
+        guard !name.isEmpty, name.count <= Self.maxNameCharacters else { return "name must be 1 to \(Self.maxNameCharacters) characters" }
+        guard displayName.count <= Self.maxDisplayNameCharacters else {
+            return "displayName of '\(UntrustedText.quoted(name))' is over \(Self.maxDisplayNameCharacters) characters"
+        }
+        guard description.count <= Self.maxDescriptionCharacters else {
+            return "description of '\(UntrustedText.quoted(name))' is over \(Self.maxDescriptionCharacters) characters"
+        }
+        for text in [name, displayName, description] where text.utf8.contains(0) { return "a note of '\(UntrustedText.quoted(name))' contains a NUL character" }
+        return nil
+    }
+
+    /// The notes an edited export carries: each event and property with a display name or description.
+    package static func notes(of metadata: ProjectMetadata) -> [MetadataNote] {
+        metadata.events.compactMap { event in
+            guard event.displayName != nil || event.description != nil else { return nil }
+            return MetadataNote(kind: "event", name: event.name, displayName: event.displayName ?? "", description: event.description ?? "")
+        }
+            + metadata.properties.compactMap { property in
+                guard property.displayName != nil || property.description != nil else { return nil }
+                return MetadataNote(
+                    kind: property.kind == "profile" ? "profile_property" : "event_property", name: property.name,
+                    displayName: property.displayName ?? "", description: property.description ?? "")
+            }
     }
 }

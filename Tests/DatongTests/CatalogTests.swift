@@ -4,6 +4,7 @@ import DatongPostgres
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import NIOCore
 import Testing
 
 @testable import Collector
@@ -107,6 +108,44 @@ struct CatalogTests {
             let export = await Datongctl.run(["metadata", "export", "production"], environment: environment)
             #expect(export.exitCode == 0)
             #expect(try JSONDecoder().decode(ProjectMetadata.self, from: Data(export.output.utf8)) == metadata)
+
+            // Display names and descriptions, edited into the export and imported.
+            var edited = metadata
+            let buyIndex = try #require(edited.events.firstIndex { $0.name == "BuyProduct" })
+            edited.events[buyIndex].displayName = "购买商品"
+            edited.events[buyIndex].description = "A purchase, from the product page"
+            let priceIndex = try #require(edited.properties.firstIndex { $0.name == "price" })
+            edited.properties[priceIndex].displayName = "Price (CNY)"
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("metadata-\(UUID().uuidString).json")
+            defer { try? FileManager.default.removeItem(at: file) }
+            try JSONEncoder().encode(edited).write(to: file)
+            let imported = await Datongctl.run(["metadata", "import", "production", file.path], environment: environment)
+            #expect(imported.exitCode == 0 && imported.output.contains("2 notes kept, 0 removed"), "\(imported.output)")
+            let noted = try JSONDecoder().decode(
+                ProjectMetadata.self,
+                from: Data(try await services.config.execute(uri: "/v1/projects/production/metadata", method: .get, headers: ErasureTests.admin).text.utf8))
+            #expect(noted == edited)
+            #expect(
+                try await TestDatabase.rows(
+                    db,
+                    """
+                    SELECT (SELECT display_name FROM analytics.catalog_events WHERE project = 'production' AND event = 'BuyProduct'),
+                           (SELECT display_name FROM analytics.catalog_properties WHERE project = 'production' AND name = 'price' AND kind = 'event')
+                    """) == [["购买商品", "Price (CNY)"]])
+            let trail = try await services.config.execute(uri: "/v1/audit?project=production", method: .get, headers: ErasureTests.admin)
+            #expect(trail.text.contains("metadata.noted") && trail.text.contains("2 notes"), "\(trail.text)")
+            // Empty texts remove a note; a note of no known kind is refused with the reason.
+            let removal = try await services.config.execute(
+                uri: "/v1/projects/production/metadata/notes", method: .put, headers: ErasureTests.admin,
+                body: ByteBuffer(string: #"[{"kind":"event_property","name":"price","displayName":"","description":""}]"#))
+            #expect(removal.text == #"{"kept":0,"removed":1}"#, "\(removal.text)")
+            let refused = try await services.config.execute(
+                uri: "/v1/projects/production/metadata/notes", method: .put, headers: ErasureTests.admin,
+                body: ByteBuffer(string: #"[{"kind":"metric","name":"price","displayName":"x","description":""}]"#))
+            #expect(refused.status == .badRequest && refused.text.contains("notes[0]: kind 'metric'"), "\(refused.text)")
+            let unknownProject = try await services.config.execute(
+                uri: "/v1/projects/nope/metadata/notes", method: .put, headers: ErasureTests.admin, body: ByteBuffer(string: "[]"))
+            #expect(unknownProject.status == .notFound)
         }
     }
 

@@ -14,9 +14,9 @@ export async function metadataView(main, project) {
 
   function show() {
     const text = filter.value.trim().toLowerCase();
-    const matches = (name) => !text || name.toLowerCase().includes(text);
-    const shownEvents = catalog.events.filter((e) => matches(e.name) || e.properties.some((p) => matches(p.name)));
-    const shownProperties = catalog.properties.filter((p) => matches(p.name) || p.events.some(matches));
+    const matches = (name) => !text || (name ?? "").toLowerCase().includes(text);
+    const shownEvents = catalog.events.filter((e) => matches(e.name) || matches(e.displayName) || e.properties.some((p) => matches(p.name)));
+    const shownProperties = catalog.properties.filter((p) => matches(p.name) || matches(p.displayName) || p.events.some(matches));
     const mixed = catalog.properties.filter((p) => p.conflicts.length > 0);
 
     clear(conflicts, mixed.length === 0
@@ -32,7 +32,7 @@ export async function metadataView(main, project) {
       : h("table.grid.events-catalog",
         h("thead", h("tr", ["Event", "Stored", "First day", "Last day", "Libs", "App versions", "Properties"].map((t) => h("th", t)))),
         h("tbody", shownEvents.map((e) => h("tr", { dataset: { event: e.name } },
-          h("td", h("strong", e.name)), h("td.number", e.count.toLocaleString()), h("td", e.firstDay), h("td", e.lastDay),
+          h("td", { title: e.description ?? null }, h("strong", e.name), named(e)), h("td.number", e.count.toLocaleString()), h("td", e.firstDay), h("td", e.lastDay),
           h("td", e.libs.join(", ") || "—"), h("td", e.appVersions.join(", ") || "—"),
           h("td", h("details", h("summary", `${new Set(e.properties.map((p) => p.name)).size}`),
             h("ul.plain", e.properties.map((p) => h("li", h("code", p.name), " ", typeBadge(p.type)))))))))));
@@ -41,7 +41,7 @@ export async function metadataView(main, project) {
       : h("table.grid.properties-catalog",
         h("thead", h("tr", ["Property", "Kind", "Type", "Events", "First day", "Last day", "Sample"].map((t) => h("th", t)))),
         h("tbody", shownProperties.map((p) => h("tr", { dataset: { property: p.name, kind: p.kind } },
-          h("td", h("code", p.name)), h("td", p.kind), h("td", typeBadge(p.type), p.conflicts.length ? h("span.badge.warn", "another type seen") : null),
+          h("td", { title: p.description ?? null }, h("code", p.name), named(p)), h("td", p.kind), h("td", typeBadge(p.type), p.conflicts.length ? h("span.badge.warn", "another type seen") : null),
           h("td", p.kind === "profile" ? "—" : p.events.join(", ")), h("td", p.firstDay), h("td", p.lastDay),
           h("td.id", h("code", p.sample)))))));
   }
@@ -69,6 +69,11 @@ export async function metadataView(main, project) {
   );
   await refresh();
   return null;
+}
+
+/** The display name the data team gave an entry (datongctl metadata import), under its name. */
+function named(entry) {
+  return entry.displayName ? h("div.muted.small.display-name", entry.displayName) : null;
 }
 
 function typeBadge(type) {
