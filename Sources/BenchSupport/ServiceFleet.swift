@@ -322,6 +322,27 @@ package enum CPUTime {
     /// This process's user + system time.
     package static var ownProcess: Double { process(getpid()) ?? 0 }
 
+    /// User + system time of every process whose command is `name` (`postgres`: the server and
+    /// its backends), by pid.
+    package static func processes(named name: String) -> [Int32: Double] {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return [:] }
+        var times: [Int32: Double] = [:]
+        for entry in entries {
+            guard let pid = Int32(entry),
+                let command = try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8),
+                command.trimmingCharacters(in: .whitespacesAndNewlines) == name
+            else { continue }
+            times[pid] = process(pid)
+        }
+        return times
+    }
+
+    /// The CPU time `processes(named:)` spent between two of its snapshots (a process new in
+    /// `after` counts whole; one gone from it is lost).
+    package static func spent(from before: [Int32: Double], to after: [Int32: Double]) -> Double {
+        after.reduce(0) { $0 + $1.value - (before[$1.key] ?? 0) }
+    }
+
     /// Time all cores spent busy (everything in `/proc/stat`'s cpu line but idle and iowait).
     package static var machineBusy: Double {
         guard let stat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),

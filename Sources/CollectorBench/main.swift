@@ -3,6 +3,8 @@
 // same table in the same run.
 //
 //   scripts/bench collector [--rounds N] [--batches N] [--records N] [--concurrency N] [--connections N] [--only collector|copy]
+//                           [--catalog-pair]   (also without the catalog, to show what keeping it costs)
+//                           [--catalog off]    (the collector path without it, e.g. to count instructions)
 //   scripts/bench collector --storage [--rounds N] [--batches N]   (what the table's design costs: StorageVariants.swift)
 //
 // (the script starts a throwaway PostgreSQL and sets DATABASE_URL; the bench creates a fresh
@@ -83,14 +85,21 @@ func freshDatabase() async throws -> String {
     return url
 }
 
-/// Through the collector's HTTP API: every batch posted once, `concurrency` at a time.
-func throughCollector() async throws -> Duration {
+/// CPU seconds a path spent: this process's (the collector and the load generator) and PostgreSQL's.
+struct Spent {
+    var process: Double
+    var postgres: Double
+}
+
+/// Through the collector's HTTP API: every batch posted once, `concurrency` at a time; the time
+/// it took and the CPU spent meanwhile.
+func throughCollector(keepsCatalog: Bool = true) async throws -> (Duration, cpu: Spent) {
     let url = try await freshDatabase()
     let port = try freePort()
     let settings = CollectorSettings(
         server: ServerSettings(port: port, serviceToken: serviceToken), database: DatabaseSettings(url: url, poolSize: connections)
     )
-    let app = buildCollectorApplication(settings: settings, runtime: ServiceRuntime(logger: logger))
+    let app = buildCollectorApplication(settings: settings, runtime: ServiceRuntime(logger: logger), keepsCatalog: keepsCatalog)
     let server = Task { try await app.runService() }
     // Wait for the server (migrations are already applied).
     for _ in 0..<100 {
@@ -100,13 +109,16 @@ func throughCollector() async throws -> Duration {
         }
         try await Task.sleep(for: .milliseconds(50))
     }
+    let own = CPUTime.ownProcess
+    let postgres = CPUTime.processes(named: "postgres")
     let outcome = try await HTTPLoad.run(port: port, requests: requests, connections: concurrency) { index, answer in
         guard answer.status == 200 else { throw BenchError("batch \(index): HTTP \(answer.status)") }
     }
+    let cpu = Spent(process: CPUTime.ownProcess - own, postgres: CPUTime.spent(from: postgres, to: CPUTime.processes(named: "postgres")))
     server.cancel()
     _ = try? await server.value
     try await check(url)
-    return .seconds(outcome.elapsed)
+    return (.seconds(outcome.elapsed), cpu)
 }
 
 /// `collector.events` rows of `batches` exactly as the collector encodes them.
@@ -162,6 +174,13 @@ if CommandLine.arguments.contains("--storage") {
 
 var collectorRates: [Double] = []
 var copyRates: [Double] = []
+/// Without the catalog (`--catalog-pair`): what keeping it costs, in the same run.
+var plainRates: [Double] = []
+var collectorCPU: [Spent] = []
+var plainCPU: [Spent] = []
+let catalogPair = CommandLine.arguments.contains("--catalog-pair")
+/// `--catalog off`: the collector path without the catalog (to count its instructions alone).
+let keepsCatalog = Bench.text("--catalog") != "off"
 // `--only collector` or `--only copy` runs one path (for profiling it).
 let only = Bench.text("--only")
 for _ in 0..<rounds {
@@ -170,8 +189,14 @@ for _ in 0..<rounds {
         copyRates.append(Double(totalEvents) / Bench.seconds(copy))
     }
     if only != "copy" {
-        let http = try await throughCollector()
+        let (http, cpu) = try await throughCollector(keepsCatalog: keepsCatalog)
         collectorRates.append(Double(totalEvents) / Bench.seconds(http))
+        collectorCPU.append(cpu)
+        if catalogPair {
+            let (plain, cpu) = try await throughCollector(keepsCatalog: false)
+            plainRates.append(Double(totalEvents) / Bench.seconds(plain))
+            plainCPU.append(cpu)
+        }
     }
 }
 guard !copyRates.isEmpty, !collectorRates.isEmpty else {
@@ -184,6 +209,20 @@ print("path                                                     events/s   vs ra
 print("raw binary COPY of the same rows (baseline)       \(pad(copyRate))        1.00x")
 print("collector HTTP API: JSON batches, dedup, commit   \(pad(collectorRate))        \(String(format: "%.2f", collectorRate / copyRate))x")
 print("(each round: \(copyRates.map { pad($0) }.joined(separator: " ")) | \(collectorRates.map { pad($0) }.joined(separator: " ")))")
+/// Microseconds an event, median over the rounds.
+func perEvent(_ spent: [Spent], _ part: (Spent) -> Double) -> String {
+    String(format: "%.2f", Bench.median(spent.map { part($0) * 1e6 / Double(totalEvents) }))
+}
+print("CPU per event: collector and load generator \(perEvent(collectorCPU, \.process)) µs, PostgreSQL \(perEvent(collectorCPU, \.postgres)) µs")
+if catalogPair {
+    let plainRate = Bench.median(plainRates)
+    print("collector without the catalog                     \(pad(plainRate))        \(String(format: "%.2f", plainRate / copyRate))x")
+    print("CPU per event without it: collector and load generator \(perEvent(plainCPU, \.process)) µs, PostgreSQL \(perEvent(plainCPU, \.postgres)) µs")
+    let differences = zip(collectorCPU, plainCPU).map { Spent(process: $0.process - $1.process, postgres: $0.postgres - $1.postgres) }
+    print(
+        "the catalog's cost an event (with − without, same round): collector \(perEvent(differences, \.process)) µs, PostgreSQL \(perEvent(differences, \.postgres)) µs"
+    )
+}
 
 func pad(_ rate: Double) -> String {
     let text = String(Int(rate.rounded()))
