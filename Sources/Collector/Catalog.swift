@@ -19,8 +19,16 @@ struct CatalogMark: Sendable {
     var shape: UInt64
     /// The hash of its project and event name, which its count is kept under; 0 for a profile record.
     var event: UInt64
-    /// The record's object among the batch's JSON entries, read again for a shape not yet known.
-    var entry: Int32
+    /// Where the event's name is in the batch's bytes (the string's content, escapes as sent);
+    /// empty for a record without one.
+    var name: Range<Int32>
+    var nameEscaped: Bool
+
+    /// The event's name, from the batch's bytes.
+    func eventName(in body: [UInt8]) -> String {
+        let bytes = body[Int(name.lowerBound)..<Int(name.upperBound)]
+        return String(decoding: nameEscaped ? bytes.withUnsafeBufferPointer { JSONParser.unescape($0) } : Array(bytes), as: UTF8.self)
+    }
 }
 
 /// A 64-bit hash over byte strings, eight bytes at a time: cache keys, not security (a crafted
@@ -256,6 +264,7 @@ struct CatalogChanges {
             SELECT \(inserted.joined(separator: ", ")), date 'epoch' + first::int, date 'epoch' + last::int
             FROM ranked JOIN room USING (\(group.joined(separator: ", ")))
             WHERE known OR position <= free
+            ORDER BY \(key.joined(separator: ", "))
             ON CONFLICT (\(key.joined(separator: ", "))) DO UPDATE
                 SET first_day = least(c.first_day, EXCLUDED.first_day), last_day = greatest(c.last_day, EXCLUDED.last_day)
                 WHERE c.first_day > EXCLUDED.first_day OR c.last_day < EXCLUDED.last_day
@@ -267,12 +276,16 @@ struct CatalogChanges {
     /// Samples are cut to this many characters.
     static let sampleCharacters = 64
 
-    /// Adds the rows of `record`'s shape, read again from the batch's JSON.
-    mutating func observe(project: String, mark: CatalogMark, in batch: IncomingBatch) {
+    /// Adds the rows of `record`'s shape, read again from its JSON (this is rare: a collector's
+    /// first record of a shape each day; the batch keeps its bytes, not its parse).
+    mutating func observe(_ record: IncomingBatch.Record, mark: CatalogMark, in batch: IncomingBatch) {
         let day = Catalog.day(of: batch.receivedAt)
+        let project = record.project
         lastDay = max(lastDay, day)
         shapes.insert(mark.shape)
-        let object = JSONRef(document: batch.document, index: Int(mark.entry))
+        // The batch was read with this depth bound: its record parses again.
+        guard let document = try? JSONParser.parse(Array(batch.body[record.raw]), maxDepth: CollectBatch.maxDepth) else { return }
+        let object = document.root
         let event = mark.event == 0 ? nil : object["event"]?.stringValue ?? ""
         let kind = event == nil ? "profile" : "event"
         if let event {
@@ -281,9 +294,9 @@ struct CatalogChanges {
             sources[key, default: Seen(first: day, last: day)].add(day)
         }
         guard let members = object["properties"], members.kind == .object else { return }
-        batch.document.bytes.withUnsafeBufferPointer { bytes in
+        document.bytes.withUnsafeBufferPointer { bytes in
             for (name, value) in members.members {
-                guard let type = SensorsType.of(batch.document.entries[value.index], bytes: bytes), let name = name.stringValue,
+                guard let type = SensorsType.of(value.entry, bytes: bytes), let name = name.stringValue,
                     name.utf8.count <= Self.maxNameBytes, !name.utf8.contains(0)
                 else { continue }
                 let key = PropertyKey(project: project, kind: kind, name: name)
@@ -307,8 +320,7 @@ struct CatalogChanges {
         if let index = counts.index(forKey: key) {
             counts.values[index].count += 1
         } else {
-            let event = JSONRef(document: batch.document, index: Int(mark.entry))["event"]?.stringValue ?? ""
-            counts[key] = Counted(project: project, event: event, day: day, count: 1)
+            counts[key] = Counted(project: project, event: mark.eventName(in: batch.body), day: day, count: 1)
         }
     }
 
@@ -320,8 +332,8 @@ struct CatalogChanges {
     }
 
     /// The statements that write these changes, to run in the transaction that stores the records
-    /// (`IngestCounts.writeAndCommit`). Rows go in a fixed order, so concurrent transactions lock
-    /// catalog rows in the same order; event counts go to the connection's own row, as ingest
+    /// (`IngestCounts.writeAndCommit`). Rows go in key order (each upsert's `ORDER BY`), tables in
+    /// this order, so concurrent transactions lock catalog rows in the same order and never deadlock; event counts go to the connection's own row, as ingest
     /// counts do.
     func statements(on connection: PostgresConnection) throws -> [String] {
         func array(_ values: [String]) throws -> String { try connection.literal(postgresTextArray(values)) }

@@ -143,7 +143,7 @@ final class PostgresEventStore: EventStore {
         for batch in batches {
             for index in batch.records.indices {
                 guard let mark = batch.records[index].catalog, unknown.contains(mark.shape), !changes.shapes.contains(mark.shape) else { continue }
-                changes.observe(project: batch.records[index].project, mark: mark, in: batch)
+                changes.observe(batch.records[index], mark: mark, in: batch)
             }
         }
         return changes

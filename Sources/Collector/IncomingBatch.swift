@@ -15,10 +15,9 @@ import DatongRuntime
 package struct IncomingBatch: Sendable {
     /// When the gateway received the upload, in milliseconds since the Unix epoch.
     package let receivedAt: Int64
-    /// The request's JSON (the batch, or the group holding it), parsed, into which `Record.raw`
-    /// and `CatalogMark.entry` point.
-    let document: JSONDocument
-    var body: [UInt8] { document.bytes }
+    /// The request's JSON (the batch, or the group holding it), into which `Record.raw` and
+    /// `CatalogMark.name` point.
+    let body: [UInt8]
     /// The events' COPY rows (after the COPY header), into which `Content.event` points.
     package let eventRows: [UInt8]
     /// The records to write, in the order sent, without those refused while reading.
@@ -66,7 +65,7 @@ package struct IncomingBatch: Sendable {
     /// The batch with only `records[range]`, sharing its bytes; `rejected` goes with the first part.
     func part(_ range: Range<Int>) -> IncomingBatch {
         IncomingBatch(
-            receivedAt: receivedAt, document: document, eventRows: eventRows, records: Array(records[range]),
+            receivedAt: receivedAt, body: body, eventRows: eventRows, records: Array(records[range]),
             rejected: range.lowerBound == 0 ? rejected : [], kept: nil, sentCount: range.count
         )
     }
@@ -132,7 +131,7 @@ extension IncomingBatch: WireDecodable {
             }
         }
         self.init(
-            receivedAt: receivedAt, document: root.document, eventRows: reader.rows.bytes, records: reader.records, rejected: reader.rejected,
+            receivedAt: receivedAt, body: root.document.bytes, eventRows: reader.rows.bytes, records: reader.records, rejected: reader.rejected,
             kept: reader.refusedAny ? reader.kept : nil, sentCount: recordIndexes.count
         )
     }
@@ -199,7 +198,7 @@ private struct RecordReader {
         guard RecordTypes.isEvent(type) else {
             // Profile and item records are few, and folded from typed records.
             let profile = CollectRecord(reading: record, document: document, bytes: bytes, entries: entries)
-            let mark = Self.catalogsProperties(ofType: type) ? catalogMark(at: index, isEvent: false, bytes: bytes, entries: entries) : nil
+            let mark = Self.catalogsProperties(ofType: type) ? catalogMark(isEvent: false, bytes: bytes, entries: entries) : nil
             keep(
                 position, key: RecordKey(of: profile, rule: keys), project: project, time: profile.time, raw: object, content: .profile(profile),
                 catalog: mark)
@@ -210,7 +209,7 @@ private struct RecordReader {
         writeRow(key: key, bytes: bytes, entries: entries)
         keep(
             position, key: key, project: project, time: record.time, raw: object, content: .event(row: start..<rows.bytes.count),
-            catalog: catalogMark(at: index, isEvent: true, bytes: bytes, entries: entries))
+            catalog: catalogMark(isEvent: true, bytes: bytes, entries: entries))
     }
 
     private mutating func keep(
@@ -229,7 +228,7 @@ private struct RecordReader {
 
     /// The record's catalog shape (`Catalog.swift`): a hash over its project, event, `$lib`, app
     /// version, day of receipt and its properties' names and types, read from the bytes as they are.
-    private func catalogMark(at index: Int, isEvent: Bool, bytes: Bytes, entries: Entries) -> CatalogMark {
+    private func catalogMark(isEvent: Bool, bytes: Bytes, entries: Entries) -> CatalogMark {
         let record = record
         var shape = ShapeHasher()
         shape.combine(projectHash)
@@ -256,7 +255,10 @@ private struct RecordReader {
             }
             member = Int(value.next)
         }
-        return CatalogMark(shape: shape.value, event: event, entry: Int32(index))
+        let nameSlot = record.slots[Field.event.rawValue]
+        let name = nameSlot >= 0 && entries[nameSlot].kind == .string ? entries[nameSlot] : nil
+        return CatalogMark(
+            shape: shape.value, event: event, name: name.map { $0.start..<$0.end } ?? 0..<0, nameEscaped: name?.flag ?? false)
     }
 
     private mutating func refuse(_ position: Int, project: String, problem: String, raw: JSONDocument.Entry, bytes: Bytes) {

@@ -203,6 +203,17 @@ struct CatalogTests {
                 FROM analytics.catalog_event_days d GROUP BY event ORDER BY event
                 """)
             #expect(counts == [["Pay", "70", "70"], ["View", "130", "130"]])
+            // A name sent with an escape is the same name: counted under it, in one statement.
+            var escaped = CollectorTests.event("Pay", time: now - 1)
+            escaped.distinctId = "escaped"
+            var plain = CollectorTests.event("Pay", time: now - 2)
+            plain.distinctId = "plain"
+            let text = String(decoding: CollectBatch(receivedAt: now, records: [escaped, plain]).jsonBytes, as: UTF8.self)
+            let name = try #require(text.range(of: #""Pay""#))
+            let body = Array(text.replacingCharacters(in: name, with: #""P\u0061y""#).utf8)
+            #expect(try await second.write(try IncomingBatch(jsonBytes: body)).stored == 2)
+            #expect(
+                try await TestDatabase.rows(url, "SELECT event, count::text FROM analytics.catalog_events WHERE event LIKE 'P%'") == [["Pay", "72"]])
             let properties = try await TestDatabase.rows(
                 url, "SELECT event, name, type FROM analytics.catalog_event_properties ORDER BY event, name")
             #expect(
