@@ -6,10 +6,10 @@ import Synchronization
 // The catalog: which events and properties each project sends, with their Sensors types, kept
 // while storing records, never by a write per record.
 //
-// Reading a batch gives each event and profile record a `Shape`: one hash over its project, event,
-// `$lib`, app version, the UTC day it was received and its properties' names and types. A process
-// writes the catalog rows of a shape once a day (`Catalog.known`); records whose shape it wrote
-// already cost only that hash. How many events of each name were stored is added up in the
+// Reading a batch gives each event and profile record a shape (`CatalogMark.shape`): one hash over
+// its project, event, `$lib`, app version, the UTC day it was received and its properties' names and
+// types. A collector writes the catalog rows of a shape once a day (`Catalog`); records whose shape
+// it wrote already cost only that hash. How many events of each name were stored is added up in the
 // transaction that stores them, beside `collector.ingest_counts`: counted once, after the dedup,
 // by every replica alike.
 
@@ -225,8 +225,6 @@ struct CatalogChanges {
             last = max(last, day)
         }
     }
-
-    var isEmpty: Bool { properties.isEmpty && sources.isEmpty && counts.isEmpty }
 
     /// Rows a project may have in each catalog table: a client sending made-up names (an id as a
     /// property name) fills its project's catalog up to them, never more; rows there already are
