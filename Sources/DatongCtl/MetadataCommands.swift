@@ -3,8 +3,8 @@ import DatongContracts
 import Foundation
 import NIOHTTP1
 
-/// `datongctl metadata [show] | export`: what a project tracks, as the catalog kept it at ingest
-/// (docs/ANALYTICS.md "The catalog").
+/// `datongctl metadata [show] | export | import`: what a project tracks, as the catalog kept it at ingest,
+/// and the display names and descriptions the team gives it (docs/ANALYTICS.md "The catalog").
 struct Metadata: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show a project's events and properties with their types, export them as JSON, import display names and descriptions.",
