@@ -471,6 +471,9 @@ package enum CollectorSchema {
                     last_day date NOT NULL,
                     PRIMARY KEY (project, event, name, type)
                 );
+                -- A property's events (analytics.catalog_properties, the API's conflicts): by name,
+                -- not a walk of every event of the project for each property.
+                CREATE INDEX catalog_event_properties_by_name ON collector.catalog_event_properties (project, name);
                 CREATE TABLE collector.catalog_event_sources (
                     project text NOT NULL,
                     event text NOT NULL,
