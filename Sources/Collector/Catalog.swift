@@ -42,28 +42,18 @@ struct ShapeHasher {
         value ^= value >> 29
     }
 
-    /// The bytes and their length, so that ("ab", "c") and ("a", "bc") differ.
+    /// The bytes and their length, so that ("ab", "c") and ("a", "bc") differ; nil is not "".
     mutating func combine(_ bytes: UnsafeBufferPointer<UInt8>?) {
-        guard let bytes, let base = bytes.baseAddress else { return combine(0x5A5A) }
-        let raw = UnsafeRawPointer(base)
-        var offset = 0
-        while offset + 8 <= bytes.count {
-            combine(raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
-            offset += 8
-        }
-        var tail: UInt64 = UInt64(bytes.count) << 56
-        for (shift, index) in (offset..<bytes.count).enumerated() { tail |= UInt64(bytes[index]) << (shift * 8) }
-        combine(tail)
+        guard let bytes else { return combine(0x5A5A) }
+        combine(0..<bytes.count, in: bytes)
     }
 
-    /// `buffer[range]`, as `combine(_:)` hashes it, but its last bytes read in one load that ends
-    /// where the range does (the bytes before it are in the buffer): a property name costs a few
-    /// loads, not a loop over its bytes.
+    /// `buffer[range]`, eight bytes at a time. The last ones are read in one load that ends where
+    /// the range does when the buffer has 8 bytes up to there (a property name inside the batch:
+    /// a few loads, not a loop over its bytes), else byte by byte; both give the same hash.
     @inline(__always)
     mutating func combine(_ range: Range<Int>, in buffer: UnsafeBufferPointer<UInt8>) {
-        guard range.upperBound >= 8, let base = buffer.baseAddress else {
-            return combine(UnsafeBufferPointer(rebasing: buffer[range]))
-        }
+        guard let base = buffer.baseAddress else { return combine(UInt64(0)) }
         let raw = UnsafeRawPointer(base)
         var offset = range.lowerBound
         while offset + 8 <= range.upperBound {
@@ -72,10 +62,12 @@ struct ShapeHasher {
         }
         let left = range.upperBound - offset
         var tail = UInt64(range.count) << 56
-        if left > 0 {
+        if left > 0, range.upperBound >= 8 {
             // Little-endian: the last `left` bytes are the word's high ones.
             let word = raw.loadUnaligned(fromByteOffset: range.upperBound - 8, as: UInt64.self)
             tail |= UInt64(littleEndian: word) >> UInt64(64 - 8 * left)
+        } else {
+            for shift in 0..<left { tail |= UInt64(buffer[offset + shift]) << (shift * 8) }
         }
         combine(tail)
     }
@@ -200,17 +192,15 @@ struct CatalogChanges {
         var appVersion: String
     }
 
-    private struct Counted {
+    private struct CountKey: Hashable {
         var project: String
         var event: String
         var day: Int64
-        var count: Int
     }
 
-    private struct NamedCountKey: Hashable {
-        var project: String
-        var event: String
-        var day: Int64
+    private struct Counted {
+        var key: CountKey
+        var count: Int
     }
 
     /// The days a row was seen on, and for a property, the first value's type and text.
@@ -311,14 +301,14 @@ struct CatalogChanges {
         }
     }
 
-    /// Counts a stored event of `project`; its name is read from the batch the first time.
-    mutating func count(project: String, mark: CatalogMark, in batch: IncomingBatch) {
-        let day = Catalog.day(of: batch.receivedAt)
+    /// Counts a stored event of `project` received on `day` (its batch's); its name is read from
+    /// the batch the first time.
+    mutating func count(project: String, day: Int64, mark: CatalogMark, in batch: IncomingBatch) {
         let key = mark.event &+ UInt64(day) &* 0x9E37_79B9_7F4A_7C15
         if let index = counts.index(forKey: key) {
             counts.values[index].count += 1
         } else {
-            counts[key] = Counted(project: project, event: mark.eventName(in: batch.body), day: day, count: 1)
+            counts[key] = Counted(key: CountKey(project: project, event: mark.eventName(in: batch.body), day: day), count: 1)
         }
     }
 
@@ -374,12 +364,10 @@ struct CatalogChanges {
                     ] + (try days(rows))))
         }
         if !counts.isEmpty {
-            // By name: two hashes can name one event (its name sent with and without escapes, or
-            // days that collide), which one statement must not upsert twice.
-            var byName: [NamedCountKey: Int] = [:]
-            for counted in counts.values {
-                byName[NamedCountKey(project: counted.project, event: counted.event, day: counted.day), default: 0] += counted.count
-            }
+            // By name and day: should two (event, day) hashes ever meet, one statement must still
+            // not upsert a row twice.
+            var byName: [CountKey: Int] = [:]
+            for counted in counts.values { byName[counted.key, default: 0] += counted.count }
             let rows = byName.map { (key: $0.key, count: $0.value) }
                 .sorted { ($0.key.project, $0.key.event, $0.key.day) < ($1.key.project, $1.key.event, $1.key.day) }
             sql.append(

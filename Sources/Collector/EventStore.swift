@@ -247,13 +247,14 @@ final class PostgresEventStore: EventStore {
             var results: [CollectResult] = []
             var position = 0
             for (batch, (records, rejectedCount)) in zip(batches, sizes) {
+                let day = Catalog.day(of: batch.receivedAt)
                 var duplicateIndexes: [Int] = []
                 for index in 0..<records {
                     let stored = unclaimed.remove(recordKeys[position + index]) != nil
                     if !stored { duplicateIndexes.append(index) }
                     counts.add(project: projects[position + index], minute: minutes[position + index], as: stored ? .stored : .duplicate)
                     if stored, let mark = batch.records[index].catalog, mark.event != 0 {
-                        changes?.count(project: projects[position + index], mark: mark, in: batch)
+                        changes?.count(project: projects[position + index], day: day, mark: mark, in: batch)
                     }
                 }
                 position += records

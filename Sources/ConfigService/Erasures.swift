@@ -495,47 +495,46 @@ struct ErasureAPI: ServiceAPI {
                 throw ServiceError.badRequest(
                     .invalidBody, #"send {"months": N}, N from 1 to 1200: this month and the N before are kept"#)
             }
-            try await store.requireProject(project)
-            let answer = try await calls.collector.call(
-                .PUT, "/v1/projects/\(project)/retention", body: Array(try JSONEncoder().encode(setting)), requestID: context.requestID,
-                logger: context.logger)
-            if answer.status == .ok {
-                try await store.pool.transaction { connection in
-                    try PostgresConfigStore.audit(actor, "retention.set", project: project, detail: "\(setting.months) months", on: connection)
-                }
-            }
-            return answer
+            return try await changeInCollector(
+                .PUT, "retention", body: Array(try JSONEncoder().encode(setting)), done: .ok, audit: "retention.set",
+                detail: "\(setting.months) months", actor: actor, project: project, context: context)
         }
         // Display names and descriptions of the catalog's entries: the collector keeps them beside
         // the catalog (analysts read them there); the change is audited here.
         projects.put("metadata/notes") { request, context in
             let actor = try await auth.authorize(request)
             let project = try context.project()
-            try await store.requireProject(project)
             let body = try await collectBody(request, limit: Self.maxNotesBytes)
-            let answer = try await calls.collector.call(
-                .PUT, "/v1/projects/\(project)/metadata/notes", body: Array(buffer: body), requestID: context.requestID, logger: context.logger)
-            if answer.status == .ok {
-                let notes = (try? JSONDecoder().decode([MetadataNote].self, from: Data(buffer: body)))?.count ?? 0
-                try await store.pool.transaction { connection in
-                    try PostgresConfigStore.audit(actor, "metadata.noted", project: project, detail: "\(notes) notes", on: connection)
-                }
-            }
-            return answer
+            // The collector checks each note; the count is for the audit trail.
+            let notes = (try? JSONDecoder().decode([MetadataNote].self, from: Data(buffer: body)))?.count ?? 0
+            return try await changeInCollector(
+                .PUT, "metadata/notes", body: Array(buffer: body), done: .ok, audit: "metadata.noted", detail: "\(notes) notes", actor: actor,
+                project: project, context: context)
         }
         projects.delete("retention") { request, context in
             let actor = try await auth.authorize(request)
             let project = try context.project()
-            try await store.requireProject(project)
-            let answer = try await calls.collector.call(
-                .DELETE, "/v1/projects/\(project)/retention", requestID: context.requestID, logger: context.logger)
-            if answer.status == .noContent {
-                try await store.pool.transaction { connection in
-                    try PostgresConfigStore.audit(actor, "retention.cleared", project: project, on: connection)
-                }
-            }
-            return answer
+            return try await changeInCollector(
+                .DELETE, "retention", done: .noContent, audit: "retention.cleared", actor: actor, project: project, context: context)
         }
+    }
+
+    /// A change to data the collector keeps for `project` (`/v1/projects/{project}/<path>` there),
+    /// passed on once the project is known, and audited as `audit` when the collector answered
+    /// `done`; its answer is returned as it gave it.
+    private func changeInCollector(
+        _ method: HTTPMethod, _ path: String, body: [UInt8]? = nil, done: HTTPResponse.Status, audit action: String, detail: String? = nil,
+        actor: String, project: String, context: DatongRequestContext
+    ) async throws -> Response {
+        try await store.requireProject(project)
+        let answer = try await calls.collector.call(
+            method, "/v1/projects/\(project)/\(path)", body: body, requestID: context.requestID, logger: context.logger)
+        if answer.status == done {
+            try await store.pool.transaction { connection in
+                try PostgresConfigStore.audit(actor, action, project: project, detail: detail, on: connection)
+            }
+        }
+        return answer
     }
 
     /// The collector's own bound on a list of notes.

@@ -221,6 +221,23 @@ struct CatalogTests {
                     ["Pay", "amount", "NUMBER"], ["Pay", "tags", "LIST"], ["Pay", "when", "DATETIME"],
                     ["View", "amount", "NUMBER"], ["View", "tags", "LIST"], ["View", "when", "DATETIME"],
                 ])
+            // A known event, lib and property names, but one property of another type: a shape of
+            // its own, written by the collector that knew the others.
+            var text3 = CollectorTests.event("Pay", time: now - 3)
+            text3.distinctId = "text-amount"
+            text3.properties = #"{"amount": "3", "tags": ["a"]}"#
+            #expect(try await first.write(CollectBatch(receivedAt: now, records: [text3])).stored == 1)
+            #expect(
+                try await TestDatabase.rows(
+                    url, "SELECT type, matches_type::text FROM analytics.catalog_event_properties WHERE event = 'Pay' AND name = 'amount' ORDER BY type")
+                    == [["NUMBER", "true"], ["STRING", "false"]])
+            // The next day, the same shape is written again: the catalog's last day moves.
+            var tomorrow = batch(10)
+            tomorrow.receivedAt = now + 86_400_000
+            #expect(try await first.write(tomorrow).stored == 20)
+            #expect(
+                try await TestDatabase.rows(url, "SELECT (last_day - first_day)::text FROM analytics.catalog_events ORDER BY event")
+                    == [["1"], ["1"]])
         }
     }
 
