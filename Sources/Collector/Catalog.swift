@@ -86,10 +86,24 @@ extension SensorsType {
         case .string:
             guard !entry.flag else { return .string }
             let text = UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.end)])
-            if text.count == 10, matches(text, datePattern) { return .date }
-            if text.count == 23, matches(text, dateTimePattern) { return .datetime }
+            if text.count == 10, matches(text, datePattern), isCalendarTime(text) { return .date }
+            if text.count == 23, matches(text, dateTimePattern), isCalendarTime(text) { return .datetime }
             return .string
         }
+    }
+
+    /// Whether digits in the date (and time) pattern name a real day (and time of day): a text like
+    /// `2026-02-30` is a STRING, as `analytics.sensors_datetime` reads it as no date.
+    private static func isCalendarTime(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
+        func number(_ range: Range<Int>) -> Int { range.reduce(0) { $0 * 10 + Int(text[$1] - UInt8(ascii: "0")) } }
+        let year = number(0..<4)
+        let month = number(5..<7)
+        let day = number(8..<10)
+        guard year > 0, (1...12).contains(month), day >= 1 else { return false }
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+        let days = month == 2 ? (leap ? 29 : 28) : [4, 6, 9, 11].contains(month) ? 30 : 31
+        guard day <= days else { return false }
+        return text.count == 10 || (number(11..<13) < 24 && number(14..<16) < 60 && number(17..<19) < 60)
     }
 
     private static let datePattern = Array("dddd-dd-dd".utf8)
@@ -119,14 +133,30 @@ extension SensorsType {
     }
 }
 
-/// The shapes this process has written to the catalog, per day: a record of a known shape adds
-/// nothing to it but its count.
+/// What this process knows of the catalog: the shapes it wrote today (a record of a known shape
+/// adds nothing to it but its count, and its values need no type check), the shapes whose records
+/// hold a value not of its property's type (checked every time), and each project's property types
+/// (`PropertyTypes.swift`).
 final class Catalog: Sendable {
     private let known = Mutex(Known())
+    private let types = Mutex([String: ProjectTypes]())
 
     private struct Known {
         var day: Int64 = 0
         var shapes = Set<UInt64>()
+        var misfits = Set<UInt64>()
+    }
+
+    /// A project's property types as loaded, and the version of its declared types then.
+    struct ProjectTypes: Sendable {
+        var version: Int64
+        var types: [TypedName: SensorsType]
+    }
+
+    struct TypedName: Hashable, Sendable {
+        /// `event` or `profile`.
+        var kind: String
+        var name: String
     }
 
     /// Past this many, the set starts again (and shapes are written once more: harmless).
@@ -143,6 +173,23 @@ final class Catalog: Sendable {
         }
     }
 
+    /// Which of `shapes` need their records' values checked: not written today, or misfits.
+    func unchecked(_ shapes: [UInt64]) -> Set<UInt64> {
+        known.withLock { known in
+            var unchecked = Set<UInt64>()
+            for shape in shapes where !known.shapes.contains(shape) || known.misfits.contains(shape) { unchecked.insert(shape) }
+            return unchecked
+        }
+    }
+
+    /// Notes that records of `shape` hold a value not of its property's type.
+    func misfit(_ shape: UInt64) {
+        known.withLock { known in
+            if known.misfits.count >= Self.maxKnownShapes { known.misfits.removeAll(keepingCapacity: true) }
+            known.misfits.insert(shape)
+        }
+    }
+
     /// Notes `shapes` as written, after the transaction writing them committed on `day`.
     func learn(_ shapes: Set<UInt64>, day: Int64) {
         guard !shapes.isEmpty else { return }
@@ -150,9 +197,53 @@ final class Catalog: Sendable {
             // Shapes hash their day: yesterday's will not come again (only late uploads).
             if day > known.day || known.shapes.count + shapes.count > Self.maxKnownShapes {
                 known.shapes.removeAll(keepingCapacity: true)
+                known.misfits.removeAll(keepingCapacity: true)
                 known.day = max(known.day, day)
             }
             known.shapes.formUnion(shapes)
+        }
+    }
+
+    /// The property types of `projects` that are loaded (those not loaded are missing).
+    func types(of projects: Set<String>) -> [String: ProjectTypes] {
+        types.withLock { types in types.filter { projects.contains($0.key) } }
+    }
+
+    /// Keeps the types loaded for `project`.
+    func load(_ project: String, _ loaded: ProjectTypes) {
+        types.withLock { $0[project] = loaded }
+    }
+
+    /// Adds types that a committed transaction set (first values) or found set.
+    func learn(_ learned: [AssumedType]) {
+        guard !learned.isEmpty else { return }
+        types.withLock { types in
+            for type in learned { types[type.project]?.types[TypedName(kind: type.kind, name: type.name)] = type.type }
+        }
+    }
+
+    /// Forgets the types of the projects whose declared types changed since they were loaded (by
+    /// their version: `current`), and, when any did, which shapes were checked: their records are
+    /// checked again under the new types.
+    func forgetChanged(_ current: [String: Int64]) {
+        let changed = types.withLock { types in
+            let changed = types.filter { $0.value.version != (current[$0.key] ?? 0) }.map(\.key)
+            for project in changed { types[project] = nil }
+            return !changed.isEmpty
+        }
+        if changed { forgetShapes() }
+    }
+
+    /// Forgets `project`'s types (this process changed them) and which shapes were checked.
+    func forgetTypes(of project: String) {
+        types.withLock { $0[project] = nil }
+        forgetShapes()
+    }
+
+    private func forgetShapes() {
+        known.withLock { known in
+            known.shapes.removeAll(keepingCapacity: true)
+            known.misfits.removeAll(keepingCapacity: true)
         }
     }
 
@@ -255,7 +346,7 @@ struct CatalogChanges {
             ORDER BY \(key.joined(separator: ", "))
             ON CONFLICT (\(key.joined(separator: ", "))) DO UPDATE
                 SET first_day = least(c.first_day, EXCLUDED.first_day), last_day = greatest(c.last_day, EXCLUDED.last_day)
-                WHERE c.first_day > EXCLUDED.first_day OR c.last_day < EXCLUDED.last_day
+                WHERE c.first_day IS NULL OR c.first_day > EXCLUDED.first_day OR c.last_day < EXCLUDED.last_day
             """
     }
 

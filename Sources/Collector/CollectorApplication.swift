@@ -12,10 +12,11 @@ package func buildCollectorApplication(
 ) -> some ApplicationProtocol {
     let database = ServiceDatabase(settings: settings.database, logger: runtime.logger)
     let partitions = EventPartitions(pool: database.pool)
+    let catalog = keepsCatalog ? Catalog() : nil
     let store = PostgresEventStore(
         pool: database.pool, partitions: partitions, writers: settings.database.poolSize,
         maxRecordsPerTransaction: settings.maxRecordsPerTransaction, maxWaitingRecords: settings.maxWaitingRecords,
-        catalog: keepsCatalog ? Catalog() : nil
+        catalog: catalog
     )
     let maintenance = PartitionMaintenance(
         partitions: partitions, settings: RetentionSettings(pool: database.pool), retentionDays: settings.retentionDays, logger: runtime.logger
@@ -27,9 +28,11 @@ package func buildCollectorApplication(
             store: store, reads: PostgresStoredDataReads(pool: database.pool), serviceToken: ServiceToken(settings.server.serviceToken),
             maxBatchBytes: settings.maxBatchBytes, refusals: Refusals(registry: runtime.metrics),
             keyRule: StoredKeyRule(pool: database.pool).current, userData: UserData(pool: database.pool), retention: maintenance,
-            notes: CatalogNotes(pool: database.pool)
+            notes: CatalogNotes(pool: database.pool), types: TypeSettings(pool: database.pool, catalog: catalog),
+            replay: TypeRefusalReplay(pool: database.pool)
         ),
-        schema: CollectorSchema.name, migrations: CollectorSchema.migrations, server: settings.server, runtime: runtime, services: [maintenance, replication]
+        schema: CollectorSchema.name, migrations: CollectorSchema.migrations, server: settings.server, runtime: runtime,
+        services: [maintenance, replication] + (catalog.map { [TypeChangeWatch(pool: database.pool, catalog: $0, logger: runtime.logger)] } ?? [])
     )
 }
 
@@ -51,6 +54,10 @@ struct CollectorAPI: ServiceAPI {
     var retention: PartitionMaintenance? = nil
     /// Display names and descriptions of the catalog's entries; nil: no such route.
     var notes: CatalogNotes? = nil
+    /// Property types an admin sets; nil: no such routes.
+    var types: TypeSettings? = nil
+    /// Replays records refused for a value of another type; nil: no such route.
+    var replay: TypeRefusalReplay? = nil
 
     func register(on router: Router<DatongRequestContext>) {
         router.post("/v1/batches") { request, context in try await write(request, context: context) }
@@ -103,6 +110,26 @@ struct CollectorAPI: ServiceAPI {
                 }
                 let (kept, removed) = try await notes.save(project: project, list)
                 return try jsonResponse(.ok, encoding: ["kept": kept, "removed": removed])
+            }
+        }
+        if let types {
+            projects.put("metadata/types") { request, context in
+                let project = try authorize(request, context)
+                return try jsonResponse(.ok, encoding: try await types.change(project: project, try await Self.typeChange(request), apply: true))
+            }
+            projects.post("metadata/types/preview") { request, context in
+                let project = try authorize(request, context)
+                return try jsonResponse(.ok, encoding: try await types.change(project: project, try await Self.typeChange(request), apply: false))
+            }
+        }
+        if let replay {
+            projects.post("rejected/replay") { request, context in
+                let project = try authorize(request, context)
+                let asked = try await decodeJSONBody(ReplayRequest.self, from: request, limit: 1024)
+                guard ReplayRequest.limits.contains(asked.limit), asked.after >= 0 else {
+                    throw ServiceError.badRequest(.invalidValue, "limit is \(ReplayRequest.limits) records and after at least 0")
+                }
+                return try jsonResponse(.ok, encoding: try await replay.replay(project: project, asked, keys: try await keyRule(), store: store))
             }
         }
         if let retention {
@@ -170,6 +197,12 @@ struct CollectorAPI: ServiceAPI {
             let hours = try request.integerParameter("hours", in: ReadBounds.hours, default: ReadBounds.defaultHours)
             return jsonResponse(.ok, try await reads.ingestCounts(project: project, hours: hours))
         }
+    }
+
+    private static func typeChange(_ request: Request) async throws -> PropertyTypeChange {
+        let change = try await decodeJSONBody(PropertyTypeChange.self, from: request, limit: 4096)
+        if let problem = change.problem { throw ServiceError.badRequest(.invalidValue, problem) }
+        return change
     }
 
     /// An erasure's or export's subject: at most `ErasureSubject`'s ids, each at most 1 KiB.

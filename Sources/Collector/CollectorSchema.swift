@@ -550,5 +550,39 @@ package enum CollectorSchema {
                     FROM collector.catalog_properties p
                     LEFT JOIN collector.catalog_notes n ON n.project = p.project AND n.kind = p.kind || '_property' AND n.name = p.name;
                 """),
+        Migration(
+            version: 12, name: "property types set by an admin, type refusals",
+            sql: """
+                -- A property's type is its first value's, or one an admin set (PUT
+                -- …/metadata/types/{kind}/{name}), which raises the project's version: every
+                -- collector watches the versions and checks records under the new type. A
+                -- property declared before any value came has no days yet.
+                ALTER TABLE collector.catalog_properties
+                    ADD COLUMN typed_at timestamptz,
+                    ALTER COLUMN first_day DROP NOT NULL,
+                    ALTER COLUMN last_day DROP NOT NULL;
+                COMMENT ON COLUMN collector.catalog_properties.typed_at IS 'When an admin set the type; NULL: the first value''s type.';
+                CREATE TABLE collector.catalog_type_versions (
+                    project text PRIMARY KEY,
+                    version bigint NOT NULL
+                );
+                CREATE OR REPLACE VIEW analytics.catalog_properties AS
+                    SELECT p.project, p.kind, p.name, p.type, p.first_day, p.last_day, p.sample,
+                           ARRAY(SELECT DISTINCT e.event FROM collector.catalog_event_properties e
+                                 WHERE e.project = p.project AND e.name = p.name AND p.kind = 'event' ORDER BY e.event) AS events,
+                           nullif(n.display_name, '') AS display_name, nullif(n.description, '') AS description,
+                           p.typed_at
+                    FROM collector.catalog_properties p
+                    LEFT JOIN collector.catalog_notes n ON n.project = p.project AND n.kind = p.kind || '_property' AND n.name = p.name;
+                -- Records refused for a value not of its property's type, by day, property and types.
+                CREATE VIEW analytics.type_refusals AS
+                    SELECT r.project, (r.received_at AT TIME ZONE 'UTC')::date AS day, m[1] AS property, m[2] AS type, m[3] AS sent_type,
+                           count(*)::bigint AS records, max(r.received_at) AS last_received_at
+                    FROM collector.rejected r
+                    CROSS JOIN LATERAL regexp_match(r.reason, '^PROPERTY_WITH_WRONG_TYPE: property ''(.*)'' is ([A-Z]+); the value .* is ([A-Z]+)$') AS m
+                    WHERE r.reason LIKE 'PROPERTY_WITH_WRONG_TYPE:%'
+                    GROUP BY 1, 2, 3, 4, 5;
+                COMMENT ON VIEW analytics.type_refusals IS 'Records refused with PROPERTY_WITH_WRONG_TYPE per project, UTC day, property, its type and the type sent; analytics.rejected has the records.';
+                """),
     ]
 }

@@ -39,6 +39,21 @@ final class PostgresEventStore: EventStore {
     }
 
     func write(_ batch: IncomingBatch) async throws -> CollectResult {
+        guard let catalog else { return try await submit(batch) }
+        var attempts = 0
+        while true {
+            let checked = try await TypeCheck.check(batch, catalog: catalog, pool: pool)
+            do {
+                return checked.original(try await submit(checked.batch))
+            } catch let moved as PropertyTypesMoved where attempts < 3 {
+                // Another replica typed a new property first: check again with its type.
+                catalog.learn(moved.actual)
+                attempts += 1
+            }
+        }
+    }
+
+    private func submit(_ batch: IncomingBatch) async throws -> CollectResult {
         do {
             return try await group.submit(batch)
         } catch let error as PostgresError where error.isDataException {
@@ -113,8 +128,9 @@ final class PostgresEventStore: EventStore {
         let changes = catalog.map { catalogChanges(of: batches, catalog: $0) }
         while true {
             do {
-                let results = try await commit(batches, pool: pool, partitions: partitions, catalog: changes, writing: writing)
+                let (results, confirmed) = try await commit(batches, pool: pool, partitions: partitions, catalog: changes, writing: writing)
                 if let changes { catalog?.learn(changes.shapes, day: changes.lastDay) }
+                catalog?.learn(confirmed)
                 return results
             } catch let error as PostgresError where error.sqlState == "23505" && writing != .staging {
                 writing = writing == .optimistic ? .lookUp : .staging
@@ -149,9 +165,10 @@ final class PostgresEventStore: EventStore {
         return changes
     }
 
+    /// Returns each batch's result, and the property types its records set or found set.
     static func commit(
         _ batches: [IncomingBatch], pool: PostgresPool, partitions: EventPartitions, catalog: CatalogChanges?, writing: EventWriting
-    ) async throws -> [CollectResult] {
+    ) async throws -> ([CollectResult], [AssumedType]) {
         var events = BinaryCopyWriter()
         var profiles = BinaryCopyWriter()
         var rejected = BinaryCopyWriter()
@@ -208,6 +225,7 @@ final class PostgresEventStore: EventStore {
         let minutes = recordMinutes
         let sizes = batches.map { ($0.records.count, $0.rejected.count) }
         let initialCounts = rejectedCounts
+        let assumed = batches.flatMap(\.assumedTypes)
         return try await pool.transaction { connection in
             try connection.setUpSession("collector.staging", stagingTables)
             var inserted = Set<RecordKey>()
@@ -265,8 +283,17 @@ final class PostgresEventStore: EventStore {
                     ))
             }
             // Last, so the counter and catalog rows are locked only for the moment before commit.
-            try counts.writeAndCommit(on: connection, after: try changes?.statements(on: connection) ?? [])
-            return results
+            let statements = try changes?.statements(on: connection) ?? []
+            guard !assumed.isEmpty else {
+                try counts.writeAndCommit(on: connection, after: statements)
+                return (results, [])
+            }
+            // New properties: their types are the ones in the catalog once it is written (a round
+            // trip more, for the few transactions that meet a property first).
+            if !statements.isEmpty { _ = try connection.execute(statements.joined(separator: ";\n")) }
+            let confirmed = try TypeCheck.confirm(assumed, on: connection)
+            try counts.writeAndCommit(on: connection)
+            return (results, confirmed)
         }
     }
 

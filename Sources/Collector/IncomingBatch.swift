@@ -19,7 +19,7 @@ package struct IncomingBatch: Sendable {
     /// `CatalogMark.name` point.
     let body: [UInt8]
     /// The events' COPY rows (after the COPY header), into which `Content.event` points.
-    package let eventRows: [UInt8]
+    package var eventRows: [UInt8]
     /// The records to write, in the order sent, without those refused while reading.
     package var records: [Record]
     /// Records the gateway refused, and those the collector refused while reading.
@@ -28,6 +28,9 @@ package struct IncomingBatch: Sendable {
     let kept: [Int]?
     /// How many records the batch as sent held.
     let sentCount: Int
+    /// The property types the records' first values set (`TypeCheck`), confirmed in the storing
+    /// transaction.
+    var assumedTypes: [AssumedType] = []
 
     package struct Record: Sendable {
         /// The deduplication key (`RecordKey(of:)`'s, computed over the same bytes).
@@ -37,7 +40,7 @@ package struct IncomingBatch: Sendable {
         package let time: Int64
         /// The record's JSON in `body`, kept if PostgreSQL refuses a value of it.
         let raw: Range<Int>
-        package let content: Content
+        package var content: Content
         /// What the catalog needs of an event or profile record; nil for other records.
         let catalog: CatalogMark?
     }
@@ -66,7 +69,7 @@ package struct IncomingBatch: Sendable {
     func part(_ range: Range<Int>) -> IncomingBatch {
         IncomingBatch(
             receivedAt: receivedAt, body: body, eventRows: eventRows, records: Array(records[range]),
-            rejected: range.lowerBound == 0 ? rejected : [], kept: nil, sentCount: range.count
+            rejected: range.lowerBound == 0 ? rejected : [], kept: nil, sentCount: range.count, assumedTypes: assumedTypes
         )
     }
 

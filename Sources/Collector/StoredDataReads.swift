@@ -145,14 +145,20 @@ package struct PostgresStoredDataReads: StoredDataReads {
                     FROM (SELECT * FROM analytics.catalog_events WHERE project = $1 ORDER BY event LIMIT \(ReadBounds.maxCatalogRows)) e), '[]'),
                 'properties', COALESCE((
                     SELECT json_agg(json_build_object(
-                        'kind', p.kind, 'name', p.name, 'type', p.type, 'firstDay', p.first_day::text, 'lastDay', p.last_day::text,
+                        'kind', p.kind, 'name', p.name, 'type', p.type, 'firstDay', coalesce(p.first_day::text, ''), 'lastDay', coalesce(p.last_day::text, ''),
                         'sample', p.sample, 'events', p.events, 'displayName', p.display_name, 'description', p.description,
                         'conflicts', COALESCE((
                             SELECT json_agg(json_build_object('name', x.event, 'type', x.type) ORDER BY x.event, x.type)
                             FROM collector.catalog_event_properties x
                             WHERE p.kind = 'event' AND x.project = p.project AND x.name = p.name AND x.type <> p.type), '[]')
                     ) ORDER BY p.kind, p.name)
-                    FROM (SELECT * FROM analytics.catalog_properties WHERE project = $1 ORDER BY kind, name LIMIT \(ReadBounds.maxCatalogRows)) p), '[]')
+                    FROM (SELECT * FROM analytics.catalog_properties WHERE project = $1 ORDER BY kind, name LIMIT \(ReadBounds.maxCatalogRows)) p), '[]'),
+                'typeRefusals', COALESCE((
+                    SELECT json_agg(json_build_object(
+                        'day', r.day::text, 'property', r.property, 'type', r.type, 'sentType', r.sent_type, 'records', r.records
+                    ) ORDER BY r.day DESC, r.records DESC, r.property)
+                    FROM (SELECT * FROM analytics.type_refusals WHERE project = $1 AND day > current_date - 30
+                          ORDER BY day DESC, records DESC, property LIMIT \(ReadBounds.maxCatalogRows)) r), '[]')
             )::text
             """
         return try await read(sql, [project]).first?.first.flatMap { $0 } ?? "{}"

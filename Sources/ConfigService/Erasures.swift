@@ -511,6 +511,34 @@ struct ErasureAPI: ServiceAPI {
                 .PUT, "metadata/notes", body: Array(buffer: body), done: .ok, audit: "metadata.noted", detail: "\(notes) notes", actor: actor,
                 project: project, context: context)
         }
+        // Property types: set (audited), or previewed; the collector checks the change, applies
+        // it and counts the stored rows it concerns.
+        projects.put("metadata/types") { request, context in
+            let actor = try await auth.authorize(request)
+            let project = try context.project()
+            let body = try await collectBody(request, limit: 4096)
+            let change = try? JSONDecoder().decode(PropertyTypeChange.self, from: Data(buffer: body))
+            return try await changeInCollector(
+                .PUT, "metadata/types", body: Array(buffer: body), done: .ok, audit: "metadata.typed",
+                detail: change.map { "\($0.kind) property \($0.name) is \($0.type.rawValue)" }, actor: actor, project: project, context: context)
+        }
+        projects.post("metadata/types/preview") { request, context in
+            let actor = try await auth.authorize(request)
+            let project = try context.project()
+            let body = try await collectBody(request, limit: 4096)
+            return try await changeInCollector(
+                .POST, "metadata/types/preview", body: Array(buffer: body), done: .ok, audit: nil, actor: actor, project: project, context: context)
+        }
+        // Records refused with PROPERTY_WITH_WRONG_TYPE, written again (audited).
+        projects.post("rejected/replay") { request, context in
+            let actor = try await auth.authorize(request)
+            let project = try context.project()
+            let body = try await collectBody(request, limit: 1024)
+            let asked = try? JSONDecoder().decode(ReplayRequest.self, from: Data(buffer: body))
+            return try await changeInCollector(
+                .POST, "rejected/replay", body: Array(buffer: body), done: .ok, audit: "rejected.replayed",
+                detail: asked.map { "up to \($0.limit) records after \($0.after)" }, actor: actor, project: project, context: context)
+        }
         projects.delete("retention") { request, context in
             let actor = try await auth.authorize(request)
             let project = try context.project()
@@ -520,16 +548,16 @@ struct ErasureAPI: ServiceAPI {
     }
 
     /// A change to data the collector keeps for `project` (`/v1/projects/{project}/<path>` there),
-    /// passed on once the project is known, and audited as `audit` when the collector answered
-    /// `done`; its answer is returned as it gave it.
+    /// passed on once the project is known, and audited as `audit` (if any) when the collector
+    /// answered `done`; its answer is returned as it gave it.
     private func changeInCollector(
-        _ method: HTTPMethod, _ path: String, body: [UInt8]? = nil, done: HTTPResponse.Status, audit action: String, detail: String? = nil,
+        _ method: HTTPMethod, _ path: String, body: [UInt8]? = nil, done: HTTPResponse.Status, audit action: String?, detail: String? = nil,
         actor: String, project: String, context: DatongRequestContext
     ) async throws -> Response {
         try await store.requireProject(project)
         let answer = try await calls.collector.call(
             method, "/v1/projects/\(project)/\(path)", body: body, requestID: context.requestID, logger: context.logger)
-        if answer.status == done {
+        if answer.status == done, let action {
             try await store.pool.transaction { connection in
                 try PostgresConfigStore.audit(actor, action, project: project, detail: detail, on: connection)
             }

@@ -16,6 +16,19 @@ package struct ProjectMetadata: Codable, Sendable, Equatable {
     package var project: String
     package var events: [Event]
     package var properties: [Property]
+    /// Records refused with `PROPERTY_WITH_WRONG_TYPE` in the last 30 days, by UTC day and
+    /// property (newest day first); nil in an export written before types were checked.
+    package var typeRefusals: [TypeRefusal]?
+
+    package struct TypeRefusal: Codable, Sendable, Equatable {
+        package var day: String
+        package var property: String
+        /// The property's type then, and the type of the value sent (Sensors type names, as the
+        /// reason has them).
+        package var type: String
+        package var sentType: String
+        package var records: Int
+    }
 
     package struct Event: Codable, Sendable, Equatable {
         package var name: String
@@ -143,5 +156,95 @@ package struct MetadataNote: Codable, Sendable, Equatable {
                     kind: property.kind == "profile" ? "profile_property" : "event_property", name: property.name,
                     displayName: property.displayName ?? "", description: property.description ?? "")
             }
+    }
+}
+
+/// `PUT /v1/projects/{p}/metadata/types` sets a property's type, which every later value is
+/// checked against (a property not seen yet is declared); `POST …/metadata/types/preview` answers
+/// the same without changing it.
+package struct PropertyTypeChange: Codable, Sendable, Equatable {
+    /// `event` or `profile`.
+    package var kind: String
+    package var name: String
+    package var type: SensorsType
+
+    package init(kind: String, name: String, type: SensorsType) {
+        self.kind = kind
+        self.name = name
+        self.type = type
+    }
+
+    package static let kinds = ["event", "profile"]
+
+    /// Why the change cannot be made, or nil.
+    package var problem: String? {
+        guard Self.kinds.contains(kind) else { return "kind '\(UntrustedText.quoted(kind))' is not one of \(Self.kinds.joined(separator: ", "))" }
+        guard !name.isEmpty, name.count <= MetadataNote.maxNameCharacters, !name.utf8.contains(0) else {
+            return "name must be 1 to \(MetadataNote.maxNameCharacters) characters without NUL"
+        }
+        return nil
+    }
+}
+
+/// What a type change does: the property's type before, and how many stored rows carry the
+/// property and how many of them the typed read (`analytics.as_<type>`) cannot read as the type.
+package struct PropertyTypeReport: Codable, Sendable, Equatable {
+    package var kind: String
+    package var name: String
+    package var type: SensorsType
+    /// nil: the property had no type (never seen nor declared).
+    package var previous: SensorsType?
+    package var storedRows: Int
+    package var unreadableRows: Int
+    /// false for a preview.
+    package var applied: Bool
+
+    package init(kind: String, name: String, type: SensorsType, previous: SensorsType?, storedRows: Int, unreadableRows: Int, applied: Bool) {
+        self.kind = kind
+        self.name = name
+        self.type = type
+        self.previous = previous
+        self.storedRows = storedRows
+        self.unreadableRows = unreadableRows
+        self.applied = applied
+    }
+}
+
+/// `POST /v1/projects/{p}/rejected/replay`: writes again the records refused for a value not of
+/// its property's type (`PROPERTY_WITH_WRONG_TYPE`), oldest first, with row ids after `after` and
+/// before `before` (nil: the first call, which takes the rows there are now; a record refused
+/// again is kept with a later id, so a replay run to its end takes each record once).
+package struct ReplayRequest: Codable, Sendable, Equatable {
+    package var after: Int64
+    package var before: Int64?
+    package var limit: Int
+
+    package init(after: Int64 = 0, before: Int64? = nil, limit: Int = 1_000) {
+        self.after = after
+        self.before = before
+        self.limit = limit
+    }
+
+    package static let limits = 1...10_000
+}
+
+/// What a replay did: records taken from `analytics.rejected`, and what became of them (a record
+/// refused again is kept there again, with today's reason). `next` is the `after` of the next
+/// call, with `before` as it is here; nil when no such record is left.
+package struct ReplayResult: Codable, Sendable, Equatable {
+    package var replayed: Int
+    package var stored: Int
+    package var duplicates: Int
+    package var refused: Int
+    package var next: Int64?
+    package var before: Int64
+
+    package init(replayed: Int, stored: Int, duplicates: Int, refused: Int, next: Int64?, before: Int64) {
+        self.replayed = replayed
+        self.stored = stored
+        self.duplicates = duplicates
+        self.refused = refused
+        self.next = next
+        self.before = before
     }
 }

@@ -3,12 +3,14 @@ import DatongContracts
 import Foundation
 import NIOHTTP1
 
-/// `datongctl metadata [show] | export | import`: what a project tracks, as the catalog kept it at ingest,
-/// and the display names and descriptions the team gives it (docs/ANALYTICS.md "The catalog").
+/// `datongctl metadata [show] | export | import | type | replay`: what a project tracks, as the
+/// catalog kept it at ingest, the display names and descriptions the team gives it, property types
+/// and the records refused for them (docs/ANALYTICS.md "The catalog", "Types at ingest").
 struct Metadata: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show a project's events and properties with their types, export them as JSON, import display names and descriptions.",
-        subcommands: [ShowMetadata.self, ExportMetadata.self, ImportMetadata.self], defaultSubcommand: ShowMetadata.self
+        subcommands: [ShowMetadata.self, ExportMetadata.self, ImportMetadata.self, SetPropertyType.self, ReplayTypeRefusals.self],
+        defaultSubcommand: ShowMetadata.self
     )
 
     static func read(_ project: String, _ admin: Admin) async throws -> ProjectMetadata {
@@ -85,5 +87,75 @@ struct ImportMetadata: CtlCommand {
         let answer = try admin.decode(
             [String: Int].self, try await admin.send(.PUT, "/v1/projects/\(project)/metadata/notes", body: Array(try JSONEncoder().encode(notes))))
         return "\(project): \(answer["kept"] ?? 0) notes kept, \(answer["removed"] ?? 0) removed"
+    }
+}
+
+struct SetPropertyType: CtlCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "type",
+        abstract: "Set a property's type (every later value is checked against it), after showing what it does to the rows stored.",
+        discussion: "With --preview nothing changes: the answer says how many stored rows carry the property and how many of them do not read as the type."
+    )
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The project.")
+    var project: String
+    @Argument(help: "event or profile.")
+    var kind: String
+    @Argument(help: "The property's name.")
+    var name: String
+    @Argument(help: "NUMBER, BOOL, STRING, LIST, DATETIME or DATE.")
+    var type: String
+    @Flag(help: "Only show what the change would do.")
+    var preview = false
+
+    func execute(_ admin: Admin) async throws -> String {
+        guard ProjectName.isValid(project) else { throw CtlFailure.usage("datongctl: '\(project)' is not a project name") }
+        guard let type = SensorsType(rawValue: type.uppercased()) else {
+            throw CtlFailure.usage("datongctl: type is one of \(SensorsType.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        let change = PropertyTypeChange(kind: kind, name: name, type: type)
+        if let problem = change.problem { throw CtlFailure.usage("datongctl: \(problem)") }
+        let report = try admin.decode(
+            PropertyTypeReport.self,
+            try await admin.send(
+                preview ? .POST : .PUT, "/v1/projects/\(project)/metadata/types\(preview ? "/preview" : "")", body: Array(try JSONEncoder().encode(change))))
+        let before = report.previous.map { "was \($0.rawValue)" } ?? "had no type"
+        let rows = "\(report.storedRows) stored rows carry it, \(report.unreadableRows) of them do not read as \(report.type.rawValue)"
+        return report.applied
+            ? "\(project): \(report.kind) property \(report.name) is \(report.type.rawValue) (\(before)); \(rows)"
+            : "\(project): \(report.kind) property \(report.name) would be \(report.type.rawValue) (\(before)); \(rows); nothing changed"
+    }
+}
+
+struct ReplayTypeRefusals: CtlCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "replay",
+        abstract: "Write again the records refused with PROPERTY_WITH_WRONG_TYPE, once the type or the instrumentation is fixed.",
+        discussion: "Each record is checked as if it came now: stored, found stored before, or refused again (and kept again with the reason of now)."
+    )
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The project.")
+    var project: String
+    @Option(help: "Records a call.")
+    var batch = 1_000
+
+    func execute(_ admin: Admin) async throws -> String {
+        guard ProjectName.isValid(project) else { throw CtlFailure.usage("datongctl: '\(project)' is not a project name") }
+        guard ReplayRequest.limits.contains(batch) else { throw CtlFailure.usage("datongctl: --batch is \(ReplayRequest.limits)") }
+        var total = ReplayResult(replayed: 0, stored: 0, duplicates: 0, refused: 0, next: nil, before: 0)
+        var request = ReplayRequest(limit: batch)
+        while true {
+            let result = try admin.decode(
+                ReplayResult.self,
+                try await admin.send(.POST, "/v1/projects/\(project)/rejected/replay", body: Array(try JSONEncoder().encode(request))))
+            total.replayed += result.replayed
+            total.stored += result.stored
+            total.duplicates += result.duplicates
+            total.refused += result.refused
+            guard let next = result.next else { break }
+            request.after = next
+            request.before = result.before
+        }
+        return "\(project): \(total.replayed) records replayed: \(total.stored) stored, \(total.duplicates) stored before, \(total.refused) refused again"
     }
 }

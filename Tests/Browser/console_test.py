@@ -279,21 +279,39 @@ def run(args):
             assert action in audit, f"{action} is in the audit trail"
         c.shot("audit-trail")
 
-        # 10. The metadata: the events and properties the catalog kept, with their types; a price
-        # sent as text after it was sent as a number shows as another type.
+        # 10. The metadata: the events and properties the catalog kept, with their types. A price
+        # sent as text after it was sent as a number refuses its record; the team previews and sets
+        # the type to STRING, and replays the record.
         status_code, answer = upload(args.gateway, token, [
             {"type": "track", "event": "AddToCart", "time": now, "distinct_id": DISTINCT_ID, "_track_id": 4,
-             "lib": {"$lib": "js", "$lib_version": "1.27.10"}, "properties": {"product_id": "sku-43", "price": "19.90"}}])
-        assert status_code == 200 and answer.get("stored") == 1, answer
+             "lib": {"$lib": "js", "$lib_version": "1.27.10"}, "properties": {"product_id": "sku-43", "price": "19.90"}},
+            {"type": "track", "event": "AddToCart", "time": now, "distinct_id": DISTINCT_ID, "_track_id": 5,
+             "lib": {"$lib": "js", "$lib_version": "1.27.10"}, "properties": {"product_id": "sku-44", "price": 5}}])
+        assert status_code == 200 and answer.get("stored") == 1 and answer.get("rejected") == 1, answer
         d.get(f"{args.console}#/p/{PROJECT}/metadata")
         c.text_in("main h1", "Metadata")
         c.text_in("table.events-catalog tr[data-event='AddToCart']", "iOS, js")
         c.text_in("table.properties-catalog tr[data-property='price']", "NUMBER")
-        c.text_in("table.properties-catalog tr[data-property='price']", "another type seen")
-        c.text_in("table.conflicts-table tr[data-property='price']", "STRING")
-        c.text_in("table.conflicts-table tr[data-property='price']", "AddToCart")
+        c.text_in("table.refusals-table tr[data-property='price']", "NUMBER")
+        c.text_in("table.refusals-table tr[data-property='price']", "STRING")
         c.text_in("table.properties-catalog tr[data-property='product_id']", "STRING")
         c.shot("metadata")
+        Select(c.find("#type-property")).select_by_value("event:price")
+        Select(c.find("#type-choice")).select_by_value("STRING")
+        c.button("Preview")
+        c.text_in(".type-status .notice.info", "price is NUMBER; as STRING:")
+        c.text_in(".type-status .notice.info", "stored rows carry it, 0 of them do not read as STRING")
+        c.button("Set price to STRING")
+        c.accept_confirm()
+        c.text_in(".type-status .notice.ok", "price is STRING now (was NUMBER)")
+        c.button("Replay refused records…")
+        c.accept_confirm()
+        c.text_in("main .notice.ok", "1 records replayed: 1 stored, 0 stored before, 0 refused again")
+        c.text_in(".type-refusals", "No record was refused")
+        c.text_in("table.properties-catalog tr[data-property='price']", "STRING")
+        c.text_in("table.conflicts-table tr[data-property='price']", "NUMBER")
+        c.text_in("table.conflicts-table tr[data-property='price']", "AddToCart")
+        c.shot("metadata-types")
 
         # 11. A token revoked while the tab is open sends the operator back to sign in, saying why.
         d.execute_script("sessionStorage.setItem('datong.adminToken', 'revoked-token')")

@@ -48,7 +48,9 @@ struct AnalystQueryTests {
         let url = try await TestDatabase.create()
         try await TestDatabase.withPool(url) { pool in
             try await Migrator.migrate(schema: CollectorSchema.name, migrations: CollectorSchema.migrations, pool: pool, logger: TestDatabase.logger)
-            let store = PostgresEventStore(pool: pool)
+            // Stored as a release before type checks stored them (or as a property whose type an
+            // admin changed holds values of both): the price as a number, a number's text, and text.
+            let store = PostgresEventStore(pool: pool, catalog: nil)
 
             // Three users within a few seconds: an iOS user who views and adds to cart, an H5 page inside
             // an app that only views, an Android user who added to cart before viewing (not a conversion).

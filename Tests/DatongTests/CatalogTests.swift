@@ -69,42 +69,84 @@ struct CatalogTests {
             counts = try await TestDatabase.rows(db, counted)
             #expect(counts == [["default", "Buy", "2", "2"], ["default", "Note", "1", "1"], ["production", "BuyProduct", "8", "8"]])
 
-            // Another client sends the price as text: the property keeps the first value's type,
-            // and the event shows the second.
+            // Another client sends the price as text: refused with the reason, the record kept; a
+            // number for its own text property is stored as text; the good record of the upload is stored.
+            let now = Int(Date().timeIntervalSince1970 * 1000)
+            func python(_ distinctID: String, _ properties: [String: Any]) -> [String: Any] {
+                [
+                    "type": "track", "event": "BuyProduct", "distinct_id": distinctID, "time": now, "lib": ["$lib": "python"],
+                    "properties": properties.merging(["$lib": "python"]) { a, _ in a },
+                ]
+            }
             let answer = try await CompatibilityTests.upload(
                 [
-                    [
-                        "type": "track", "event": "BuyProduct", "distinct_id": "server-1", "time": Int(Date().timeIntervalSince1970 * 1000),
-                        "lib": ["$lib": "python"], "properties": ["price": "9.90", "$lib": "python"],
-                    ]
+                    python("server-1", ["price": "9.90"]), python("server-2", ["price": 19.9, "order_id": "A-1001"]),
+                    python("server-3", ["price": 5, "order_id": 1002]),
                 ], to: services.gateway)
-            #expect(answer["stored"] as? Int == 1, "\(answer)")
-            let price = try await TestDatabase.rows(
-                db,
-                """
-                SELECT p.type, e.type, e.matches_type::text FROM analytics.catalog_properties p
-                JOIN analytics.catalog_event_properties e ON e.project = p.project AND e.name = p.name
-                WHERE p.project = 'production' AND p.name = 'price' ORDER BY e.type
-                """)
-            #expect(price == [["NUMBER", "NUMBER", "true"], ["NUMBER", "STRING", "false"]])
+            #expect(answer["stored"] as? Int == 2 && answer["rejected"] as? Int == 1, "\(answer)")
+            let refusal = #"PROPERTY_WITH_WRONG_TYPE: property 'price' is NUMBER; the value "9.90" is STRING"#
+            #expect(try await TestDatabase.rows(db, "SELECT reason FROM analytics.rejected WHERE project = 'production'") == [[refusal]])
             #expect(
-                try await TestDatabase.rows(db, "SELECT libs::text FROM analytics.catalog_events WHERE project = 'production' AND event = 'BuyProduct'")
-                    == [["{js,python}"]])
+                try await TestDatabase.rows(db, "SELECT property, type, sent_type, records::text FROM analytics.type_refusals")
+                    == [["price", "NUMBER", "STRING", "1"]])
+            #expect(
+                try await TestDatabase.rows(
+                    db, "SELECT properties ->> 'order_id', jsonb_typeof(properties -> 'order_id') FROM analytics.events WHERE distinct_id = 'server-3'")
+                    == [["1002", "string"]])
 
             // The admin API (config-service passes it on) and datongctl say the same.
             let read = try await services.config.execute(uri: "/v1/projects/production/metadata", method: .get, headers: ErasureTests.admin)
             #expect(read.status == .ok, "\(read.text)")
-            let metadata = try JSONDecoder().decode(ProjectMetadata.self, from: Data(read.text.utf8))
-            let buy = try #require(metadata.events.first { $0.name == "BuyProduct" })
-            #expect(buy.count == 9 && buy.libs == ["js", "python"])
-            #expect(buy.properties.filter { $0.name == "price" } == [.init(name: "price", type: .number), .init(name: "price", type: .string)])
-            let priceEntry = try #require(metadata.properties.first { $0.name == "price" && $0.kind == "event" })
-            #expect(priceEntry.type == .number && priceEntry.conflicts == [.init(name: "BuyProduct", type: .string)] && priceEntry.events == ["BuyProduct"])
+            var metadata = try JSONDecoder().decode(ProjectMetadata.self, from: Data(read.text.utf8))
+            var buy = try #require(metadata.events.first { $0.name == "BuyProduct" })
+            #expect(buy.count == 10 && buy.libs == ["js", "python"])
+            let orderID = try #require(metadata.properties.first { $0.name == "order_id" })
+            #expect(orderID.type == .string && orderID.conflicts == [.init(name: "BuyProduct", type: .number)], "\(orderID)")
             let paidAt = try #require(metadata.properties.first { $0.name == "paid_at" })
             #expect(paidAt.type == .datetime && paidAt.sample.wholeMatch(of: /\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}/) != nil, "\(paidAt.sample)")
             let environment = ["DATONG_CONFIG_URL": "http://127.0.0.1:\(services.config.port!)", "DATONG_ADMIN_TOKEN": RunningServices.adminToken]
             let show = await Datongctl.run(["metadata", "production"], environment: environment)
-            #expect(show.exitCode == 0 && show.output.contains("price\tevent\tNUMBER\t1\tSTRING in BuyProduct"), "\(show.output)")
+            #expect(show.exitCode == 0 && show.output.contains("order_id\tevent\tSTRING\t1\tNUMBER in BuyProduct"), "\(show.output)")
+
+            // The team decides the price is a text: the preview says what the stored rows become,
+            // the change is made, and the refused record replays.
+            let preview = await Datongctl.run(["metadata", "type", "production", "event", "price", "string", "--preview"], environment: environment)
+            #expect(
+                preview.exitCode == 0
+                    && preview.output.contains("would be STRING (was NUMBER); 10 stored rows carry it, 0 of them do not read as STRING; nothing changed"),
+                "\(preview.output)")
+            let asBool = await Datongctl.run(["metadata", "type", "production", "event", "price", "BOOL", "--preview"], environment: environment)
+            #expect(asBool.output.contains("10 stored rows carry it, 10 of them do not read as BOOL"), "\(asBool.output)")
+            let typed = await Datongctl.run(["metadata", "type", "production", "event", "price", "STRING"], environment: environment)
+            #expect(typed.exitCode == 0 && typed.output.contains("event property price is STRING (was NUMBER)"), "\(typed.output)")
+            let replayed = await Datongctl.run(["metadata", "replay", "production"], environment: environment)
+            #expect(replayed.exitCode == 0 && replayed.output.contains("1 records replayed: 1 stored, 0 stored before, 0 refused again"), "\(replayed.output)")
+            #expect(try await TestDatabase.rows(db, "SELECT count(*)::text FROM analytics.rejected WHERE project = 'production'") == [["0"]])
+            #expect(
+                try await TestDatabase.rows(db, "SELECT properties ->> 'price' FROM analytics.events WHERE distinct_id = 'server-1'") == [["9.90"]])
+            // Later numbers for it are stored as their text.
+            _ = try await CompatibilityTests.upload([python("server-4", ["price": 7])], to: services.gateway)
+            #expect(
+                try await TestDatabase.rows(
+                    db, "SELECT properties -> 'price' #>> '{}', jsonb_typeof(properties -> 'price') FROM analytics.events WHERE distinct_id = 'server-4'")
+                    == [["7", "string"]])
+            let trail = try await services.config.execute(uri: "/v1/audit?project=production", method: .get, headers: ErasureTests.admin)
+            #expect(
+                trail.text.contains("metadata.typed") && trail.text.contains("event property price is STRING") && trail.text.contains("rejected.replayed"),
+                "\(trail.text)")
+            let badType = try await services.config.execute(
+                uri: "/v1/projects/production/metadata/types", method: .put, headers: ErasureTests.admin,
+                body: ByteBuffer(string: #"{"kind":"item","name":"price","type":"STRING"}"#))
+            #expect(badType.status == .badRequest && badType.text.contains("kind 'item'"), "\(badType.text)")
+
+            metadata = try JSONDecoder().decode(
+                ProjectMetadata.self,
+                from: Data(try await services.config.execute(uri: "/v1/projects/production/metadata", method: .get, headers: ErasureTests.admin).text.utf8))
+            buy = try #require(metadata.events.first { $0.name == "BuyProduct" })
+            #expect(
+                buy.count == 12 && buy.properties.filter { $0.name == "price" } == [.init(name: "price", type: .number), .init(name: "price", type: .string)])
+            let priceEntry = try #require(metadata.properties.first { $0.name == "price" && $0.kind == "event" })
+            #expect(priceEntry.type == .string && priceEntry.conflicts == [.init(name: "BuyProduct", type: .number)] && priceEntry.events == ["BuyProduct"])
             let export = await Datongctl.run(["metadata", "export", "production"], environment: environment)
             #expect(export.exitCode == 0)
             #expect(try JSONDecoder().decode(ProjectMetadata.self, from: Data(export.output.utf8)) == metadata)
@@ -132,8 +174,8 @@ struct CatalogTests {
                     SELECT (SELECT display_name FROM analytics.catalog_events WHERE project = 'production' AND event = 'BuyProduct'),
                            (SELECT display_name FROM analytics.catalog_properties WHERE project = 'production' AND name = 'price' AND kind = 'event')
                     """) == [["购买商品", "Price (CNY)"]])
-            let trail = try await services.config.execute(uri: "/v1/audit?project=production", method: .get, headers: ErasureTests.admin)
-            #expect(trail.text.contains("metadata.noted") && trail.text.contains("2 notes"), "\(trail.text)")
+            let notedTrail = try await services.config.execute(uri: "/v1/audit?project=production", method: .get, headers: ErasureTests.admin)
+            #expect(notedTrail.text.contains("metadata.noted") && notedTrail.text.contains("2 notes"), "\(notedTrail.text)")
             // Empty texts remove a note; a note of no known kind is refused with the reason.
             let removal = try await services.config.execute(
                 uri: "/v1/projects/production/metadata/notes", method: .put, headers: ErasureTests.admin,
@@ -222,15 +264,31 @@ struct CatalogTests {
                     ["View", "amount", "NUMBER"], ["View", "tags", "LIST"], ["View", "when", "DATETIME"],
                 ])
             // A known event, lib and property names, but one property of another type: a shape of
-            // its own, written by the collector that knew the others.
+            // its own, which the collector that knew the others checks, and refuses.
             var text3 = CollectorTests.event("Pay", time: now - 3)
             text3.distinctId = "text-amount"
             text3.properties = #"{"amount": "3", "tags": ["a"]}"#
-            #expect(try await first.write(CollectBatch(receivedAt: now, records: [text3])).stored == 1)
+            let textResult = try await first.write(CollectBatch(receivedAt: now, records: [text3]))
+            #expect(textResult.stored == 0 && textResult.rejected == 1 && textResult.rejectedIndexes == [0])
+            // A new property, typed at once by two replicas with values of two types: the one
+            // committed first sets the type, and the other replica refuses its record, though it
+            // had read the project's types before the property existed.
+            var fresh = CollectorTests.event("Pay", time: now - 4)
+            fresh.distinctId = "fresh-number"
+            fresh.properties = #"{"fresh": 1}"#
+            var freshText = CollectorTests.event("Pay", time: now - 5)
+            freshText.distinctId = "fresh-text"
+            freshText.properties = #"{"fresh": "one", "more": true}"#
+            #expect(try await first.write(CollectBatch(receivedAt: now, records: [fresh])).stored == 1)
+            let raced = try await second.write(CollectBatch(receivedAt: now, records: [freshText]))
+            #expect(raced.stored == 0 && raced.rejected == 1, "\(raced)")
             #expect(
-                try await TestDatabase.rows(
-                    url, "SELECT type, matches_type::text FROM analytics.catalog_event_properties WHERE event = 'Pay' AND name = 'amount' ORDER BY type")
-                    == [["NUMBER", "true"], ["STRING", "false"]])
+                try await TestDatabase.rows(url, "SELECT reason FROM analytics.rejected ORDER BY received_at, reason")
+                    == [
+                        [#"PROPERTY_WITH_WRONG_TYPE: property 'amount' is NUMBER; the value "3" is STRING"#],
+                        [#"PROPERTY_WITH_WRONG_TYPE: property 'fresh' is NUMBER; the value "one" is STRING"#],
+                    ])
+            #expect(try await TestDatabase.rows(url, "SELECT type FROM analytics.catalog_properties WHERE name = 'fresh'") == [["NUMBER"]])
             // The next day, the same shape is written again: the catalog's last day moves.
             var tomorrow = batch(10)
             tomorrow.receivedAt = now + 86_400_000

@@ -35,7 +35,7 @@ extension PostgresEventStore {
     static func commit(
         _ batches: [CollectBatch], pool: PostgresPool, partitions: EventPartitions, writing: EventWriting
     ) async throws -> [CollectResult] {
-        try await commit(batches.map(IncomingBatch.init), pool: pool, partitions: partitions, catalog: CatalogChanges(), writing: writing)
+        try await commit(batches.map(IncomingBatch.init), pool: pool, partitions: partitions, catalog: CatalogChanges(), writing: writing).0
     }
 }
 

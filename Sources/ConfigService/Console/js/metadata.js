@@ -1,6 +1,7 @@
 // Metadata of a project: the catalog the collector keeps while storing (docs/ANALYTICS.md "The
-// catalog"): its events with their volumes and SDKs, its properties with their Sensors types, and
-// the properties sent with another type than their own.
+// catalog"): its events with their volumes and SDKs, its properties with their Sensors types, the
+// records refused for a value of another type (replayable), the properties sent with another type
+// than their own, and a property's type changed after a preview of what it does to stored rows.
 import { api, seg } from "./api.js";
 import { h, clear, notice, empty } from "./dom.js";
 
@@ -8,7 +9,14 @@ export async function metadataView(main, project) {
   const events = h("div.catalog-events");
   const properties = h("div.catalog-properties");
   const conflicts = h("div.catalog-conflicts");
+  const refusals = h("div.type-refusals");
+  const refusalStatus = h("div.status", { "aria-live": "polite" });
   const status = h("div.status", { "aria-live": "polite" });
+  const typeProperty = h("select#type-property", { "aria-label": "Property" });
+  const typeChoice = h("select#type-choice", { "aria-label": "Type" },
+    ["NUMBER", "BOOL", "STRING", "LIST", "DATETIME", "DATE"].map((t) => h("option", { value: t }, t)));
+  const typeStatus = h("div.type-status", { "aria-live": "polite" });
+  const base = `/v1/projects/${seg(project)}`;
   const filter = h("input#metadata-filter", { type: "search", placeholder: "filter by name", "aria-label": "Filter by name", size: 24 });
   let catalog = null;
 
@@ -18,11 +26,24 @@ export async function metadataView(main, project) {
     const shownEvents = catalog.events.filter((e) => matches(e.name) || matches(e.displayName) || e.properties.some((p) => matches(p.name)));
     const shownProperties = catalog.properties.filter((p) => matches(p.name) || matches(p.displayName) || p.events.some(matches));
     const mixed = catalog.properties.filter((p) => p.conflicts.length > 0);
+    const refused = catalog.typeRefusals ?? [];
+
+    clear(refusals, refused.length === 0
+      ? h("p.muted", "No record was refused for a value of another type in the last 30 days.")
+      : h("table.grid.refusals-table",
+        h("thead", h("tr", ["Day (UTC)", "Property", "Its type", "Sent as", "Records"].map((t) => h("th", t)))),
+        h("tbody", refused.map((r) => h("tr", { dataset: { property: r.property } },
+          h("td", r.day), h("td", h("code", r.property)), h("td", typeBadge(r.type)), h("td", typeBadge(r.sentType)),
+          h("td.number", r.records.toLocaleString()))))));
+
+    const chosen = typeProperty.value;
+    clear(typeProperty, catalog.properties.map((p) => h("option", { value: `${p.kind}:${p.name}` }, `${p.name} (${p.kind}, ${p.type})`)));
+    if (chosen) typeProperty.value = chosen;
 
     clear(conflicts, mixed.length === 0
       ? h("p.muted", "Every property has been sent with one type only.")
       : h("table.grid.conflicts-table",
-        h("thead", h("tr", ["Property", "Its type (first value)", "Sent as", "In events"].map((t) => h("th", t)))),
+        h("thead", h("tr", ["Property", "Its type", "Sent as", "In events"].map((t) => h("th", t)))),
         h("tbody", mixed.map((p) => h("tr", { dataset: { property: p.name } },
           h("td", h("code", p.name)), h("td", typeBadge(p.type)),
           h("td", [...new Set(p.conflicts.map((c) => c.type))].map(typeBadge)),
@@ -56,13 +77,72 @@ export async function metadataView(main, project) {
     }
   }
 
+  /** The property and type chosen, as the API takes them. */
+  function typeChange() {
+    const [kind, ...name] = typeProperty.value.split(":");
+    return { kind, name: name.join(":"), type: typeChoice.value };
+  }
+
+  function rows(report) {
+    return `${report.storedRows.toLocaleString()} stored rows carry it, ${report.unreadableRows.toLocaleString()} of them do not read as ${report.type}`;
+  }
+
+  async function previewType() {
+    if (!typeProperty.value) return;
+    try {
+      const report = await api.post(`${base}/metadata/types/preview`, typeChange());
+      const before = report.previous ? `is ${report.previous}` : "has no type";
+      clear(typeStatus, notice("info", `${report.name} ${before}; as ${report.type}: ${rows(report)}.`),
+        h("button#apply-type", { type: "button", onclick: () => applyType(report) }, `Set ${report.name} to ${report.type}`));
+    } catch (error) {
+      clear(typeStatus, notice("error", error.message));
+    }
+  }
+
+  async function applyType(preview) {
+    if (!confirm(`Set ${preview.kind} property ${preview.name} to ${preview.type}? Every later value is checked against it; ${rows(preview)}.`)) return;
+    try {
+      const report = await api.put(`${base}/metadata/types`, { kind: preview.kind, name: preview.name, type: preview.type });
+      clear(typeStatus, notice("ok", `${report.name} is ${report.type} now (was ${report.previous ?? "untyped"}).`));
+      await refresh();
+    } catch (error) {
+      clear(typeStatus, notice("error", error.message));
+    }
+  }
+
+  async function replay() {
+    if (!confirm("Write the refused records again, checked against the types as they are now? Those that still do not fit are kept, refused again.")) return;
+    const total = { replayed: 0, stored: 0, duplicates: 0, refused: 0 };
+    let request = { after: 0, limit: 1000 };
+    try {
+      for (;;) {
+        const answer = await api.post(`${base}/rejected/replay`, request);
+        for (const key of Object.keys(total)) total[key] += answer[key];
+        if (answer.next == null) break;
+        request = { after: answer.next, before: answer.before, limit: 1000 };
+      }
+      clear(refusalStatus, notice("ok", `${total.replayed} records replayed: ${total.stored} stored, ${total.duplicates} stored before, ${total.refused} refused again.`));
+      await refresh();
+    } catch (error) {
+      clear(refusalStatus, notice("error", error.message));
+    }
+  }
+
   filter.addEventListener("input", () => { if (catalog) show(); });
   clear(main,
     h("h1", `Metadata · ${project}`),
-    h("p.muted", "What this project sends, as the collector catalogued it while storing: a property's type is the Sensors type of its first value. Analysts read the same in analytics.catalog_events and analytics.catalog_properties."),
+    h("p.muted", "What this project sends, as the collector catalogued it while storing: a property's type is the Sensors type of its first value, or the one set here, and every value is checked against it. Analysts read the same in analytics.catalog_events, analytics.catalog_properties and analytics.type_refusals."),
     h("div.toolbar", filter, h("button", { type: "button", onclick: refresh }, "Refresh"), status),
+    h("section", h("h2", "Records refused for their types"),
+      h("p.muted.small", "A value that does not fit its property's type (a text for a NUMBER, a number for a LIST) refuses its record with PROPERTY_WITH_WRONG_TYPE; analytics.rejected keeps the records. Fix the type or the instrumentation, then replay them."),
+      h("div.toolbar", h("button#replay-refused", { type: "button", onclick: replay }, "Replay refused records…"), refusalStatus),
+      refusals),
+    h("section", h("h2", "Change a property's type"),
+      h("p.muted.small", "The preview counts the stored rows that carry the property and those that do not read as the new type; stored rows are not rewritten. Numbers and booleans sent for a STRING property are stored as their text."),
+      h("div.toolbar", typeProperty, typeChoice, h("button#preview-type", { type: "button", onclick: previewType }, "Preview")),
+      typeStatus),
     h("section", h("h2", "Properties sent with another type"),
-      h("p.muted.small", "Records whose value had another type than the property's. They are stored as sent; read such properties with analytics.as_number(properties, 'name') and its siblings, which give NULL for a value of another type."),
+      h("p.muted.small", "Values of another type than the property's that were stored: converted to text for a STRING property, or stored before the type was set. Read such properties with analytics.as_number(properties, 'name') and its siblings, which give NULL for a value of another type."),
       conflicts),
     h("section", h("h2", "Events"), events),
     h("section", h("h2", "Properties"), properties),

@@ -1,0 +1,426 @@
+import DatongContracts
+import DatongJSON
+import DatongPostgres
+import Logging
+import ServiceLifecycle
+
+// Types at ingest, as Sensors Analytics applies them: a property's type is its first value's (or
+// the one an admin set: `collector.catalog_properties.type`), preset `$` properties have theirs
+// from the start, and every later value is checked against it. A number or boolean for a STRING
+// property is stored as its text; a value no conversion fits (a text for NUMBER, a number for
+// LIST, an impossible date) refuses the record with `PROPERTY_WITH_WRONG_TYPE`, kept in
+// `collector.rejected` with the record, to replay once the type or the instrumentation is fixed.
+//
+// Only the records of shapes this process has not checked today are looked at (`Catalog`): a shape
+// hashes its properties' names and types, so a record of a known shape holds values of the types
+// checked before. A shape with a misfit value is checked at every record. Types first set by a
+// record are confirmed in the transaction that stores it, so two replicas meeting a new property
+// with values of two types at once settle on the one committed first.
+
+/// A property type a record would set, or one the database has.
+struct AssumedType: Sendable, Hashable {
+    var project: String
+    var kind: String
+    var name: String
+    var type: SensorsType
+}
+
+/// The transaction found a property typed otherwise than the batch was checked with (another
+/// replica set it first); the batch is checked again with `actual`.
+struct PropertyTypesMoved: Error {
+    var actual: [AssumedType]
+}
+
+/// What becomes of a value in a property of a type.
+enum Admission {
+    case asIs
+    /// Stored as its JSON text: a number or a boolean for a STRING property.
+    case asString
+    case refused
+}
+
+extension SensorsType {
+    func admits(_ sent: SensorsType) -> Admission {
+        if sent == self { return .asIs }
+        switch (self, sent) {
+        // A text shaped like a date is still a text; a day is a time and a time has a day.
+        case (.string, .datetime), (.string, .date), (.datetime, .date), (.date, .datetime): return .asIs
+        case (.string, .number), (.string, .bool): return .asString
+        default: return .refused
+        }
+    }
+
+    /// The types of the preset event properties the official SDKs send, as Sensors documents them;
+    /// the others' types are set by their first value.
+    static let presets: [String: SensorsType] = {
+        var presets: [String: SensorsType] = [:]
+        for name in [
+            "$app_version", "$lib", "$lib_version", "$lib_method", "$manufacturer", "$model", "$os", "$os_version", "$carrier",
+            "$network_type", "$device_id", "$screen_name", "$title", "$url", "$url_path", "$referrer", "$referrer_host", "$browser",
+            "$browser_version", "$element_id", "$element_content", "$element_type", "$element_name", "$element_selector", "$app_id", "$app_name",
+        ] { presets[name] = .string }
+        for name in ["$screen_width", "$screen_height", "$event_duration", "$latitude", "$longitude", "$timezone_offset"] { presets[name] = .number }
+        for name in ["$wifi", "$is_first_day", "$is_first_time", "$resume_from_background"] { presets[name] = .bool }
+        return presets
+    }()
+}
+
+/// A batch after its type check, and where its records were in the batch given.
+struct TypeChecked {
+    var batch: IncomingBatch
+    /// `positions[i]` is the position in the given batch's `records` of `batch.records[i]`; nil
+    /// when none was refused.
+    var positions: [Int]? = nil
+    /// Positions in the given batch's `records` of the records refused.
+    var refused: [Int] = []
+
+    /// `result` (of writing `batch`) with the given batch's positions.
+    func original(_ result: CollectResult) -> CollectResult {
+        guard let positions else { return result }
+        var original = result
+        original.duplicateIndexes = result.duplicateIndexes.map { positions[$0] }
+        original.rejectedIndexes = (result.rejectedIndexes.map { positions[$0] } + refused).sorted()
+        return original
+    }
+}
+
+enum TypeCheck {
+    /// Checks the values of `batch`'s records of shapes not checked today against their
+    /// properties' types: converts what converts, moves what does not to `rejected`, and notes in
+    /// `assumedTypes` the types new properties get from their first values.
+    static func check(_ batch: IncomingBatch, catalog: Catalog, pool: PostgresPool) async throws -> TypeChecked {
+        var shapes: [UInt64] = []
+        for record in batch.records {
+            if let shape = record.catalog?.shape, shape != shapes.last { shapes.append(shape) }
+        }
+        let unchecked = catalog.unchecked(shapes)
+        guard !unchecked.isEmpty else { return TypeChecked(batch: batch) }
+        let projects = Set(batch.records.filter { $0.catalog.map { unchecked.contains($0.shape) } ?? false }.map(\.project))
+        let types = try await catalog.loadedTypes(of: projects, pool: pool)
+
+        var checked = batch
+        checked.records = []
+        var positions: [Int] = []
+        var refused: [Int] = []
+        var assumed: [String: [Catalog.TypedName: SensorsType]] = [:]
+        var eventRows: [UInt8]? = nil
+        for (position, record) in batch.records.enumerated() {
+            guard let mark = record.catalog, unchecked.contains(mark.shape) else {
+                checked.records.append(record)
+                positions.append(position)
+                continue
+            }
+            let kind = mark.event == 0 ? "profile" : "event"
+            let known = types[record.project]?.types ?? [:]
+            let verdict = Self.verdict(
+                of: batch.body[record.raw], kind: kind,
+                type: { name in
+                    let key = Catalog.TypedName(kind: kind, name: name)
+                    return known[key] ?? assumed[record.project]?[key] ?? (kind == "event" ? SensorsType.presets[name] : nil)
+                },
+                assume: { name, type in assumed[record.project, default: [:]][Catalog.TypedName(kind: kind, name: name)] = type })
+            switch verdict {
+            case nil:
+                checked.records.append(record)
+                positions.append(position)
+            case .refused(let reason):
+                catalog.misfit(mark.shape)
+                refused.append(position)
+                checked.rejected.append(RejectedRecord(project: record.project, reason: reason, raw: batch.rawText(of: record)))
+            case .converted(let properties):
+                catalog.misfit(mark.shape)
+                var converted = record
+                switch record.content {
+                case .event(let row):
+                    if eventRows == nil { eventRows = batch.eventRows }
+                    let start = eventRows!.count
+                    EventRows.append(batch.eventRows[row], replacingProperties: properties, to: &eventRows!)
+                    converted.content = .event(row: start..<eventRows!.count)
+                case .profile(var profile):
+                    profile.properties = String(decoding: properties, as: UTF8.self)
+                    converted.content = .profile(profile)
+                }
+                checked.records.append(converted)
+                positions.append(position)
+            }
+        }
+        if let eventRows { checked.eventRows = eventRows }
+        checked.assumedTypes = assumed.flatMap { project, types in
+            types.map { AssumedType(project: project, kind: $0.key.kind, name: $0.key.name, type: $0.value) }
+        }
+        return TypeChecked(batch: checked, positions: refused.isEmpty ? nil : positions, refused: refused)
+    }
+
+    enum Verdict {
+        case refused(String)
+        /// The properties to store instead, as JSON.
+        case converted([UInt8])
+    }
+
+    /// What becomes of a record (its JSON, `raw`): nil when every value is of its property's type.
+    /// `type` gives a property's type, nil when it has none yet; `assume` is told the types the
+    /// record's values give to properties without one.
+    static func verdict(
+        of raw: ArraySlice<UInt8>, kind: String, type: (String) -> SensorsType?, assume: (String, SensorsType) -> Void
+    ) -> Verdict? {
+        // The batch was read with this depth bound: its record parses again.
+        guard let document = try? JSONParser.parse(Array(raw), maxDepth: CollectBatch.maxDepth),
+            let properties = document.root["properties"], properties.kind == .object
+        else { return nil }
+        var converts = false
+        var asString: [Bool] = []
+        let refusal: String? = document.bytes.withUnsafeBufferPointer { bytes in
+            for (name, value) in properties.members {
+                asString.append(false)
+                guard let sent = SensorsType.of(value.entry, bytes: bytes), let name = name.stringValue else { continue }
+                guard let declared = type(name) else {
+                    assume(name, sent)
+                    continue
+                }
+                switch declared.admits(sent) {
+                case .asIs: continue
+                case .asString:
+                    asString[asString.count - 1] = true
+                    converts = true
+                case .refused:
+                    var text = value.rawText
+                    if text.count > CatalogChanges.sampleCharacters { text = String(text.prefix(CatalogChanges.sampleCharacters)) + "…" }
+                    return "\(Self.wrongType): property '\(UntrustedText.quoted(name))' is \(declared.rawValue); the value \(text) is \(sent.rawValue)"
+                }
+            }
+            return nil
+        }
+        if let refusal { return .refused(refusal) }
+        guard converts else { return nil }
+        var out: [UInt8] = []
+        var object = JSONObjectWriter(&out)
+        for (index, (name, value)) in properties.members.enumerated() {
+            object.key(name.rawBytes.dropFirst().dropLast(), &out)
+            if asString[index] {
+                JSONValue.writeString(utf8: value.rawText.utf8, to: &out)
+            } else {
+                out.append(contentsOf: value.rawBytes)
+            }
+        }
+        object.finish(&out)
+        return .converted(out)
+    }
+
+    /// The reason code of a record refused for a value not of its property's type, as Sensors names it.
+    static let wrongType = "PROPERTY_WITH_WRONG_TYPE"
+
+    /// Checks, in the transaction that stores them, that the types `assumed` are the ones the
+    /// catalog has (written by this transaction, or committed by another first): throws
+    /// `PropertyTypesMoved` if not. Returns the types found (a property past its project's bound
+    /// has none, and no type is enforced for it).
+    static func confirm(_ assumed: [AssumedType], on connection: PostgresConnection) throws -> [AssumedType] {
+        let rows = try connection.query(
+            """
+            SELECT c.project, c.kind, c.name, c.type
+            FROM unnest($1::text[], $2::text[], $3::text[]) AS t(project, kind, name)
+            JOIN collector.catalog_properties c USING (project, kind, name)
+            """, [postgresTextArray(assumed.map(\.project)), postgresTextArray(assumed.map(\.kind)), postgresTextArray(assumed.map(\.name))]
+        ).rows
+        let found = rows.compactMap { row -> AssumedType? in
+            guard let project = row[0], let kind = row[1], let name = row[2], let type = row[3].flatMap(SensorsType.init(rawValue:)) else { return nil }
+            return AssumedType(project: project, kind: kind, name: name, type: type)
+        }
+        let wanted = Set(assumed)
+        let moved = found.filter { !wanted.contains($0) }
+        if !moved.isEmpty { throw PropertyTypesMoved(actual: moved) }
+        return found
+    }
+}
+
+extension Catalog {
+    /// The property types of `projects`, loading those not loaded from the catalog (with their
+    /// declared types' version, read first: a change made meanwhile is seen by the next watch).
+    func loadedTypes(of projects: Set<String>, pool: PostgresPool) async throws -> [String: ProjectTypes] {
+        var types = types(of: projects)
+        let missing = projects.subtracting(types.keys)
+        guard !missing.isEmpty else { return types }
+        let list = postgresTextArray(Array(missing))
+        let (versions, rows) = try await pool.withConnection { connection in
+            (
+                try connection.query("SELECT project, version FROM collector.catalog_type_versions WHERE project = ANY($1::text[])", [list]).rows,
+                try connection.query("SELECT project, kind, name, type FROM collector.catalog_properties WHERE project = ANY($1::text[])", [list]).rows
+            )
+        }
+        for project in missing { types[project] = ProjectTypes(version: 0, types: [:]) }
+        for row in versions {
+            if let project = row[0], let version = row[1].flatMap(Int64.init) { types[project]?.version = version }
+        }
+        for row in rows {
+            guard let project = row[0], let kind = row[1], let name = row[2], let type = row[3].flatMap(SensorsType.init(rawValue:)) else { continue }
+            types[project]?.types[TypedName(kind: kind, name: name)] = type
+        }
+        for project in missing { load(project, types[project]!) }
+        return types
+    }
+}
+
+extension EventRows {
+    /// Appends `row` (one encoded event) to `out` with `properties` (JSON) in place of its properties.
+    static func append(_ row: ArraySlice<UInt8>, replacingProperties properties: [UInt8], to out: inout [UInt8]) {
+        var offset = row.startIndex + 2  // the field count
+        for _ in 0..<propertiesColumn {
+            let length = row[offset..<offset + 4].reduce(0) { $0 << 8 | Int32($1) }
+            offset += 4 + max(0, Int(length))
+        }
+        let length = Int(row[offset..<offset + 4].reduce(0) { $0 << 8 | Int32($1) })
+        out.append(contentsOf: row[row.startIndex..<offset])
+        withUnsafeBytes(of: Int32(properties.count + 1).bigEndian) { out.append(contentsOf: $0) }
+        out.append(1)  // jsonb's version
+        out.append(contentsOf: properties)
+        out.append(contentsOf: row[(offset + 4 + length)...])
+    }
+
+    private static let propertiesColumn = columns.firstIndex(of: "properties")!
+}
+
+/// Watches the declared types' versions (`collector.catalog_type_versions`, raised by every type
+/// an admin sets) every `interval`, so that a replica that did not make a change checks records
+/// under it within that time.
+final class TypeChangeWatch: Service, Sendable {
+    private let pool: PostgresPool
+    private let catalog: Catalog
+    private let interval: Duration
+    private let logger: Logger
+
+    init(pool: PostgresPool, catalog: Catalog, interval: Duration = .seconds(2), logger: Logger) {
+        self.pool = pool
+        self.catalog = catalog
+        self.interval = interval
+        self.logger = logger
+    }
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown {
+            while true {
+                do {
+                    let rows = try await self.pool.withConnection { connection in
+                        try connection.query("SELECT project, version FROM collector.catalog_type_versions").rows
+                    }
+                    var versions: [String: Int64] = [:]
+                    for row in rows {
+                        if let project = row[0], let version = row[1].flatMap(Int64.init) { versions[project] = version }
+                    }
+                    self.catalog.forgetChanged(versions)
+                } catch {
+                    self.logger.debug("catalog.type_watch_failed", metadata: ["error": "\(error)"])
+                }
+                try await Task.sleep(for: self.interval)
+            }
+        }
+    }
+}
+
+/// Types an admin sets (`PUT /v1/projects/{p}/metadata/types`), with what they do to stored rows.
+struct TypeSettings: Sendable {
+    let pool: PostgresPool
+    /// This process's catalog, which forgets the project's types at once (other replicas do
+    /// within `TypeChangeWatch`'s interval).
+    let catalog: Catalog?
+
+    /// How long counting a project's stored rows may take.
+    static let countTimeout = "60s"
+
+    /// What setting `change` would do, or does when `apply`: one transaction, which counts the
+    /// stored rows carrying the property, and sets the type and raises the project's version.
+    func change(project: String, _ change: PropertyTypeChange, apply: Bool) async throws -> PropertyTypeReport {
+        let reader = Self.typedRead[change.type]!
+        let table = change.kind == "event" ? "collector.events" : "collector.profiles"
+        let report = try await pool.transaction { connection in
+            _ = try connection.execute("SET LOCAL statement_timeout = '\(Self.countTimeout)'")
+            let previous = try connection.query(
+                "SELECT type FROM collector.catalog_properties WHERE project = $1 AND kind = $2 AND name = $3 \(apply ? "FOR UPDATE" : "")",
+                [project, change.kind, change.name]
+            ).rows.first.flatMap { $0[0] }.flatMap(SensorsType.init(rawValue:))
+            let counts = try connection.query(
+                """
+                SELECT count(*)::text, count(*) FILTER (WHERE analytics.\(reader)(properties, $2) IS NULL)::text
+                FROM \(table) WHERE project = $1 AND properties ? $2
+                """, [project, change.name]
+            ).rows.first
+            if apply {
+                _ = try connection.query(
+                    """
+                    INSERT INTO collector.catalog_properties (project, kind, name, type, sample, typed_at) VALUES ($1, $2, $3, $4, '', now())
+                    ON CONFLICT (project, kind, name) DO UPDATE SET type = EXCLUDED.type, typed_at = now()
+                    """, [project, change.kind, change.name, change.type.rawValue])
+                _ = try connection.query(
+                    """
+                    INSERT INTO collector.catalog_type_versions AS v (project, version) VALUES ($1, 1)
+                    ON CONFLICT (project) DO UPDATE SET version = v.version + 1
+                    """, [project])
+            }
+            return PropertyTypeReport(
+                kind: change.kind, name: change.name, type: change.type, previous: previous,
+                storedRows: Int(counts?[0] ?? "") ?? 0, unreadableRows: Int(counts?[1] ?? "") ?? 0, applied: apply)
+        }
+        if apply { catalog?.forgetTypes(of: project) }
+        return report
+    }
+
+    /// The typed read of each type (collector migration 9).
+    private static let typedRead: [SensorsType: String] = [
+        .number: "as_number", .string: "as_string", .bool: "as_bool", .list: "as_list", .datetime: "as_datetime", .date: "as_date",
+    ]
+}
+
+/// Writes again the records refused with `PROPERTY_WITH_WRONG_TYPE`, once the type or the
+/// instrumentation is fixed: each is checked as if it came now, and stored, found stored before,
+/// or refused again (kept again, with the reason of now); the rows replayed leave
+/// `collector.rejected`. Should the collector stop between the write and that delete, a later
+/// replay finds the stored records as duplicates.
+struct TypeRefusalReplay: Sendable {
+    let pool: PostgresPool
+
+    func replay(project: String, _ request: ReplayRequest, keys: KeyRule, store: any EventStore) async throws -> ReplayResult {
+        let (before, rows) = try await pool.withConnection { connection in
+            let before =
+                try request.before
+                ?? Int64(
+                    try connection.query("SELECT coalesce(max(id), 0) + 1 FROM collector.rejected WHERE project = $1", [project]).rows.first?[0] ?? "")
+                ?? 0
+            let rows = try connection.query(
+                """
+                SELECT id::text, (extract(epoch FROM received_at) * 1000)::bigint::text, raw FROM collector.rejected
+                WHERE project = $1 AND id > $2 AND id < $3 AND reason LIKE '\(TypeCheck.wrongType):%' ORDER BY id LIMIT $4
+                """, [project, String(request.after), String(before), String(request.limit)]
+            ).rows
+            return (before, rows)
+        }
+        var result = ReplayResult(replayed: 0, stored: 0, duplicates: 0, refused: 0, next: nil, before: before)
+        var replayed: [String] = []
+        // Records received together go back together, with the time they were received.
+        var start = 0
+        while start < rows.count {
+            var end = start + 1
+            while end < rows.count, rows[end][1] == rows[start][1] { end += 1 }
+            let receivedAt = rows[start][1] ?? "0"
+            let part = rows[start..<end]
+            start = end
+            let body = #"{"receivedAt":\#(receivedAt),"records":["# + part.map { $0[2] ?? "null" }.joined(separator: ",") + "]}"
+            guard let batch = try? IncomingBatch(jsonBytes: Array(body.utf8), keys: keys), batch.problem == nil else {
+                // Not a batch of records (a row written by hand?): left where it is.
+                result.refused += part.count
+                continue
+            }
+            let written = batch.asSent(try await store.write(batch))
+            result.stored += written.stored
+            result.duplicates += written.duplicates
+            result.refused += written.rejected
+            result.replayed += part.count
+            replayed += part.compactMap { $0[0] }
+        }
+        if !replayed.isEmpty {
+            let ids = postgresTextArray(replayed)
+            _ = try await pool.withConnection { connection in
+                try connection.query("DELETE FROM collector.rejected WHERE project = $1 AND id = ANY($2::bigint[])", [project, ids])
+            }
+        }
+        if rows.count == request.limit, let last = rows.last?[0].flatMap(Int64.init) { result.next = last }
+        return result
+    }
+}
