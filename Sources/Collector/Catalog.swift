@@ -145,12 +145,43 @@ final class Catalog: Sendable {
         var day: Int64 = 0
         var shapes = Set<UInt64>()
         var misfits = Set<UInt64>()
+        /// The names of dropped properties counted under their own name, per project.
+        var droppedNames: [String: Set<String>] = [:]
+
+        mutating func forget() {
+            shapes.removeAll(keepingCapacity: true)
+            misfits.removeAll(keepingCapacity: true)
+            droppedNames.removeAll()
+        }
     }
 
-    /// A project's property types as loaded, and the version of its declared types then.
+    /// Dropped properties counted under their own name per project (a client inventing names
+    /// in a strict project is counted under `otherDroppedNames` past them).
+    static let maxDroppedNames = 1_000
+    static let otherDroppedNames = "(other names)"
+
+    /// The name `name`, dropped from a record of `project`, is counted under.
+    func countedName(dropped name: String, project: String) -> String {
+        known.withLock { known in
+            if known.droppedNames[project]?.contains(name) == true { return name }
+            guard known.droppedNames[project, default: []].count < Self.maxDroppedNames else { return Self.otherDroppedNames }
+            known.droppedNames[project, default: []].insert(name)
+            return name
+        }
+    }
+
+    /// A project's property types and rules as loaded, and their version then.
     struct ProjectTypes: Sendable {
         var version: Int64
         var types: [TypedName: SensorsType]
+        /// The properties an admin declared.
+        var declared: Set<TypedName> = []
+        /// The events declared.
+        var events: Set<String> = []
+        /// Declared events and properties only (`ProjectCatalogSettings.strict`).
+        var strict = false
+        /// A value of another type drops the property, not the record.
+        var dropsWrongType = false
     }
 
     struct TypedName: Hashable, Sendable {
@@ -196,8 +227,7 @@ final class Catalog: Sendable {
         known.withLock { known in
             // Shapes hash their day: yesterday's will not come again (only late uploads).
             if day > known.day || known.shapes.count + shapes.count > Self.maxKnownShapes {
-                known.shapes.removeAll(keepingCapacity: true)
-                known.misfits.removeAll(keepingCapacity: true)
+                known.forget()
                 known.day = max(known.day, day)
             }
             known.shapes.formUnion(shapes)
@@ -241,10 +271,7 @@ final class Catalog: Sendable {
     }
 
     private func forgetShapes() {
-        known.withLock { known in
-            known.shapes.removeAll(keepingCapacity: true)
-            known.misfits.removeAll(keepingCapacity: true)
-        }
+        known.withLock { $0.forget() }
     }
 
     /// The UTC day (days since 1970-01-01) holding `unixMillis`.
@@ -259,6 +286,8 @@ struct CatalogChanges {
     private var sources: [SourceKey: Seen] = [:]
     /// Events stored, by their mark's `event` and day (one hash).
     private var counts: [UInt64: Counted] = [:]
+    /// Properties left out of stored records.
+    private var drops: [DropKey: Int] = [:]
     /// The shapes written, to learn once the transaction committed.
     private(set) var shapes = Set<UInt64>()
     private(set) var lastDay: Int64 = 0
@@ -287,6 +316,12 @@ struct CatalogChanges {
         var project: String
         var event: String
         var day: Int64
+    }
+
+    private struct DropKey: Hashable {
+        var project: String
+        var day: Int64
+        var dropped: DroppedProperty
     }
 
     private struct Counted {
@@ -403,6 +438,11 @@ struct CatalogChanges {
         }
     }
 
+    /// Counts the properties left out of a stored record of `project` received on `day`.
+    mutating func count(dropped: [DroppedProperty], project: String, day: Int64) {
+        for property in dropped { drops[DropKey(project: project, day: day, dropped: property), default: 0] += 1 }
+    }
+
     /// A value as the sample's text: a string as itself, anything else as its JSON; NUL left out.
     private static func sample(_ value: JSONRef) -> String {
         var text = value.stringValue ?? value.rawText
@@ -470,6 +510,22 @@ struct CatalogChanges {
                      AS t(project, event, day, count)
                 WHERE EXISTS (SELECT 1 FROM collector.catalog_event_sources r WHERE r.project = t.project AND r.event = t.event)
                 ON CONFLICT (project, event, day, slot) DO UPDATE SET count = c.count + EXCLUDED.count
+                """)
+        }
+        if !drops.isEmpty {
+            let rows = drops.sorted {
+                ($0.key.project, $0.key.day, $0.key.dropped.kind, $0.key.dropped.name, $0.key.dropped.reason.rawValue)
+                    < ($1.key.project, $1.key.day, $1.key.dropped.kind, $1.key.dropped.name, $1.key.dropped.reason.rawValue)
+            }
+            sql.append(
+                """
+                INSERT INTO collector.catalog_drops AS c (project, day, kind, name, reason, slot, count)
+                SELECT project, date 'epoch' + day::int, kind, name, reason, (pg_backend_pid() % 4096)::smallint, count
+                FROM unnest(\(try array(rows.map(\.key.project)))::text[], \(try array(rows.map { String($0.key.day) }))::bigint[],
+                            \(try array(rows.map(\.key.dropped.kind)))::text[], \(try array(rows.map(\.key.dropped.name)))::text[],
+                            \(try array(rows.map(\.key.dropped.reason.rawValue)))::text[], \(try array(rows.map { String($0.value) }))::bigint[])
+                     AS t(project, day, kind, name, reason, count)
+                ON CONFLICT (project, day, kind, name, reason, slot) DO UPDATE SET count = c.count + EXCLUDED.count
                 """)
         }
         return sql

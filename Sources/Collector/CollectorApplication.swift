@@ -117,6 +117,18 @@ struct CollectorAPI: ServiceAPI {
                 let project = try authorize(request, context)
                 return try jsonResponse(.ok, encoding: try await types.change(project: project, try await Self.typeChange(request), apply: true))
             }
+            projects.put("metadata/settings") { request, context in
+                let project = try authorize(request, context)
+                let settings = try await decodeJSONBody(ProjectCatalogSettings.self, from: request, limit: 1024)
+                try await types.set(project: project, settings)
+                return try jsonResponse(.ok, encoding: settings)
+            }
+            projects.post("metadata/declarations") { request, context in
+                let project = try authorize(request, context)
+                let declarations = try await decodeJSONBody(MetadataDeclarations.self, from: request, limit: Self.maxNotesBytes)
+                if let problem = declarations.problem { throw ServiceError.badRequest(.invalidValue, problem) }
+                return try jsonResponse(.ok, encoding: try await types.declare(project: project, declarations))
+            }
             projects.post("metadata/types/preview") { request, context in
                 let project = try authorize(request, context)
                 return try jsonResponse(.ok, encoding: try await types.change(project: project, try await Self.typeChange(request), apply: false))

@@ -551,29 +551,60 @@ package enum CollectorSchema {
                     LEFT JOIN collector.catalog_notes n ON n.project = p.project AND n.kind = p.kind || '_property' AND n.name = p.name;
                 """),
         Migration(
-            version: 12, name: "property types set by an admin, type refusals",
+            version: 12, name: "declared types and events, strict validation, type refusals and drops",
             sql: """
-                -- A property's type is its first value's, or one an admin set (PUT
-                -- …/metadata/types/{kind}/{name}), which raises the project's version: every
-                -- collector watches the versions and checks records under the new type. A
-                -- property declared before any value came has no days yet.
+                -- A property's type is its first value's, or one an admin declared (PUT
+                -- …/metadata/types, or POST …/metadata/declarations to declare what was seen),
+                -- which raises the project's version: every collector watches the versions and
+                -- checks records under the new rules. A property declared before any value came
+                -- has no days yet.
                 ALTER TABLE collector.catalog_properties
-                    ADD COLUMN typed_at timestamptz,
+                    ADD COLUMN declared_at timestamptz,
                     ALTER COLUMN first_day DROP NOT NULL,
                     ALTER COLUMN last_day DROP NOT NULL;
-                COMMENT ON COLUMN collector.catalog_properties.typed_at IS 'When an admin set the type; NULL: the first value''s type.';
+                COMMENT ON COLUMN collector.catalog_properties.declared_at IS 'When an admin declared the property (set its type); NULL: typed by its first value.';
                 CREATE TABLE collector.catalog_type_versions (
                     project text PRIMARY KEY,
                     version bigint NOT NULL
+                );
+                -- Per project: strict validation (declared events and properties only) and what a
+                -- value of another type costs (the record, or only the property).
+                CREATE TABLE collector.catalog_settings (
+                    project text PRIMARY KEY,
+                    strict boolean NOT NULL DEFAULT false,
+                    wrong_type text NOT NULL DEFAULT 'refuse' CHECK (wrong_type IN ('refuse', 'drop_property')),
+                    updated_at timestamptz NOT NULL DEFAULT now()
+                );
+                CREATE TABLE collector.catalog_declared_events (
+                    project text NOT NULL,
+                    event text NOT NULL,
+                    declared_at timestamptz NOT NULL DEFAULT now(),
+                    PRIMARY KEY (project, event)
+                );
+                -- Properties dropped from stored records (undeclared in a strict project, or of
+                -- another type where the project drops only the property), per UTC day of
+                -- receipt; added to in the storing transaction, on the connection's own row.
+                CREATE TABLE collector.catalog_drops (
+                    project text NOT NULL,
+                    day date NOT NULL,
+                    kind text NOT NULL,
+                    name text NOT NULL,
+                    reason text NOT NULL CHECK (reason IN ('undeclared', 'wrong_type')),
+                    slot smallint NOT NULL,
+                    count bigint NOT NULL,
+                    PRIMARY KEY (project, day, kind, name, reason, slot)
                 );
                 CREATE OR REPLACE VIEW analytics.catalog_properties AS
                     SELECT p.project, p.kind, p.name, p.type, p.first_day, p.last_day, p.sample,
                            ARRAY(SELECT DISTINCT e.event FROM collector.catalog_event_properties e
                                  WHERE e.project = p.project AND e.name = p.name AND p.kind = 'event' ORDER BY e.event) AS events,
                            nullif(n.display_name, '') AS display_name, nullif(n.description, '') AS description,
-                           p.typed_at
+                           p.declared_at
                     FROM collector.catalog_properties p
                     LEFT JOIN collector.catalog_notes n ON n.project = p.project AND n.kind = p.kind || '_property' AND n.name = p.name;
+                CREATE VIEW analytics.catalog_declared_events AS
+                    SELECT project, event, declared_at FROM collector.catalog_declared_events;
+                COMMENT ON VIEW analytics.catalog_declared_events IS 'Events declared per project: a strict project stores no other (but the SDKs'' $ events).';
                 -- Records refused for a value not of its property's type, by day, property and types.
                 CREATE VIEW analytics.type_refusals AS
                     SELECT r.project, (r.received_at AT TIME ZONE 'UTC')::date AS day, m[1] AS property, m[2] AS type, m[3] AS sent_type,
@@ -583,6 +614,10 @@ package enum CollectorSchema {
                     WHERE r.reason LIKE 'PROPERTY_WITH_WRONG_TYPE:%'
                     GROUP BY 1, 2, 3, 4, 5;
                 COMMENT ON VIEW analytics.type_refusals IS 'Records refused with PROPERTY_WITH_WRONG_TYPE per project, UTC day, property, its type and the type sent; analytics.rejected has the records.';
+                CREATE VIEW analytics.dropped_properties AS
+                    SELECT project, day, kind, name, reason, sum(count)::bigint AS count
+                    FROM collector.catalog_drops GROUP BY project, day, kind, name, reason;
+                COMMENT ON VIEW analytics.dropped_properties IS 'Properties left out of stored records per project, UTC day and reason: undeclared (a strict project) or wrong_type (a project that drops only the property).';
                 """),
     ]
 }

@@ -274,6 +274,9 @@ final class PostgresEventStore: EventStore {
                     if stored, let mark = batch.records[index].catalog, mark.event != 0 {
                         changes?.count(project: projects[position + index], day: day, mark: mark, in: batch)
                     }
+                    if stored, !batch.records[index].dropped.isEmpty {
+                        changes?.count(dropped: batch.records[index].dropped, project: projects[position + index], day: day)
+                    }
                 }
                 position += records
                 results.append(

@@ -43,6 +43,8 @@ package struct IncomingBatch: Sendable {
         package var content: Content
         /// What the catalog needs of an event or profile record; nil for other records.
         let catalog: CatalogMark?
+        /// The properties its project's rules left out (`TypeCheck`), counted once it is stored.
+        var dropped: [DroppedProperty] = []
     }
 
     package enum Content: Sendable {

@@ -84,10 +84,24 @@ struct TypeChecked {
     }
 }
 
+/// A property left out of a stored record, and why.
+struct DroppedProperty: Sendable, Hashable {
+    var kind: String
+    var name: String
+    var reason: Reason
+
+    enum Reason: String, Sendable {
+        /// Not declared, in a strict project.
+        case undeclared
+        /// Of another type, in a project that drops only the property.
+        case wrongType = "wrong_type"
+    }
+}
+
 enum TypeCheck {
-    /// Checks the values of `batch`'s records of shapes not checked today against their
-    /// properties' types: converts what converts, moves what does not to `rejected`, and notes in
-    /// `assumedTypes` the types new properties get from their first values.
+    /// Checks `batch`'s records of shapes not checked today against their project's rules:
+    /// converts what converts, drops what the project drops, moves what it refuses to `rejected`,
+    /// and notes in `assumedTypes` the types new properties get from their first values.
     static func check(_ batch: IncomingBatch, catalog: Catalog, pool: PostgresPool) async throws -> TypeChecked {
         var shapes: [UInt64] = []
         for record in batch.records {
@@ -96,7 +110,7 @@ enum TypeCheck {
         let unchecked = catalog.unchecked(shapes)
         guard !unchecked.isEmpty else { return TypeChecked(batch: batch) }
         let projects = Set(batch.records.filter { $0.catalog.map { unchecked.contains($0.shape) } ?? false }.map(\.project))
-        let types = try await catalog.loadedTypes(of: projects, pool: pool)
+        let rules = try await catalog.loadedTypes(of: projects, pool: pool)
 
         var checked = batch
         checked.records = []
@@ -105,20 +119,13 @@ enum TypeCheck {
         var assumed: [String: [Catalog.TypedName: SensorsType]] = [:]
         var eventRows: [UInt8]? = nil
         for (position, record) in batch.records.enumerated() {
-            guard let mark = record.catalog, unchecked.contains(mark.shape) else {
+            guard let mark = record.catalog, unchecked.contains(mark.shape), let project = rules[record.project] else {
                 checked.records.append(record)
                 positions.append(position)
                 continue
             }
-            let kind = mark.event == 0 ? "profile" : "event"
-            let known = types[record.project]?.types ?? [:]
             let verdict = Self.verdict(
-                of: batch.body[record.raw], kind: kind,
-                type: { name in
-                    let key = Catalog.TypedName(kind: kind, name: name)
-                    return known[key] ?? assumed[record.project]?[key] ?? (kind == "event" ? SensorsType.presets[name] : nil)
-                },
-                assume: { name, type in assumed[record.project, default: [:]][Catalog.TypedName(kind: kind, name: name)] = type })
+                of: batch.body[record.raw], kind: mark.event == 0 ? "profile" : "event", rules: project, assumed: &assumed[record.project, default: [:]])
             switch verdict {
             case nil:
                 checked.records.append(record)
@@ -127,20 +134,23 @@ enum TypeCheck {
                 catalog.misfit(mark.shape)
                 refused.append(position)
                 checked.rejected.append(RejectedRecord(project: record.project, reason: reason, raw: batch.rawText(of: record)))
-            case .converted(let properties):
+            case .rewritten(let properties, let dropped):
                 catalog.misfit(mark.shape)
-                var converted = record
+                var rewritten = record
+                rewritten.dropped = dropped.map {
+                    DroppedProperty(kind: $0.kind, name: catalog.countedName(dropped: $0.name, project: record.project), reason: $0.reason)
+                }
                 switch record.content {
                 case .event(let row):
                     if eventRows == nil { eventRows = batch.eventRows }
                     let start = eventRows!.count
                     EventRows.append(batch.eventRows[row], replacingProperties: properties, to: &eventRows!)
-                    converted.content = .event(row: start..<eventRows!.count)
+                    rewritten.content = .event(row: start..<eventRows!.count)
                 case .profile(var profile):
                     profile.properties = String(decoding: properties, as: UTF8.self)
-                    converted.content = .profile(profile)
+                    rewritten.content = .profile(profile)
                 }
-                checked.records.append(converted)
+                checked.records.append(rewritten)
                 positions.append(position)
             }
         }
@@ -153,58 +163,80 @@ enum TypeCheck {
 
     enum Verdict {
         case refused(String)
-        /// The properties to store instead, as JSON.
-        case converted([UInt8])
+        /// The properties to store instead (values converted, properties left out), as JSON.
+        case rewritten([UInt8], dropped: [DroppedProperty])
     }
 
-    /// What becomes of a record (its JSON, `raw`): nil when every value is of its property's type.
-    /// `type` gives a property's type, nil when it has none yet; `assume` is told the types the
-    /// record's values give to properties without one.
+    /// What becomes of a record (its JSON, `raw`) under its project's `rules`: nil when it is stored
+    /// as it came. `assumed` has the types that earlier records of the batch gave to properties
+    /// without one, and gets those this record's values give.
     static func verdict(
-        of raw: ArraySlice<UInt8>, kind: String, type: (String) -> SensorsType?, assume: (String, SensorsType) -> Void
+        of raw: ArraySlice<UInt8>, kind: String, rules: Catalog.ProjectTypes, assumed: inout [Catalog.TypedName: SensorsType]
     ) -> Verdict? {
         // The batch was read with this depth bound: its record parses again.
-        guard let document = try? JSONParser.parse(Array(raw), maxDepth: CollectBatch.maxDepth),
-            let properties = document.root["properties"], properties.kind == .object
-        else { return nil }
-        var converts = false
-        var asString: [Bool] = []
+        guard let document = try? JSONParser.parse(Array(raw), maxDepth: CollectBatch.maxDepth) else { return nil }
+        let root = document.root
+        if rules.strict, kind == "event", let event = root["event"]?.stringValue, !event.hasPrefix("$"), !rules.events.contains(event) {
+            return .refused(
+                "\(Self.undeclaredEvent): event '\(UntrustedText.quoted(event))' is not declared, and the project stores declared events only")
+        }
+        guard let properties = root["properties"], properties.kind == .object else { return nil }
+        enum Fate {
+            case keep, asString, drop
+        }
+        var fates: [Fate] = []
+        var dropped: [DroppedProperty] = []
         let refusal: String? = document.bytes.withUnsafeBufferPointer { bytes in
             for (name, value) in properties.members {
-                asString.append(false)
-                guard let sent = SensorsType.of(value.entry, bytes: bytes), let name = name.stringValue else { continue }
-                guard let declared = type(name) else {
-                    assume(name, sent)
+                fates.append(.keep)
+                guard let name = name.stringValue else { continue }
+                let key = Catalog.TypedName(kind: kind, name: name)
+                let preset = kind == "event" ? SensorsType.presets[name] : nil
+                if rules.strict, !name.hasPrefix("$"), !rules.declared.contains(key) {
+                    fates[fates.count - 1] = .drop
+                    dropped.append(DroppedProperty(kind: kind, name: name, reason: .undeclared))
                     continue
                 }
-                switch declared.admits(sent) {
+                guard let sent = SensorsType.of(value.entry, bytes: bytes) else { continue }
+                guard let type = rules.types[key] ?? assumed[key] ?? preset else {
+                    assumed[key] = sent
+                    continue
+                }
+                switch type.admits(sent) {
                 case .asIs: continue
-                case .asString:
-                    asString[asString.count - 1] = true
-                    converts = true
+                case .asString: fates[fates.count - 1] = .asString
+                case .refused where rules.dropsWrongType:
+                    fates[fates.count - 1] = .drop
+                    dropped.append(DroppedProperty(kind: kind, name: name, reason: .wrongType))
                 case .refused:
                     var text = value.rawText
                     if text.count > CatalogChanges.sampleCharacters { text = String(text.prefix(CatalogChanges.sampleCharacters)) + "…" }
-                    return "\(Self.wrongType): property '\(UntrustedText.quoted(name))' is \(declared.rawValue); the value \(text) is \(sent.rawValue)"
+                    return "\(Self.wrongType): property '\(UntrustedText.quoted(name))' is \(type.rawValue); the value \(text) is \(sent.rawValue)"
                 }
             }
             return nil
         }
         if let refusal { return .refused(refusal) }
-        guard converts else { return nil }
+        guard fates.contains(where: { if case .keep = $0 { false } else { true } }) else { return nil }
         var out: [UInt8] = []
         var object = JSONObjectWriter(&out)
-        for (index, (name, value)) in properties.members.enumerated() {
-            object.key(name.rawBytes.dropFirst().dropLast(), &out)
-            if asString[index] {
-                JSONValue.writeString(utf8: value.rawText.utf8, to: &out)
-            } else {
+        for ((name, value), fate) in zip(properties.members, fates) {
+            switch fate {
+            case .drop: continue
+            case .keep:
+                object.key(name.rawBytes.dropFirst().dropLast(), &out)
                 out.append(contentsOf: value.rawBytes)
+            case .asString:
+                object.key(name.rawBytes.dropFirst().dropLast(), &out)
+                JSONValue.writeString(utf8: value.rawText.utf8, to: &out)
             }
         }
         object.finish(&out)
-        return .converted(out)
+        return .rewritten(out, dropped: dropped)
     }
+
+    /// Why a strict project refuses an event it was not told of.
+    static let undeclaredEvent = "EVENT_NOT_DECLARED"
 
     /// The reason code of a record refused for a value not of its property's type, as Sensors names it.
     static let wrongType = "PROPERTY_WITH_WRONG_TYPE"
@@ -236,26 +268,43 @@ extension Catalog {
     /// The property types of `projects`, loading those not loaded from the catalog (with their
     /// declared types' version, read first: a change made meanwhile is seen by the next watch).
     func loadedTypes(of projects: Set<String>, pool: PostgresPool) async throws -> [String: ProjectTypes] {
-        var types = types(of: projects)
-        let missing = projects.subtracting(types.keys)
-        guard !missing.isEmpty else { return types }
+        var loaded = types(of: projects)
+        let missing = projects.subtracting(loaded.keys)
+        guard !missing.isEmpty else { return loaded }
         let list = postgresTextArray(Array(missing))
-        let (versions, rows) = try await pool.withConnection { connection in
+        let (versions, settings, events, rows) = try await pool.withConnection { connection in
             (
                 try connection.query("SELECT project, version FROM collector.catalog_type_versions WHERE project = ANY($1::text[])", [list]).rows,
-                try connection.query("SELECT project, kind, name, type FROM collector.catalog_properties WHERE project = ANY($1::text[])", [list]).rows
+                try connection.query(
+                    "SELECT project, strict::text, wrong_type FROM collector.catalog_settings WHERE project = ANY($1::text[])", [list]
+                ).rows,
+                try connection.query("SELECT project, event FROM collector.catalog_declared_events WHERE project = ANY($1::text[])", [list]).rows,
+                try connection.query(
+                    "SELECT project, kind, name, type, (declared_at IS NOT NULL)::text FROM collector.catalog_properties WHERE project = ANY($1::text[])",
+                    [list]
+                ).rows
             )
         }
-        for project in missing { types[project] = ProjectTypes(version: 0, types: [:]) }
+        for project in missing { loaded[project] = ProjectTypes(version: 0, types: [:]) }
         for row in versions {
-            if let project = row[0], let version = row[1].flatMap(Int64.init) { types[project]?.version = version }
+            if let project = row[0], let version = row[1].flatMap(Int64.init) { loaded[project]?.version = version }
+        }
+        for row in settings {
+            guard let project = row[0] else { continue }
+            loaded[project]?.strict = row[1] == "true"
+            loaded[project]?.dropsWrongType = row[2] == ProjectCatalogSettings.WrongType.dropProperty.rawValue
+        }
+        for row in events {
+            if let project = row[0], let event = row[1] { loaded[project]?.events.insert(event) }
         }
         for row in rows {
             guard let project = row[0], let kind = row[1], let name = row[2], let type = row[3].flatMap(SensorsType.init(rawValue:)) else { continue }
-            types[project]?.types[TypedName(kind: kind, name: name)] = type
+            let key = TypedName(kind: kind, name: name)
+            loaded[project]?.types[key] = type
+            if row[4] == "true" { loaded[project]?.declared.insert(key) }
         }
-        for project in missing { load(project, types[project]!) }
-        return types
+        for project in missing { load(project, loaded[project]!) }
+        return loaded
     }
 }
 
@@ -315,7 +364,8 @@ final class TypeChangeWatch: Service, Sendable {
     }
 }
 
-/// Types an admin sets (`PUT /v1/projects/{p}/metadata/types`), with what they do to stored rows.
+/// What an admin declares: property types (with what they do to stored rows), events, and a
+/// project's validation rules. Each change raises the project's version in the same transaction.
 struct TypeSettings: Sendable {
     let pool: PostgresPool
     /// This process's catalog, which forgets the project's types at once (other replicas do
@@ -345,14 +395,10 @@ struct TypeSettings: Sendable {
             if apply {
                 _ = try connection.query(
                     """
-                    INSERT INTO collector.catalog_properties (project, kind, name, type, sample, typed_at) VALUES ($1, $2, $3, $4, '', now())
-                    ON CONFLICT (project, kind, name) DO UPDATE SET type = EXCLUDED.type, typed_at = now()
+                    INSERT INTO collector.catalog_properties (project, kind, name, type, sample, declared_at) VALUES ($1, $2, $3, $4, '', now())
+                    ON CONFLICT (project, kind, name) DO UPDATE SET type = EXCLUDED.type, declared_at = now()
                     """, [project, change.kind, change.name, change.type.rawValue])
-                _ = try connection.query(
-                    """
-                    INSERT INTO collector.catalog_type_versions AS v (project, version) VALUES ($1, 1)
-                    ON CONFLICT (project) DO UPDATE SET version = v.version + 1
-                    """, [project])
+                try Self.raiseVersion(of: project, on: connection)
             }
             return PropertyTypeReport(
                 kind: change.kind, name: change.name, type: change.type, previous: previous,
@@ -360,6 +406,56 @@ struct TypeSettings: Sendable {
         }
         if apply { catalog?.forgetTypes(of: project) }
         return report
+    }
+
+    /// Sets `project`'s validation rules.
+    func set(project: String, _ settings: ProjectCatalogSettings) async throws {
+        try await pool.transaction { connection in
+            _ = try connection.query(
+                """
+                INSERT INTO collector.catalog_settings (project, strict, wrong_type) VALUES ($1, $2::boolean, $3)
+                ON CONFLICT (project) DO UPDATE SET strict = EXCLUDED.strict, wrong_type = EXCLUDED.wrong_type, updated_at = now()
+                """, [project, String(settings.strict), settings.wrongType.rawValue])
+            try Self.raiseVersion(of: project, on: connection)
+        }
+        catalog?.forgetTypes(of: project)
+    }
+
+    /// Declares `declarations.events`, and with `seen` every event and property the catalog has.
+    func declare(project: String, _ declarations: MetadataDeclarations) async throws -> DeclarationsMade {
+        let made = try await pool.transaction { connection in
+            var events = try connection.query(
+                """
+                INSERT INTO collector.catalog_declared_events (project, event)
+                SELECT $1, event FROM unnest($2::text[]) AS t(event) ON CONFLICT DO NOTHING
+                """, [project, postgresTextArray(declarations.events)]
+            ).affectedRows
+            var properties = 0
+            if declarations.seen {
+                events += try connection.query(
+                    """
+                    INSERT INTO collector.catalog_declared_events (project, event)
+                    SELECT DISTINCT project, event FROM collector.catalog_event_sources WHERE project = $1 ON CONFLICT DO NOTHING
+                    """, [project]
+                ).affectedRows
+                properties = try connection.query(
+                    "UPDATE collector.catalog_properties SET declared_at = now() WHERE project = $1 AND declared_at IS NULL", [project]
+                ).affectedRows
+            }
+            try Self.raiseVersion(of: project, on: connection)
+            return DeclarationsMade(events: events, properties: properties)
+        }
+        catalog?.forgetTypes(of: project)
+        return made
+    }
+
+    /// Raises `project`'s version of its types and rules, which every collector watches.
+    private static func raiseVersion(of project: String, on connection: PostgresConnection) throws {
+        _ = try connection.query(
+            """
+            INSERT INTO collector.catalog_type_versions AS v (project, version) VALUES ($1, 1)
+            ON CONFLICT (project) DO UPDATE SET version = v.version + 1
+            """, [project])
     }
 
     /// The typed read of each type (collector migration 9).
@@ -386,7 +482,8 @@ struct TypeRefusalReplay: Sendable {
             let rows = try connection.query(
                 """
                 SELECT id::text, (extract(epoch FROM received_at) * 1000)::bigint::text, raw FROM collector.rejected
-                WHERE project = $1 AND id > $2 AND id < $3 AND reason LIKE '\(TypeCheck.wrongType):%' ORDER BY id LIMIT $4
+                WHERE project = $1 AND id > $2 AND id < $3 AND (reason LIKE '\(TypeCheck.wrongType):%' OR reason LIKE '\(TypeCheck.undeclaredEvent):%')
+                ORDER BY id LIMIT $4
                 """, [project, String(request.after), String(before), String(request.limit)]
             ).rows
             return (before, rows)

@@ -147,6 +147,7 @@ package struct PostgresStoredDataReads: StoredDataReads {
                     SELECT json_agg(json_build_object(
                         'kind', p.kind, 'name', p.name, 'type', p.type, 'firstDay', coalesce(p.first_day::text, ''), 'lastDay', coalesce(p.last_day::text, ''),
                         'sample', p.sample, 'events', p.events, 'displayName', p.display_name, 'description', p.description,
+                        'declared', p.declared_at IS NOT NULL,
                         'conflicts', COALESCE((
                             SELECT json_agg(json_build_object('name', x.event, 'type', x.type) ORDER BY x.event, x.type)
                             FROM collector.catalog_event_properties x
@@ -158,7 +159,19 @@ package struct PostgresStoredDataReads: StoredDataReads {
                         'day', r.day::text, 'property', r.property, 'type', r.type, 'sentType', r.sent_type, 'records', r.records
                     ) ORDER BY r.day DESC, r.records DESC, r.property)
                     FROM (SELECT * FROM analytics.type_refusals WHERE project = $1 AND day > current_date - 30
-                          ORDER BY day DESC, records DESC, property LIMIT \(ReadBounds.maxCatalogRows)) r), '[]')
+                          ORDER BY day DESC, records DESC, property LIMIT \(ReadBounds.maxCatalogRows)) r), '[]'),
+                'drops', COALESCE((
+                    SELECT json_agg(json_build_object(
+                        'day', d.day::text, 'kind', d.kind, 'property', d.name, 'reason', d.reason, 'count', d.count
+                    ) ORDER BY d.day DESC, d.count DESC, d.name)
+                    FROM (SELECT * FROM analytics.dropped_properties WHERE project = $1 AND day > current_date - 30
+                          ORDER BY day DESC, count DESC, name LIMIT \(ReadBounds.maxCatalogRows)) d), '[]'),
+                'settings', COALESCE((
+                    SELECT json_build_object('strict', s.strict, 'wrongType', s.wrong_type) FROM collector.catalog_settings s WHERE s.project = $1),
+                    json_build_object('strict', false, 'wrongType', 'refuse')),
+                'declaredEvents', COALESCE((
+                    SELECT json_agg(e.event ORDER BY e.event)
+                    FROM (SELECT event FROM collector.catalog_declared_events WHERE project = $1 ORDER BY event LIMIT \(ReadBounds.maxCatalogRows)) e), '[]')
             )::text
             """
         return try await read(sql, [project]).first?.first.flatMap { $0 } ?? "{}"

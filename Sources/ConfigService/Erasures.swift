@@ -522,6 +522,25 @@ struct ErasureAPI: ServiceAPI {
                 .PUT, "metadata/types", body: Array(buffer: body), done: .ok, audit: "metadata.typed",
                 detail: change.map { "\($0.kind) property \($0.name) is \($0.type.rawValue)" }, actor: actor, project: project, context: context)
         }
+        projects.put("metadata/settings") { request, context in
+            let actor = try await auth.authorize(request)
+            let project = try context.project()
+            let body = try await collectBody(request, limit: 1024)
+            let settings = try? JSONDecoder().decode(ProjectCatalogSettings.self, from: Data(buffer: body))
+            return try await changeInCollector(
+                .PUT, "metadata/settings", body: Array(buffer: body), done: .ok, audit: "metadata.settings_set",
+                detail: settings.map { "strict \($0.strict), wrong type: \($0.wrongType.rawValue)" }, actor: actor, project: project, context: context)
+        }
+        projects.post("metadata/declarations") { request, context in
+            let actor = try await auth.authorize(request)
+            let project = try context.project()
+            let body = try await collectBody(request, limit: Self.maxNotesBytes)
+            let declarations = try? JSONDecoder().decode(MetadataDeclarations.self, from: Data(buffer: body))
+            return try await changeInCollector(
+                .POST, "metadata/declarations", body: Array(buffer: body), done: .ok, audit: "metadata.declared",
+                detail: declarations.map { "\($0.events.count) events\($0.seen ? " and everything seen" : "")" }, actor: actor, project: project,
+                context: context)
+        }
         projects.post("metadata/types/preview") { request, context in
             let actor = try await auth.authorize(request)
             let project = try context.project()

@@ -19,6 +19,21 @@ package struct ProjectMetadata: Codable, Sendable, Equatable {
     /// Records refused with `PROPERTY_WITH_WRONG_TYPE` in the last 30 days, by UTC day and
     /// property (newest day first); nil in an export written before types were checked.
     package var typeRefusals: [TypeRefusal]?
+    /// Properties left out of stored records in the last 30 days, by UTC day, property and reason
+    /// (`undeclared`, `wrong_type`); nil as `typeRefusals`.
+    package var drops: [Drop]?
+    /// The project's validation rules; nil as `typeRefusals`.
+    package var settings: ProjectCatalogSettings?
+    /// The events declared (strict validation takes no other); nil as `typeRefusals`.
+    package var declaredEvents: [String]?
+
+    package struct Drop: Codable, Sendable, Equatable {
+        package var day: String
+        package var kind: String
+        package var property: String
+        package var reason: String
+        package var count: Int
+    }
 
     package struct TypeRefusal: Codable, Sendable, Equatable {
         package var day: String
@@ -72,8 +87,10 @@ package struct ProjectMetadata: Codable, Sendable, Equatable {
         /// `event` for event properties, `profile` for profile properties.
         package var kind: String
         package var name: String
-        /// The type of the first value seen.
+        /// The type every value is checked against: the first value's, or the one declared.
         package var type: SensorsType
+        /// Whether an admin declared it (set its type); nil in an export written before.
+        package var declared: Bool?
         package var firstDay: String
         package var lastDay: String
         /// The first value seen, as text, cut to 64 characters.
@@ -246,5 +263,64 @@ package struct ReplayResult: Codable, Sendable, Equatable {
         self.refused = refused
         self.next = next
         self.before = before
+    }
+}
+
+/// A project's validation rules (`PUT /v1/projects/{p}/metadata/settings`). By default a project
+/// stores any event, types each property by its first value and refuses a record with a value of
+/// another type.
+package struct ProjectCatalogSettings: Codable, Sendable, Equatable {
+    /// Strict validation (Sensors' 强校验): an event not declared is refused (`EVENT_NOT_DECLARED`;
+    /// the SDKs' own `$` events are always taken), and a property not declared is left out of the
+    /// record and counted (`analytics.dropped_properties`).
+    package var strict: Bool
+    /// What a value no conversion fits costs: the record (`refuse`), or only the property
+    /// (`drop_property`, counted).
+    package var wrongType: WrongType
+
+    package enum WrongType: String, Codable, Sendable {
+        case refuse
+        case dropProperty = "drop_property"
+    }
+
+    package init(strict: Bool = false, wrongType: WrongType = .refuse) {
+        self.strict = strict
+        self.wrongType = wrongType
+    }
+}
+
+/// `POST /v1/projects/{p}/metadata/declarations`: declares events, and with `seen` every event
+/// and property the catalog has (each property with the type it has now), the usual start of
+/// strict validation. Properties are declared one by one with their type through
+/// `PUT …/metadata/types`.
+package struct MetadataDeclarations: Codable, Sendable, Equatable {
+    package var events: [String]
+    package var seen: Bool
+
+    package init(events: [String] = [], seen: Bool = false) {
+        self.events = events
+        self.seen = seen
+    }
+
+    package static let maxEvents = 10_000
+
+    /// Why they cannot be declared, or nil.
+    package var problem: String? {
+        guard events.count <= Self.maxEvents else { return "at most \(Self.maxEvents) events a request" }
+        for event in events where event.isEmpty || event.count > MetadataNote.maxNameCharacters || event.utf8.contains(0) {
+            return "event names are 1 to \(MetadataNote.maxNameCharacters) characters without NUL"
+        }
+        return nil
+    }
+}
+
+/// What a declaration added: events and properties declared that were not before.
+package struct DeclarationsMade: Codable, Sendable, Equatable {
+    package var events: Int
+    package var properties: Int
+
+    package init(events: Int, properties: Int) {
+        self.events = events
+        self.properties = properties
     }
 }

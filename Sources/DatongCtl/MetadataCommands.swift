@@ -9,7 +9,10 @@ import NIOHTTP1
 struct Metadata: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show a project's events and properties with their types, export them as JSON, import display names and descriptions.",
-        subcommands: [ShowMetadata.self, ExportMetadata.self, ImportMetadata.self, SetPropertyType.self, ReplayTypeRefusals.self],
+        subcommands: [
+            ShowMetadata.self, ExportMetadata.self, ImportMetadata.self, SetPropertyType.self, ReplayTypeRefusals.self, MetadataRules.self,
+            DeclareMetadata.self,
+        ],
         defaultSubcommand: ShowMetadata.self
     )
 
@@ -157,5 +160,67 @@ struct ReplayTypeRefusals: CtlCommand {
             request.before = result.before
         }
         return "\(project): \(total.replayed) records replayed: \(total.stored) stored, \(total.duplicates) stored before, \(total.refused) refused again"
+    }
+}
+
+struct MetadataRules: CtlCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rules",
+        abstract: "Show or set a project's validation: strict (declared events and properties only) and what a value of another type costs.",
+        discussion: "Declare first (datongctl metadata declare PROJECT --seen): a strict project refuses every event not declared."
+    )
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The project.")
+    var project: String
+    @Option(help: "on: declared events and properties only; off: any (the default).")
+    var strict: String?
+    @Option(help: "refuse: the record (the default); drop-property: only the property.")
+    var wrongType: String?
+
+    func execute(_ admin: Admin) async throws -> String {
+        var settings = try await Metadata.read(project, admin).settings ?? ProjectCatalogSettings()
+        if strict != nil || wrongType != nil {
+            if let strict {
+                guard ["on", "off"].contains(strict) else { throw CtlFailure.usage("datongctl: --strict is on or off") }
+                settings.strict = strict == "on"
+            }
+            if let wrongType {
+                guard let choice = ProjectCatalogSettings.WrongType(rawValue: wrongType.replacingOccurrences(of: "-", with: "_")) else {
+                    throw CtlFailure.usage("datongctl: --wrong-type is refuse or drop-property")
+                }
+                settings.wrongType = choice
+            }
+            settings = try admin.decode(
+                ProjectCatalogSettings.self,
+                try await admin.send(.PUT, "/v1/projects/\(project)/metadata/settings", body: Array(try JSONEncoder().encode(settings))))
+        }
+        let wrong = settings.wrongType == .refuse ? "refuses the record" : "drops only the property"
+        return "\(project): strict \(settings.strict ? "on" : "off"); a value of another type \(wrong)"
+    }
+}
+
+struct DeclareMetadata: CtlCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "declare",
+        abstract: "Declare events, or with --seen every event and property the catalog has (each property with its type now).",
+        discussion: "Properties not seen yet are declared one by one with their type: datongctl metadata type PROJECT KIND NAME TYPE."
+    )
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The project.")
+    var project: String
+    @Argument(help: "Events to declare.")
+    var events: [String] = []
+    @Flag(help: "Also declare every event and property seen.")
+    var seen = false
+
+    func execute(_ admin: Admin) async throws -> String {
+        guard ProjectName.isValid(project) else { throw CtlFailure.usage("datongctl: '\(project)' is not a project name") }
+        let declarations = MetadataDeclarations(events: events, seen: seen)
+        if let problem = declarations.problem { throw CtlFailure.usage("datongctl: \(problem)") }
+        guard seen || !events.isEmpty else { throw CtlFailure.usage("datongctl: name events to declare, or --seen") }
+        let made = try admin.decode(
+            DeclarationsMade.self,
+            try await admin.send(.POST, "/v1/projects/\(project)/metadata/declarations", body: Array(try JSONEncoder().encode(declarations))))
+        return "\(project): \(made.events) events and \(made.properties) properties declared"
     }
 }

@@ -214,6 +214,79 @@ struct CatalogTests {
         }
     }
 
+    @Test(
+        "strict validation refuses an undeclared event through /sa, /v1/bridge and encrypted uploads alike, drops undeclared properties, and replays once declared"
+    )
+    func strictValidation() async throws {
+        try await RunningServices.run(limits: RecordMeaningTests.limits) { services in
+            let db = services.databaseURL
+            try await EncryptedUploadTests.installTestKeys(db)
+            let environment = ["DATONG_CONFIG_URL": "http://127.0.0.1:\(services.config.port!)", "DATONG_ADMIN_TOKEN": RunningServices.adminToken]
+            let now = Int(Date().timeIntervalSince1970 * 1000)
+            func buy(_ distinctID: String, _ properties: [String: Any]) -> [String: Any] {
+                ["type": "track", "event": "Buy", "distinct_id": distinctID, "time": now, "lib": ["$lib": "python"], "properties": properties]
+            }
+            // What the project sends so far, declared as seen; then strict.
+            #expect(try await CompatibilityTests.upload([buy("s-1", ["price": 9.9])], to: services.gateway)["stored"] as? Int == 1)
+            let declared = await Datongctl.run(["metadata", "declare", "production", "--seen"], environment: environment)
+            #expect(declared.exitCode == 0 && declared.output.contains("1 events and 1 properties declared"), "\(declared.output)")
+            let strict = await Datongctl.run(["metadata", "rules", "production", "--strict", "on"], environment: environment)
+            #expect(strict.exitCode == 0 && strict.output.contains("strict on; a value of another type refuses the record"), "\(strict.output)")
+
+            // The Android SDK's encrypted upload: four records of an undeclared event.
+            let encrypted = try await EncryptedUploadTests.post(try EncryptionTests.captures()[0].body, to: services.gateway)
+            #expect(try encrypted.json()["rejected"] as? Int == 4, "\(encrypted.text)")
+            // The JS SDK bridged through the app: its BuyProduct is refused, its $SignUp taken, and
+            // its profile's undeclared property left out.
+            let bridged = try await GatewayTests.relay(
+                try BridgeRulesTests.messages("ios"), app: GatewayTests.app(anonymousID: "app-anon", idfv: "IDFV-1"), to: services.gateway)
+            #expect(try GatewayTests.statuses(bridged) == ["rejected", "stored", "stored"], "\(bridged.text)")
+            // A server SDK: a declared event with an undeclared property, stored without it.
+            #expect(try await CompatibilityTests.upload([buy("s-2", ["price": 5, "coupon": "X"])], to: services.gateway)["stored"] as? Int == 1)
+            #expect(try await TestDatabase.rows(db, "SELECT properties::text FROM analytics.events WHERE distinct_id = 's-2'") == [[#"{"price": 5}"#]])
+            let refusals = try await TestDatabase.rows(
+                db,
+                """
+                SELECT substring(reason from '^EVENT_NOT_DECLARED: event ''([^'']*)'''), count(*)::text
+                FROM analytics.rejected GROUP BY 1 ORDER BY 1
+                """)
+            #expect(refusals == [["BuyProduct", "1"], ["Encrypted9", "4"]])
+            #expect(
+                try await TestDatabase.rows(db, "SELECT kind, name, reason, count::text FROM analytics.dropped_properties ORDER BY kind, name")
+                    == [["event", "coupon", "undeclared", "1"], ["profile", "name", "undeclared", "1"]])
+
+            // Declared, the refused records replay, each once.
+            let more = await Datongctl.run(["metadata", "declare", "production", "BuyProduct", "Encrypted9"], environment: environment)
+            #expect(more.exitCode == 0 && more.output.contains("2 events and 0 properties declared"), "\(more.output)")
+            let replayed = await Datongctl.run(["metadata", "replay", "production"], environment: environment)
+            #expect(replayed.output.contains("5 records replayed: 5 stored, 0 stored before, 0 refused again"), "\(replayed.output)")
+            #expect(
+                try await TestDatabase.rows(
+                    db, "SELECT event, count(*)::text FROM analytics.events WHERE event IN ('BuyProduct', 'Encrypted9') GROUP BY 1 ORDER BY 1")
+                    == [["BuyProduct", "1"], ["Encrypted9", "4"]])
+
+            // A project that drops only the property: a text price is left out, the record stored.
+            let drop = await Datongctl.run(["metadata", "rules", "production", "--wrong-type", "drop-property"], environment: environment)
+            #expect(drop.output.contains("strict on; a value of another type drops only the property"), "\(drop.output)")
+            #expect(try await CompatibilityTests.upload([buy("s-3", ["price": "n/a"])], to: services.gateway)["stored"] as? Int == 1)
+            #expect(try await TestDatabase.rows(db, "SELECT properties::text FROM analytics.events WHERE distinct_id = 's-3'") == [["{}"]])
+            let metadata = try JSONDecoder().decode(
+                ProjectMetadata.self,
+                from: Data(try await services.config.execute(uri: "/v1/projects/production/metadata", method: .get, headers: ErasureTests.admin).text.utf8))
+            #expect(metadata.settings == ProjectCatalogSettings(strict: true, wrongType: .dropProperty))
+            #expect(metadata.declaredEvents == ["Buy", "BuyProduct", "Encrypted9"])
+            // The replayed records kept to the rules too: their undeclared properties were left out.
+            #expect(
+                metadata.drops?.map { "\($0.property):\($0.reason):\($0.count)" }.sorted() == [
+                    "coupon:undeclared:1", "n:undeclared:4", "name:undeclared:1", "paid_at:undeclared:1", "price:wrong_type:1", "secret:undeclared:4",
+                    "tags:undeclared:1",
+                ])
+            #expect(metadata.properties.first { $0.name == "price" }?.declared == true)
+            let trail = try await services.config.execute(uri: "/v1/audit?project=production", method: .get, headers: ErasureTests.admin)
+            #expect(trail.text.contains("metadata.settings_set") && trail.text.contains("metadata.declared"), "\(trail.text)")
+        }
+    }
+
     @Test("two collectors storing the same batches at once, retries included, count each event once and write each catalog row once")
     func twoReplicas() async throws {
         let url = try await TestDatabase.create()
@@ -329,5 +402,16 @@ extension Array where Element == UInt8 {
     fileprivate func firstIndex(of text: String) -> Int {
         let needle = Array(text.utf8)
         return (0...(count - needle.count)).first { self[$0..<($0 + needle.count)].elementsEqual(needle) }!
+    }
+}
+
+extension CatalogTests {
+    @Test("a strict project's dropped properties are counted under their names up to a bound, then under one name")
+    func droppedNamesBounded() {
+        let catalog = Catalog()
+        let names = (0...Catalog.maxDroppedNames).map { catalog.countedName(dropped: "p\($0)", project: "shop") }
+        #expect(Set(names.dropLast()).count == Catalog.maxDroppedNames && names.last == Catalog.otherDroppedNames)
+        #expect(catalog.countedName(dropped: "p0", project: "shop") == "p0")
+        #expect(catalog.countedName(dropped: "p0", project: "news") == "p0")
     }
 }

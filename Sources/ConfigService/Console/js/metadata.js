@@ -16,6 +16,13 @@ export async function metadataView(main, project) {
   const typeChoice = h("select#type-choice", { "aria-label": "Type" },
     ["NUMBER", "BOOL", "STRING", "LIST", "DATETIME", "DATE"].map((t) => h("option", { value: t }, t)));
   const typeStatus = h("div.type-status", { "aria-live": "polite" });
+  const drops = h("div.dropped-properties");
+  const rules = h("p.rules-now");
+  const rulesStatus = h("div.rules-status", { "aria-live": "polite" });
+  const strictChoice = h("select#strict-choice", { "aria-label": "Strict validation" },
+    h("option", { value: "off" }, "any event and property"), h("option", { value: "on" }, "declared events and properties only"));
+  const wrongChoice = h("select#wrong-type-choice", { "aria-label": "A value of another type" },
+    h("option", { value: "refuse" }, "refuses the record"), h("option", { value: "drop_property" }, "drops only the property"));
   const base = `/v1/projects/${seg(project)}`;
   const filter = h("input#metadata-filter", { type: "search", placeholder: "filter by name", "aria-label": "Filter by name", size: 24 });
   let catalog = null;
@@ -35,6 +42,22 @@ export async function metadataView(main, project) {
         h("tbody", refused.map((r) => h("tr", { dataset: { property: r.property } },
           h("td", r.day), h("td", h("code", r.property)), h("td", typeBadge(r.type)), h("td", typeBadge(r.sentType)),
           h("td.number", r.records.toLocaleString()))))));
+
+    const dropped = catalog.drops ?? [];
+    clear(drops, dropped.length === 0 ? null
+      : h("table.grid.drops-table",
+        h("thead", h("tr", ["Day (UTC)", "Property", "Kind", "Why", "Records"].map((t) => h("th", t)))),
+        h("tbody", dropped.map((d) => h("tr", { dataset: { property: d.property } },
+          h("td", d.day), h("td", h("code", d.property)), h("td", d.kind),
+          h("td", d.reason === "undeclared" ? "not declared" : "another type"), h("td.number", d.count.toLocaleString()))))));
+
+    const settings = catalog.settings ?? { strict: false, wrongType: "refuse" };
+    strictChoice.value = settings.strict ? "on" : "off";
+    wrongChoice.value = settings.wrongType;
+    const declared = catalog.declaredEvents ?? [];
+    clear(rules, settings.strict ? "Strict: only declared events and properties are stored. " : "Any event and property is stored. ",
+      settings.wrongType === "refuse" ? "A value of another type refuses its record. " : "A value of another type is left out of its record. ",
+      `${declared.length} events declared.`);
 
     const chosen = typeProperty.value;
     clear(typeProperty, catalog.properties.map((p) => h("option", { value: `${p.kind}:${p.name}` }, `${p.name} (${p.kind}, ${p.type})`)));
@@ -110,6 +133,29 @@ export async function metadataView(main, project) {
     }
   }
 
+  async function declareSeen() {
+    if (!confirm("Declare every event and property seen so far, each property with its type now?")) return;
+    try {
+      const made = await api.post(`${base}/metadata/declarations`, { events: [], seen: true });
+      clear(rulesStatus, notice("ok", `${made.events} events and ${made.properties} properties declared.`));
+      await refresh();
+    } catch (error) {
+      clear(rulesStatus, notice("error", error.message));
+    }
+  }
+
+  async function saveRules() {
+    const settings = { strict: strictChoice.value === "on", wrongType: wrongChoice.value };
+    if (settings.strict && !confirm("Store declared events and properties only? Undeclared events are refused and undeclared properties left out.")) return;
+    try {
+      const saved = await api.put(`${base}/metadata/settings`, settings);
+      clear(rulesStatus, notice("ok", `Saved: strict ${saved.strict ? "on" : "off"}, a value of another type ${saved.wrongType === "refuse" ? "refuses the record" : "drops the property"}.`));
+      await refresh();
+    } catch (error) {
+      clear(rulesStatus, notice("error", error.message));
+    }
+  }
+
   async function replay() {
     if (!confirm("Write the refused records again, checked against the types as they are now? Those that still do not fit are kept, refused again.")) return;
     const total = { replayed: 0, stored: 0, duplicates: 0, refused: 0 };
@@ -137,6 +183,14 @@ export async function metadataView(main, project) {
       h("p.muted.small", "A value that does not fit its property's type (a text for a NUMBER, a number for a LIST) refuses its record with PROPERTY_WITH_WRONG_TYPE; analytics.rejected keeps the records. Fix the type or the instrumentation, then replay them."),
       h("div.toolbar", h("button#replay-refused", { type: "button", onclick: replay }, "Replay refused records…"), refusalStatus),
       refusals),
+    h("section", h("h2", "Validation"),
+      rules,
+      h("div.toolbar", h("label", "Store ", strictChoice), h("label", "A value of another type ", wrongChoice),
+        h("button#save-rules", { type: "button", onclick: saveRules }, "Save rules"),
+        h("button#declare-seen", { type: "button", onclick: declareSeen }, "Declare everything seen…")),
+      rulesStatus,
+      h("p.muted.small", "Properties left out of stored records in the last 30 days (analytics.dropped_properties):"),
+      drops),
     h("section", h("h2", "Change a property's type"),
       h("p.muted.small", "The preview counts the stored rows that carry the property and those that do not read as the new type; stored rows are not rewritten. Numbers and booleans sent for a STRING property are stored as their text."),
       h("div.toolbar", typeProperty, typeChoice, h("button#preview-type", { type: "button", onclick: previewType }, "Preview")),
