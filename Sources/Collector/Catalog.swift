@@ -536,24 +536,26 @@ struct CatalogChanges {
 struct CatalogNotes: Sendable {
     let pool: PostgresPool
 
-    /// Keeps `notes` of `project` (one transaction); a note with both texts empty removes it.
+    /// Keeps `notes` of `project` (one transaction); a note that says nothing (both texts empty,
+    /// not hidden) removes it.
     /// Returns how many were kept and removed.
     func save(project: String, _ notes: [MetadataNote]) async throws -> (kept: Int, removed: Int) {
-        let kept = notes.filter { !$0.displayName.isEmpty || !$0.description.isEmpty }
-        let removed = notes.filter { $0.displayName.isEmpty && $0.description.isEmpty }
+        let kept = notes.filter { !$0.isEmpty }
+        let removed = notes.filter(\.isEmpty)
         return try await pool.transaction { connection in
             let written = try connection.query(
                 """
-                INSERT INTO collector.catalog_notes (project, kind, name, display_name, description)
-                SELECT DISTINCT ON (kind, name) $1, kind, name, display_name, description
-                FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS t(kind, name, display_name, description, position)
+                INSERT INTO collector.catalog_notes (project, kind, name, display_name, description, hidden)
+                SELECT DISTINCT ON (kind, name) $1, kind, name, display_name, description, hidden
+                FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::boolean[])
+                     WITH ORDINALITY AS t(kind, name, display_name, description, hidden, position)
                 ORDER BY kind, name, position DESC
                 ON CONFLICT (project, kind, name) DO UPDATE
-                    SET display_name = EXCLUDED.display_name, description = EXCLUDED.description, updated_at = now()
+                    SET display_name = EXCLUDED.display_name, description = EXCLUDED.description, hidden = EXCLUDED.hidden, updated_at = now()
                 """,
                 [
                     project, postgresTextArray(kept.map(\.kind)), postgresTextArray(kept.map(\.name)), postgresTextArray(kept.map(\.displayName)),
-                    postgresTextArray(kept.map(\.description)),
+                    postgresTextArray(kept.map(\.description)), postgresTextArray(kept.map { String($0.hidden == true) }),
                 ]
             ).affectedRows
             let deleted = try connection.query(

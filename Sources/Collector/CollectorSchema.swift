@@ -619,5 +619,52 @@ package enum CollectorSchema {
                     FROM collector.catalog_drops GROUP BY project, day, kind, name, reason;
                 COMMENT ON VIEW analytics.dropped_properties IS 'Properties left out of stored records per project, UTC day and reason: undeclared (a strict project) or wrong_type (a project that drops only the property).';
                 """),
+        Migration(
+            version: 13, name: "catalog entries hidden from analysts",
+            sql: """
+                -- A note can hide an event (its rows leave analytics.events) or a property (it
+                -- leaves the properties of analytics.events or analytics.profiles). Hidden, not
+                -- erased: collector.events keeps the rows, and unhiding shows them again.
+                ALTER TABLE collector.catalog_notes ADD COLUMN hidden boolean NOT NULL DEFAULT false;
+                CREATE OR REPLACE VIEW analytics.events AS
+                    SELECT e.project, e.event_id, e.type, e.event, e.time, e.received_at, e.distinct_id,
+                           COALESCE(c.canonical_user_id, e.user_id) AS user_id,
+                           e.anonymous_id, e.login_id, e.lib, e.lib_version, e.app_version, e.hybrid_h5,
+                           CASE WHEN h.names IS NULL THEN e.properties ELSE e.properties - h.names END AS properties,
+                           e.user_id AS stored_user_id, e.lib_method, e.lib_detail, e.original_id, e.identities, e.track_id, e.schema
+                    FROM collector.events e
+                    LEFT JOIN analytics.user_canonical c ON c.project = e.project AND c.user_id = e.user_id
+                    LEFT JOIN (SELECT project, array_agg(name) AS names FROM collector.catalog_notes
+                               WHERE kind = 'event_property' AND hidden GROUP BY project) h ON h.project = e.project
+                    WHERE NOT EXISTS (SELECT 1 FROM collector.catalog_notes n
+                                      WHERE n.project = e.project AND n.kind = 'event' AND n.name = e.event AND n.hidden);
+                CREATE OR REPLACE VIEW analytics.profiles AS
+                    SELECT p.project, p.user_id, p.distinct_id,
+                           CASE WHEN h.names IS NULL THEN p.properties ELSE p.properties - h.names END AS properties, p.updated_at
+                    FROM collector.profiles p
+                    LEFT JOIN (SELECT project, array_agg(name) AS names FROM collector.catalog_notes
+                               WHERE kind = 'profile_property' AND hidden GROUP BY project) h ON h.project = p.project;
+                CREATE OR REPLACE VIEW analytics.catalog_events AS
+                    SELECT s.project, s.event, min(s.first_day) AS first_day, max(s.last_day) AS last_day,
+                           coalesce((SELECT sum(c.count) FROM collector.catalog_event_counts c
+                                     WHERE c.project = s.project AND c.event = s.event), 0)::bigint AS count,
+                           array_agg(DISTINCT s.lib ORDER BY s.lib) FILTER (WHERE s.lib <> '') AS libs,
+                           array_agg(DISTINCT s.app_version ORDER BY s.app_version) FILTER (WHERE s.app_version <> '') AS app_versions,
+                           (SELECT nullif(n.display_name, '') FROM collector.catalog_notes n
+                            WHERE n.project = s.project AND n.kind = 'event' AND n.name = s.event) AS display_name,
+                           (SELECT nullif(n.description, '') FROM collector.catalog_notes n
+                            WHERE n.project = s.project AND n.kind = 'event' AND n.name = s.event) AS description,
+                           coalesce((SELECT n.hidden FROM collector.catalog_notes n
+                                     WHERE n.project = s.project AND n.kind = 'event' AND n.name = s.event), false) AS hidden
+                    FROM collector.catalog_event_sources s GROUP BY s.project, s.event;
+                CREATE OR REPLACE VIEW analytics.catalog_properties AS
+                    SELECT p.project, p.kind, p.name, p.type, p.first_day, p.last_day, p.sample,
+                           ARRAY(SELECT DISTINCT e.event FROM collector.catalog_event_properties e
+                                 WHERE e.project = p.project AND e.name = p.name AND p.kind = 'event' ORDER BY e.event) AS events,
+                           nullif(n.display_name, '') AS display_name, nullif(n.description, '') AS description,
+                           p.declared_at, coalesce(n.hidden, false) AS hidden
+                    FROM collector.catalog_properties p
+                    LEFT JOIN collector.catalog_notes n ON n.project = p.project AND n.kind = p.kind || '_property' AND n.name = p.name;
+                """),
     ]
 }

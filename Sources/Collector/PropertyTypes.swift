@@ -118,8 +118,11 @@ enum TypeCheck {
         var refused: [Int] = []
         var assumed: [String: [Catalog.TypedName: SensorsType]] = [:]
         var eventRows: [UInt8]? = nil
+        // A record that fits decides for its shape: the others of the batch hold values of the same
+        // names and types (and the same event). A misfit's others are each rewritten or refused.
+        var fits = Set<UInt64>()
         for (position, record) in batch.records.enumerated() {
-            guard let mark = record.catalog, unchecked.contains(mark.shape), let project = rules[record.project] else {
+            guard let mark = record.catalog, unchecked.contains(mark.shape), !fits.contains(mark.shape), let project = rules[record.project] else {
                 checked.records.append(record)
                 positions.append(position)
                 continue
@@ -128,6 +131,7 @@ enum TypeCheck {
                 of: batch.body[record.raw], kind: mark.event == 0 ? "profile" : "event", rules: project, assumed: &assumed[record.project, default: [:]])
             switch verdict {
             case nil:
+                fits.insert(mark.shape)
                 checked.records.append(record)
                 positions.append(position)
             case .refused(let reason):

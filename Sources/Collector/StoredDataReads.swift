@@ -137,7 +137,7 @@ package struct PostgresStoredDataReads: StoredDataReads {
                     SELECT json_agg(json_build_object(
                         'name', e.event, 'firstDay', e.first_day::text, 'lastDay', e.last_day::text, 'count', e.count,
                         'libs', COALESCE(e.libs, '{}'), 'appVersions', COALESCE(e.app_versions, '{}'),
-                        'displayName', e.display_name, 'description', e.description,
+                        'displayName', e.display_name, 'description', e.description, 'hidden', nullif(e.hidden, false),
                         'properties', COALESCE((
                             SELECT json_agg(json_build_object('name', p.name, 'type', p.type) ORDER BY p.name, p.type)
                             FROM collector.catalog_event_properties p WHERE p.project = e.project AND p.event = e.event), '[]')
@@ -147,7 +147,7 @@ package struct PostgresStoredDataReads: StoredDataReads {
                     SELECT json_agg(json_build_object(
                         'kind', p.kind, 'name', p.name, 'type', p.type, 'firstDay', coalesce(p.first_day::text, ''), 'lastDay', coalesce(p.last_day::text, ''),
                         'sample', p.sample, 'events', p.events, 'displayName', p.display_name, 'description', p.description,
-                        'declared', p.declared_at IS NOT NULL,
+                        'declared', p.declared_at IS NOT NULL, 'hidden', nullif(p.hidden, false),
                         'conflicts', COALESCE((
                             SELECT json_agg(json_build_object('name', x.event, 'type', x.type) ORDER BY x.event, x.type)
                             FROM collector.catalog_event_properties x

@@ -59,6 +59,8 @@ package struct ProjectMetadata: Codable, Sendable, Equatable {
         /// What the data team calls it and means by it (`MetadataNote`); nil without a note.
         package var displayName: String?
         package var description: String?
+        /// Hidden from analysts (`MetadataNote.hidden`); nil when not.
+        package var hidden: Bool?
 
         package init(
             name: String, firstDay: String, lastDay: String, count: Int, libs: [String], appVersions: [String], properties: [TypedName]
@@ -101,6 +103,8 @@ package struct ProjectMetadata: Codable, Sendable, Equatable {
         package var conflicts: [TypedName]
         package var displayName: String?
         package var description: String?
+        /// Hidden from analysts (`MetadataNote.hidden`); nil when not.
+        package var hidden: Bool?
 
         package init(
             kind: String, name: String, type: SensorsType, firstDay: String, lastDay: String, sample: String, events: [String],
@@ -132,13 +136,20 @@ package struct MetadataNote: Codable, Sendable, Equatable {
     package var name: String
     package var displayName: String
     package var description: String
+    /// Hidden from analysts: a hidden event's rows leave `analytics.events`, a hidden property
+    /// leaves the `properties` of `analytics.events` or `analytics.profiles`. nil is false.
+    package var hidden: Bool?
 
-    package init(kind: String, name: String, displayName: String, description: String) {
+    package init(kind: String, name: String, displayName: String, description: String, hidden: Bool? = nil) {
         self.kind = kind
         self.name = name
         self.displayName = displayName
         self.description = description
+        self.hidden = hidden
     }
+
+    /// Whether the note says nothing (it is removed).
+    package var isEmpty: Bool { displayName.isEmpty && description.isEmpty && hidden != true }
 
     package static let kinds = ["event", "event_property", "profile_property"]
     /// Notes in one request, and the longest texts.
@@ -164,14 +175,16 @@ package struct MetadataNote: Codable, Sendable, Equatable {
     /// The notes an edited export carries: each event and property with a display name or description.
     package static func notes(of metadata: ProjectMetadata) -> [MetadataNote] {
         metadata.events.compactMap { event in
-            guard event.displayName != nil || event.description != nil else { return nil }
-            return MetadataNote(kind: "event", name: event.name, displayName: event.displayName ?? "", description: event.description ?? "")
+            guard event.displayName != nil || event.description != nil || event.hidden == true else { return nil }
+            return MetadataNote(
+                kind: "event", name: event.name, displayName: event.displayName ?? "", description: event.description ?? "",
+                hidden: event.hidden == true ? true : nil)
         }
             + metadata.properties.compactMap { property in
-                guard property.displayName != nil || property.description != nil else { return nil }
+                guard property.displayName != nil || property.description != nil || property.hidden == true else { return nil }
                 return MetadataNote(
                     kind: property.kind == "profile" ? "profile_property" : "event_property", name: property.name,
-                    displayName: property.displayName ?? "", description: property.description ?? "")
+                    displayName: property.displayName ?? "", description: property.description ?? "", hidden: property.hidden == true ? true : nil)
             }
     }
 }

@@ -11,7 +11,7 @@ struct Metadata: ParsableCommand {
         abstract: "Show a project's events and properties with their types, export them as JSON, import display names and descriptions.",
         subcommands: [
             ShowMetadata.self, ExportMetadata.self, ImportMetadata.self, SetPropertyType.self, ReplayTypeRefusals.self, MetadataRules.self,
-            DeclareMetadata.self,
+            DeclareMetadata.self, HideMetadata.self,
         ],
         defaultSubcommand: ShowMetadata.self
     )
@@ -222,5 +222,35 @@ struct DeclareMetadata: CtlCommand {
             DeclarationsMade.self,
             try await admin.send(.POST, "/v1/projects/\(project)/metadata/declarations", body: Array(try JSONEncoder().encode(declarations))))
         return "\(project): \(made.events) events and \(made.properties) properties declared"
+    }
+}
+
+struct HideMetadata: CtlCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "hide",
+        abstract: "Hide an event (its rows) or a property from analysts' views, or show it again (--show).",
+        discussion: "Hidden, not erased: collector.events keeps the rows. The entry's display name and description are kept."
+    )
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The project.")
+    var project: String
+    @Argument(help: "event, event_property or profile_property.")
+    var kind: String
+    @Argument(help: "The event's or property's name.")
+    var name: String
+    @Flag(help: "Show it again.")
+    var show = false
+
+    func execute(_ admin: Admin) async throws -> String {
+        let metadata = try await Metadata.read(project, admin)
+        var note = MetadataNote(kind: kind, name: name, displayName: "", description: "", hidden: !show)
+        if let problem = note.problem { throw CtlFailure.usage("datongctl: \(problem)") }
+        // The note's texts stay as they are.
+        if let current = MetadataNote.notes(of: metadata).first(where: { $0.kind == kind && $0.name == name }) {
+            note.displayName = current.displayName
+            note.description = current.description
+        }
+        _ = try await admin.send(.PUT, "/v1/projects/\(project)/metadata/notes", body: Array(try JSONEncoder().encode([note])))
+        return "\(project): \(kind) \(name) \(show ? "shown to" : "hidden from") analysts"
     }
 }

@@ -327,7 +327,13 @@ def run(args):
         assert status_code == 200 and answer.get("stored") == 1, answer
         c.button("Refresh")
         c.text_in("table.drops-table tr[data-property='gift_wrap']", "not declared")
+        # Hidden from analysts, and shown again.
+        c.click("table.properties-catalog tr[data-property='product_id'] button[data-hide='product_id']")
+        c.text_in("table.properties-catalog tr[data-property='product_id']", "hidden from analysts")
         c.shot("metadata-strict")
+        c.click("table.properties-catalog tr[data-property='product_id'] button[data-hide='product_id']")
+        c.wait(lambda d: "hidden from analysts" not in d.find_element(By.CSS_SELECTOR, "table.properties-catalog tr[data-property='product_id']").text,
+               "product_id shown to analysts again")
 
         # 11. A token revoked while the tab is open sends the operator back to sign in, saying why.
         d.execute_script("sessionStorage.setItem('datong.adminToken', 'revoked-token')")

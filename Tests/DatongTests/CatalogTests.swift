@@ -176,6 +176,35 @@ struct CatalogTests {
                     """) == [["购买商品", "Price (CNY)"]])
             let notedTrail = try await services.config.execute(uri: "/v1/audit?project=production", method: .get, headers: ErasureTests.admin)
             #expect(notedTrail.text.contains("metadata.noted") && notedTrail.text.contains("2 notes"), "\(notedTrail.text)")
+            // Hidden from analysts, not erased: the $SignUp rows leave analytics.events, paid_at
+            // leaves its properties; the display name given above stays; shown again, they return.
+            let visible = """
+                SELECT (SELECT count(*) FROM analytics.events WHERE project = 'production' AND event = '$SignUp')::text,
+                       (SELECT count(*) FROM analytics.events WHERE project = 'production' AND properties ? 'paid_at')::text,
+                       (SELECT count(*) FROM collector.events WHERE project = 'production' AND event = '$SignUp')::text
+                """
+            let before = try await TestDatabase.rows(db, visible)
+            #expect(before[0][0] != "0" && before[0][1] != "0" && before[0][0] == before[0][2], "\(before)")
+            for (kind, name) in [("event", "$SignUp"), ("event_property", "paid_at"), ("event", "BuyProduct")] {
+                let hidden = await Datongctl.run(["metadata", "hide", "production", kind, name], environment: environment)
+                #expect(hidden.exitCode == 0 && hidden.output.contains("\(kind) \(name) hidden from analysts"), "\(hidden.output)")
+            }
+            #expect(try await TestDatabase.rows(db, visible) == [["0", "0", before[0][2]]])
+            let hiddenEntries = try JSONDecoder().decode(
+                ProjectMetadata.self,
+                from: Data(try await services.config.execute(uri: "/v1/projects/production/metadata", method: .get, headers: ErasureTests.admin).text.utf8))
+            let hiddenBuy = try #require(hiddenEntries.events.first { $0.name == "BuyProduct" })
+            #expect(hiddenBuy.hidden == true && hiddenBuy.displayName == "购买商品")
+            #expect(hiddenEntries.properties.first { $0.name == "paid_at" }?.hidden == true)
+            #expect(MetadataNote.notes(of: hiddenEntries).filter { $0.hidden == true }.count == 3)
+            for (kind, name) in [("event", "$SignUp"), ("event_property", "paid_at"), ("event", "BuyProduct")] {
+                #expect(await Datongctl.run(["metadata", "hide", "production", kind, name, "--show"], environment: environment).exitCode == 0)
+            }
+            #expect(try await TestDatabase.rows(db, visible) == before)
+            #expect(
+                try await TestDatabase.rows(
+                    db, "SELECT display_name, hidden::text FROM analytics.catalog_events WHERE project = 'production' AND event = 'BuyProduct'")
+                    == [["购买商品", "false"]])
             // Empty texts remove a note; a note of no known kind is refused with the reason.
             let removal = try await services.config.execute(
                 uri: "/v1/projects/production/metadata/notes", method: .put, headers: ErasureTests.admin,

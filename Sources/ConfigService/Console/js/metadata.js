@@ -74,20 +74,21 @@ export async function metadataView(main, project) {
 
     clear(events, shownEvents.length === 0 ? empty(catalog.events.length === 0 ? "No events stored yet." : "No event matches.")
       : h("table.grid.events-catalog",
-        h("thead", h("tr", ["Event", "Stored", "First day", "Last day", "Libs", "App versions", "Properties"].map((t) => h("th", t)))),
+        h("thead", h("tr", ["Event", "Stored", "First day", "Last day", "Libs", "App versions", "Properties", "Analysts"].map((t) => h("th", t)))),
         h("tbody", shownEvents.map((e) => h("tr", { dataset: { event: e.name } },
           h("td", { title: e.description ?? null }, h("strong", e.name), named(e)), h("td.number", e.count.toLocaleString()), h("td", e.firstDay), h("td", e.lastDay),
           h("td", e.libs.join(", ") || "—"), h("td", e.appVersions.join(", ") || "—"),
           h("td", h("details", h("summary", `${new Set(e.properties.map((p) => p.name)).size}`),
-            h("ul.plain", e.properties.map((p) => h("li", h("code", p.name), " ", typeBadge(p.type)))))))))));
+            h("ul.plain", e.properties.map((p) => h("li", h("code", p.name), " ", typeBadge(p.type)))))),
+          h("td", hideToggle("event", e)))))));
 
     clear(properties, shownProperties.length === 0 ? empty(catalog.properties.length === 0 ? "No properties stored yet." : "No property matches.")
       : h("table.grid.properties-catalog",
-        h("thead", h("tr", ["Property", "Kind", "Type", "Events", "First day", "Last day", "Sample"].map((t) => h("th", t)))),
+        h("thead", h("tr", ["Property", "Kind", "Type", "Events", "First day", "Last day", "Sample", "Analysts"].map((t) => h("th", t)))),
         h("tbody", shownProperties.map((p) => h("tr", { dataset: { property: p.name, kind: p.kind } },
           h("td", { title: p.description ?? null }, h("code", p.name), named(p)), h("td", p.kind), h("td", typeBadge(p.type), p.conflicts.length ? h("span.badge.warn", "another type seen") : null),
           h("td", p.kind === "profile" ? "—" : p.events.join(", ")), h("td", p.firstDay), h("td", p.lastDay),
-          h("td.id", h("code", p.sample)))))));
+          h("td.id", h("code", p.sample)), h("td", hideToggle(`${p.kind}_property`, p)))))));
   }
 
   async function refresh() {
@@ -98,6 +99,21 @@ export async function metadataView(main, project) {
     } catch (error) {
       clear(status, notice("error", error.message));
     }
+  }
+
+  /** Whether analysts see an entry, and the button that changes it (the note's texts stay). */
+  function hideToggle(kind, entry) {
+    const label = entry.hidden ? "Show" : "Hide";
+    return [entry.hidden ? h("span.badge.warn.hidden-badge", "hidden from analysts") : null,
+      h("button.small", { type: "button", dataset: { hide: entry.name }, onclick: async () => {
+        const note = { kind, name: entry.name, displayName: entry.displayName ?? "", description: entry.description ?? "", hidden: !entry.hidden };
+        try {
+          await api.put(`${base}/metadata/notes`, [note]);
+          await refresh();
+        } catch (error) {
+          clear(status, notice("error", error.message));
+        }
+      } }, label)];
   }
 
   /** The property and type chosen, as the API takes them. */
