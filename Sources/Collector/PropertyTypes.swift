@@ -11,11 +11,16 @@ import ServiceLifecycle
 // LIST, an impossible date) refuses the record with `PROPERTY_WITH_WRONG_TYPE`, kept in
 // `collector.rejected` with the record, to replay once the type or the instrumentation is fixed.
 //
+// Per project (`collector.catalog_settings`), a value of another type may cost only the property
+// instead of the record, and strict validation refuses events not declared and leaves out
+// properties not declared (the SDKs' `$` ones are always taken); what is left out is counted.
+//
 // Only the records of shapes this process has not checked today are looked at (`Catalog`): a shape
-// hashes its properties' names and types, so a record of a known shape holds values of the types
-// checked before. A shape with a misfit value is checked at every record. Types first set by a
-// record are confirmed in the transaction that stores it, so two replicas meeting a new property
-// with values of two types at once settle on the one committed first.
+// hashes its event and its properties' names and types, so a record of a known shape holds values
+// of the types checked before. A shape with a misfit value is checked at every record. Types first
+// set by a record are confirmed in the transaction that stores it, so two replicas meeting a new
+// property with values of two types at once settle on the one committed first. A change of types
+// or rules raises the project's version, which every collector watches (`TypeChangeWatch`).
 
 /// A property type a record would set, or one the database has.
 struct AssumedType: Sendable, Hashable {

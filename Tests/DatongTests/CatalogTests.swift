@@ -444,3 +444,39 @@ extension CatalogTests {
         #expect(catalog.countedName(dropped: "p0", project: "news") == "p0")
     }
 }
+
+extension CatalogTests {
+    @Test("each value meets its property's type as docs/ANALYTICS.md's table says: kept, stored as text, left out or refusing the record")
+    func typeRules() throws {
+        func verdict(_ properties: String, types: [String: SensorsType] = [:], strict: Bool = false, drops: Bool = false) -> String {
+            var rules = Catalog.ProjectTypes(version: 0, types: [:])
+            for (name, type) in types { rules.types[Catalog.TypedName(kind: "event", name: name)] = type }
+            rules.declared = Set(rules.types.keys)
+            rules.strict = strict
+            rules.events = ["Buy"]
+            rules.dropsWrongType = drops
+            var assumed: [Catalog.TypedName: SensorsType] = [:]
+            let record = #"{"project":"p","type":"track","event":"Buy","properties":\#(properties)}"#
+            switch TypeCheck.verdict(of: Array(record.utf8)[...], kind: "event", rules: rules, assumed: &assumed) {
+            case nil: return "kept"
+            case .refused(let reason): return reason
+            case .rewritten(let json, let dropped):
+                return String(decoding: json, as: UTF8.self) + dropped.map { " -\($0.name):\($0.reason.rawValue)" }.joined()
+            }
+        }
+        #expect(verdict(#"{"a":"x","n":1.5}"#, types: ["a": .string, "n": .number]) == "kept")
+        #expect(
+            verdict(#"{"a":9.90,"b":true,"c":"2026-02-28"}"#, types: ["a": .string, "b": .string, "c": .string]) == #"{"a":"9.90","b":"true","c":"2026-02-28"}"#
+        )
+        #expect(verdict(#"{"d":"2026-02-28","t":"2026-02-28 10:00:00.000"}"#, types: ["d": .datetime, "t": .date]) == "kept")
+        #expect(verdict(#"{"n":"9.90"}"#, types: ["n": .number]) == #"PROPERTY_WITH_WRONG_TYPE: property 'n' is NUMBER; the value "9.90" is STRING"#)
+        #expect(verdict(#"{"l":1}"#, types: ["l": .list]) == "PROPERTY_WITH_WRONG_TYPE: property 'l' is LIST; the value 1 is NUMBER")
+        #expect(verdict(#"{"d":"2026-02-30"}"#, types: ["d": .date]) == #"PROPERTY_WITH_WRONG_TYPE: property 'd' is DATE; the value "2026-02-30" is STRING"#)
+        #expect(verdict(#"{"b":null,"o":{"x":1}}"#, types: ["b": .bool, "o": .number]) == "kept")
+        // Preset properties have Sensors' types before any value came.
+        #expect(verdict(#"{"$screen_width":"393"}"#) == #"PROPERTY_WITH_WRONG_TYPE: property '$screen_width' is NUMBER; the value "393" is STRING"#)
+        // A project that drops only the property; a strict one, which drops undeclared ones but the SDKs'.
+        #expect(verdict(#"{"n":"x","k":2}"#, types: ["n": .number, "k": .number], drops: true) == #"{"k":2} -n:wrong_type"#)
+        #expect(verdict(#"{"k":2,"extra":1,"$title":"t"}"#, types: ["k": .number], strict: true) == #"{"k":2,"$title":"t"} -extra:undeclared"#)
+    }
+}
