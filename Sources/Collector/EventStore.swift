@@ -72,17 +72,13 @@ final class PostgresEventStore: EventStore {
     private func isolate(_ batch: IncomingBatch, cause: PostgresError) async throws -> CollectResult {
         guard batch.records.count > 1 else {
             var refused = batch
+            let reason = "collector: PostgreSQL cannot store a value of this record (SQLSTATE \(cause.sqlState ?? "?"))"
             if let record = batch.records.first {
                 refused.records = []
-                refused.rejected.append(
-                    RejectedRecord(
-                        project: record.project,
-                        reason: "collector: PostgreSQL cannot store a value of this record (SQLSTATE \(cause.sqlState ?? "?"))",
-                        raw: batch.rawText(of: record)
-                    ))
+                refused.rejected.append(RejectedRecord(project: record.project, reason: reason, raw: batch.rawText(of: record)))
             }
             var result = try await Self.commit([refused], pool: pool, partitions: partitions, catalog: catalog)[0]
-            if !batch.records.isEmpty { result.rejectedIndexes = [0] }
+            if !batch.records.isEmpty { result.setRejections([(0, reason)]) }
             return result
         }
         let middle = batch.records.count / 2
@@ -99,7 +95,7 @@ final class PostgresEventStore: EventStore {
             total.duplicates += result.duplicates
             total.rejected += result.rejected
             total.duplicateIndexes += result.duplicateIndexes.map { $0 + offset }
-            total.rejectedIndexes += result.rejectedIndexes.map { $0 + offset }
+            total.setRejections(total.rejections + result.rejections.map { ($0.index + offset, $0.reason) })
         }
         return total
     }

@@ -79,14 +79,16 @@ package struct IncomingBatch: Sendable {
     var weight: Int { max(1, records.count + rejected.count) }
 
     /// `result` (of writing `records`) with positions in the batch as sent: the records refused
-    /// while reading named in `rejectedIndexes`.
+    /// while reading named in `rejectedIndexes`, with their reasons (the last entries of
+    /// `rejected`, appended in the order read).
     func asSent(_ result: CollectResult) -> CollectResult {
         guard let kept else { return result }
         let keptSet = Set(kept)
         let refused = (0..<sentCount).filter { !keptSet.contains($0) }
+        let reasons = rejected.suffix(refused.count).map(\.reason)
         var sent = result
         sent.duplicateIndexes = result.duplicateIndexes.map { kept[$0] }
-        sent.rejectedIndexes = (result.rejectedIndexes.map { kept[$0] } + refused).sorted()
+        sent.setRejections(result.rejections.map { (kept[$0.index], $0.reason) } + zip(refused, reasons).map { ($0, $1) })
         return sent
     }
 }

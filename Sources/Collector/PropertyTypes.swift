@@ -76,15 +76,15 @@ struct TypeChecked {
     /// `positions[i]` is the position in the given batch's `records` of `batch.records[i]`; nil
     /// when none was refused.
     var positions: [Int]? = nil
-    /// Positions in the given batch's `records` of the records refused.
-    var refused: [Int] = []
+    /// Positions in the given batch's `records` of the records refused, with the reasons.
+    var refused: [(index: Int, reason: String)] = []
 
     /// `result` (of writing `batch`) with the given batch's positions.
     func original(_ result: CollectResult) -> CollectResult {
         guard let positions else { return result }
         var original = result
         original.duplicateIndexes = result.duplicateIndexes.map { positions[$0] }
-        original.rejectedIndexes = (result.rejectedIndexes.map { positions[$0] } + refused).sorted()
+        original.setRejections(result.rejections.map { (positions[$0.index], $0.reason) } + refused)
         return original
     }
 }
@@ -120,7 +120,7 @@ enum TypeCheck {
         var checked = batch
         checked.records = []
         var positions: [Int] = []
-        var refused: [Int] = []
+        var refused: [(index: Int, reason: String)] = []
         var assumed: [String: [Catalog.TypedName: SensorsType]] = [:]
         var eventRows: [UInt8]? = nil
         // A record that fits decides for its shape: the others of the batch hold values of the same
@@ -141,7 +141,7 @@ enum TypeCheck {
                 positions.append(position)
             case .refused(let reason):
                 catalog.misfit(mark.shape)
-                refused.append(position)
+                refused.append((position, reason))
                 checked.rejected.append(RejectedRecord(project: record.project, reason: reason, raw: batch.rawText(of: record)))
             case .rewritten(let properties, let dropped):
                 catalog.misfit(mark.shape)

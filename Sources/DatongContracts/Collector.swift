@@ -237,13 +237,31 @@ package struct CollectResult: Sendable, Equatable {
     /// Positions in `CollectBatch.records` of the records the collector could not store (kept in
     /// `analytics.rejected` with the reason), ascending. Absent from answers of older collectors.
     package var rejectedIndexes: [Int]
+    /// Why each of `rejectedIndexes` was refused, in the same order (`PROPERTY_WITH_WRONG_TYPE: …`);
+    /// empty from older collectors, "" where a reason is not known.
+    package var rejectedReasons: [String]
 
-    package init(stored: Int, duplicates: Int, rejected: Int, duplicateIndexes: [Int] = [], rejectedIndexes: [Int] = []) {
+    package init(
+        stored: Int, duplicates: Int, rejected: Int, duplicateIndexes: [Int] = [], rejectedIndexes: [Int] = [], rejectedReasons: [String] = []
+    ) {
         self.stored = stored
         self.duplicates = duplicates
         self.rejected = rejected
         self.duplicateIndexes = duplicateIndexes
         self.rejectedIndexes = rejectedIndexes
+        self.rejectedReasons = rejectedReasons
+    }
+
+    /// Each refused position with its reason ("" when not known).
+    package var rejections: [(index: Int, reason: String)] {
+        rejectedIndexes.enumerated().map { ($1, $0 < rejectedReasons.count ? rejectedReasons[$0] : "") }
+    }
+
+    /// Sets `rejectedIndexes` and `rejectedReasons` from `rejections`, in position order.
+    package mutating func setRejections(_ rejections: [(index: Int, reason: String)]) {
+        let sorted = rejections.sorted { $0.index < $1.index }
+        rejectedIndexes = sorted.map(\.index)
+        rejectedReasons = sorted.map(\.reason)
     }
 }
 

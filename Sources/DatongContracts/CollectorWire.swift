@@ -113,6 +113,9 @@ extension CollectResult: WireCodable {
         result.int("rejected", Int64(rejected), &out)
         result.array("duplicateIndexes", count: duplicateIndexes.count, &out) { $1.append(contentsOf: String(duplicateIndexes[$0]).utf8) }
         result.array("rejectedIndexes", count: rejectedIndexes.count, &out) { $1.append(contentsOf: String(rejectedIndexes[$0]).utf8) }
+        if !rejectedReasons.isEmpty {
+            result.array("rejectedReasons", count: rejectedReasons.count, &out) { JSONValue.writeString(utf8: rejectedReasons[$0].utf8, to: &$1) }
+        }
         result.finish(&out)
         return out
     }
@@ -127,6 +130,7 @@ extension CollectResult: WireCodable {
         var counts: [Int64?] = [nil, nil, nil]
         var duplicateIndexes: [Int] = []
         var rejectedIndexes: [Int] = []
+        var rejectedReasons: [String] = []
         for (key, value) in root.members {
             if key.textEquals("stored") {
                 counts[0] = try WireField.int(value, at("stored"))
@@ -138,6 +142,10 @@ extension CollectResult: WireCodable {
                 duplicateIndexes = try WireField.positions(value, at("duplicateIndexes"))
             } else if key.textEquals("rejectedIndexes") {
                 rejectedIndexes = try WireField.positions(value, at("rejectedIndexes"))
+            } else if key.textEquals("rejectedReasons") {
+                rejectedReasons = try WireField.array(value, at("rejectedReasons")).enumerated().map { (index, element) throws(ContractDecodingError) in
+                    try WireField.string(element, at("rejectedReasons[\(index)]")) ?? ""
+                }
             }
         }
         for (count, name) in zip(counts, ["stored", "duplicates", "rejected"]) {
@@ -146,7 +154,7 @@ extension CollectResult: WireCodable {
         }
         self.init(
             stored: Int(counts[0]!), duplicates: Int(counts[1]!), rejected: Int(counts[2]!),
-            duplicateIndexes: duplicateIndexes, rejectedIndexes: rejectedIndexes
+            duplicateIndexes: duplicateIndexes, rejectedIndexes: rejectedIndexes, rejectedReasons: rejectedReasons
         )
     }
 }

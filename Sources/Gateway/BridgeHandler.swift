@@ -33,7 +33,7 @@ package struct BridgeHandler: Sendable {
             relay.accepted, rejected: relay.rejected, receivedAt: receivedAt, suppressed: [project: suppressed], context: context)
         let stored = outcome.collected
         let duplicates = Set(stored.duplicateIndexes)
-        let refused = Set(stored.rejectedIndexes)
+        let refused = Dictionary(stored.rejections.map { ($0.index, $0.reason) }, uniquingKeysWith: { first, _ in first })
         let dropped = Set(outcome.suppressedIndexes)
         for position in outcome.suppressedRejected {
             results[relay.rejectedMessages[position]] = MessageResult(index: relay.rejectedMessages[position], status: .suppressed)
@@ -41,8 +41,8 @@ package struct BridgeHandler: Sendable {
         for (position, index) in relay.acceptedMessages.enumerated() {
             if dropped.contains(position) {
                 results[index] = MessageResult(index: index, status: .suppressed)
-            } else if refused.contains(position) {
-                results[index] = MessageResult(index: index, status: .rejected, reason: ResolveAndStore.collectorRefusal)
+            } else if let reason = refused[position] {
+                results[index] = MessageResult(index: index, status: .rejected, reason: reason.isEmpty ? ResolveAndStore.collectorRefusal : reason)
             } else {
                 results[index] = MessageResult(index: index, status: duplicates.contains(position) ? .duplicate : .stored)
             }

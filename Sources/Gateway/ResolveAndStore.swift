@@ -53,7 +53,7 @@ struct ResolveAndStore: Sendable {
         suppressedRecords?.increment(by: Int64(dropped.count + droppedRejected.count))
         var collected = try await store(kept.map { accepted[$0] }, rejected: keptRejected, receivedAt: receivedAt, context: context)
         collected.duplicateIndexes = collected.duplicateIndexes.map { kept[$0] }
-        collected.rejectedIndexes = collected.rejectedIndexes.compactMap { $0 < kept.count ? kept[$0] : nil }
+        collected.setRejections(collected.rejections.compactMap { $0.index < kept.count ? (kept[$0.index], $0.reason) : nil })
         return StoreOutcome(collected: collected, suppressedIndexes: dropped, suppressedRejected: droppedRejected)
     }
 
@@ -158,8 +158,8 @@ struct ResolveAndStore: Sendable {
         var positions: [Int]
     }
 
-    /// Why a record the gateway accepted was refused by the collector (the reason in full is in
-    /// `analytics.rejected`).
+    /// Why a record the gateway accepted was refused by the collector, when the collector (an
+    /// older one) did not say; a collector of this release answers the reason itself.
     static let collectorRefusal = "the collector could not store a value of this record; analytics.rejected has the reason"
 
     /// The server's clock in milliseconds since the Unix epoch.

@@ -83,8 +83,8 @@ struct UploadHandler: Sendable {
             problems.removeAll { dropped.contains($0.index) }
         }
         if !result.rejectedIndexes.isEmpty {
-            problems += result.rejectedIndexes.filter { upload.acceptedIndexes.indices.contains($0) }.map {
-                RecordProblem(index: upload.acceptedIndexes[$0], reason: ResolveAndStore.collectorRefusal)
+            problems += result.rejections.filter { upload.acceptedIndexes.indices.contains($0.index) }.map {
+                RecordProblem(index: upload.acceptedIndexes[$0.index], reason: $0.reason.isEmpty ? ResolveAndStore.collectorRefusal : $0.reason)
             }
             problems.sort { $0.index < $1.index }
         }

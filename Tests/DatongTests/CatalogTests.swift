@@ -85,6 +85,9 @@ struct CatalogTests {
                 ], to: services.gateway)
             #expect(answer["stored"] as? Int == 2 && answer["rejected"] as? Int == 1, "\(answer)")
             let refusal = #"PROPERTY_WITH_WRONG_TYPE: property 'price' is NUMBER; the value "9.90" is STRING"#
+            // The SDK's answer names the record and the reason.
+            let problems = try #require(answer["problems"] as? [[String: Any]])
+            #expect(problems.count == 1 && problems[0]["index"] as? Int == 0 && problems[0]["reason"] as? String == refusal, "\(problems)")
             #expect(try await TestDatabase.rows(db, "SELECT reason FROM analytics.rejected WHERE project = 'production'") == [[refusal]])
             #expect(
                 try await TestDatabase.rows(db, "SELECT property, type, sent_type, records::text FROM analytics.type_refusals")
@@ -270,6 +273,7 @@ struct CatalogTests {
             let bridged = try await GatewayTests.relay(
                 try BridgeRulesTests.messages("ios"), app: GatewayTests.app(anonymousID: "app-anon", idfv: "IDFV-1"), to: services.gateway)
             #expect(try GatewayTests.statuses(bridged) == ["rejected", "stored", "stored"], "\(bridged.text)")
+            #expect(bridged.text.contains("EVENT_NOT_DECLARED: event 'BuyProduct' is not declared"), "\(bridged.text)")
             // A server SDK: a declared event with an undeclared property, stored without it.
             #expect(try await CompatibilityTests.upload([buy("s-2", ["price": 5, "coupon": "X"])], to: services.gateway)["stored"] as? Int == 1)
             #expect(try await TestDatabase.rows(db, "SELECT properties::text FROM analytics.events WHERE distinct_id = 's-2'") == [[#"{"price": 5}"#]])

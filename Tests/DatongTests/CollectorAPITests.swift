@@ -179,7 +179,10 @@ struct CollectorAPITests {
             #expect(outcomes.count == 4)
             #expect(
                 outcomes[0]
-                    == .written(CollectResult(stored: 1, duplicates: 1, rejected: 1, duplicateIndexes: [2], rejectedIndexes: [1])))
+                    == .written(
+                        CollectResult(
+                            stored: 1, duplicates: 1, rejected: 1, duplicateIndexes: [2], rejectedIndexes: [1],
+                            rejectedReasons: ["collector: event contains a NUL character"])))
             if case .refused(400, "invalid_batch", let late) = outcomes[1] {
                 #expect(late.contains("receivedAt -1"))
             } else {
