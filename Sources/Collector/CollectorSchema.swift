@@ -614,6 +614,16 @@ package enum CollectorSchema {
                     WHERE r.reason LIKE 'PROPERTY_WITH_WRONG_TYPE:%'
                     GROUP BY 1, 2, 3, 4, 5;
                 COMMENT ON VIEW analytics.type_refusals IS 'Records refused with PROPERTY_WITH_WRONG_TYPE per project, UTC day, property, its type and the type sent; analytics.rejected has the records.';
+                -- Events a strict project refused as not declared (never stored, so not in the
+                -- catalog): what to declare, or to stop sending.
+                CREATE VIEW analytics.undeclared_events AS
+                    SELECT r.project, (r.received_at AT TIME ZONE 'UTC')::date AS day, m[1] AS event,
+                           count(*)::bigint AS records, max(r.received_at) AS last_received_at
+                    FROM collector.rejected r
+                    CROSS JOIN LATERAL regexp_match(r.reason, '^EVENT_NOT_DECLARED: event ''(.*)'' is not declared') AS m
+                    WHERE r.reason LIKE 'EVENT_NOT_DECLARED:%'
+                    GROUP BY 1, 2, 3;
+                COMMENT ON VIEW analytics.undeclared_events IS 'Records refused with EVENT_NOT_DECLARED per project, UTC day and event; analytics.rejected has the records.';
                 CREATE VIEW analytics.dropped_properties AS
                     SELECT project, day, kind, name, reason, sum(count)::bigint AS count
                     FROM collector.catalog_drops GROUP BY project, day, kind, name, reason;

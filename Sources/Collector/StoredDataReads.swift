@@ -166,6 +166,11 @@ package struct PostgresStoredDataReads: StoredDataReads {
                     ) ORDER BY d.day DESC, d.count DESC, d.name)
                     FROM (SELECT * FROM analytics.dropped_properties WHERE project = $1 AND day > current_date - 30
                           ORDER BY day DESC, count DESC, name LIMIT \(ReadBounds.maxCatalogRows)) d), '[]'),
+                'undeclaredEvents', COALESCE((
+                    SELECT json_agg(json_build_object('day', u.day::text, 'event', u.event, 'records', u.records)
+                                    ORDER BY u.day DESC, u.records DESC, u.event)
+                    FROM (SELECT * FROM analytics.undeclared_events WHERE project = $1 AND day > current_date - 30
+                          ORDER BY day DESC, records DESC, event LIMIT \(ReadBounds.maxCatalogRows)) u), '[]'),
                 'settings', COALESCE((
                     SELECT json_build_object('strict', s.strict, 'wrongType', s.wrong_type) FROM collector.catalog_settings s WHERE s.project = $1),
                     json_build_object('strict', false, 'wrongType', 'refuse')),

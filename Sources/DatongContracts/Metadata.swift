@@ -22,10 +22,19 @@ package struct ProjectMetadata: Codable, Sendable, Equatable {
     /// Properties left out of stored records in the last 30 days, by UTC day, property and reason
     /// (`undeclared`, `wrong_type`); nil as `typeRefusals`.
     package var drops: [Drop]?
+    /// Events refused as not declared (a strict project) in the last 30 days, by UTC day; nil as
+    /// `typeRefusals`.
+    package var undeclaredEvents: [UndeclaredEvent]?
     /// The project's validation rules; nil as `typeRefusals`.
     package var settings: ProjectCatalogSettings?
     /// The events declared (strict validation takes no other); nil as `typeRefusals`.
     package var declaredEvents: [String]?
+
+    package struct UndeclaredEvent: Codable, Sendable, Equatable {
+        package var day: String
+        package var event: String
+        package var records: Int
+    }
 
     package struct Drop: Codable, Sendable, Equatable {
         package var day: String

@@ -323,14 +323,24 @@ def run(args):
         c.text_in(".rules-now", "Strict: only declared events and properties are stored.")
         status_code, answer = upload(args.gateway, token, [
             {"type": "track", "event": "AddToCart", "time": now, "distinct_id": DISTINCT_ID, "_track_id": 6,
-             "lib": {"$lib": "js", "$lib_version": "1.27.10"}, "properties": {"product_id": "sku-45", "price": "4", "gift_wrap": True}}])
-        assert status_code == 200 and answer.get("stored") == 1, answer
+             "lib": {"$lib": "js", "$lib_version": "1.27.10"}, "properties": {"product_id": "sku-45", "price": "4", "gift_wrap": True}},
+            {"type": "track", "event": "Checkout", "time": now, "distinct_id": DISTINCT_ID, "_track_id": 7,
+             "lib": {"$lib": "js", "$lib_version": "1.27.10"}, "properties": {}}])
+        assert status_code == 200 and answer.get("stored") == 1 and answer.get("rejected") == 1, answer
         c.button("Refresh")
         c.text_in("table.drops-table tr[data-property='gift_wrap']", "not declared")
+        c.text_in("table.undeclared-table tr[data-event='Checkout']", "Checkout")
         # Hidden from analysts, and shown again.
         c.click("table.properties-catalog tr[data-property='product_id'] button[data-hide='product_id']")
         c.text_in("table.properties-catalog tr[data-property='product_id']", "hidden from analysts")
         c.shot("metadata-strict")
+        # The refused event, declared, replays.
+        c.click("table.undeclared-table tr[data-event='Checkout'] button[data-declare='Checkout']")
+        c.text_in(".rules-status .notice.ok", "1 events and 0 properties declared")
+        c.button("Replay refused records…")
+        c.accept_confirm()
+        c.wait(lambda d: "Checkout" not in d.find_element(By.CSS_SELECTOR, ".undeclared-events").text, "Checkout replayed and stored")
+        c.text_in("table.events-catalog tr[data-event='Checkout']", "Checkout")
         c.click("table.properties-catalog tr[data-property='product_id'] button[data-hide='product_id']")
         c.wait(lambda d: "hidden from analysts" not in d.find_element(By.CSS_SELECTOR, "table.properties-catalog tr[data-property='product_id']").text,
                "product_id shown to analysts again")

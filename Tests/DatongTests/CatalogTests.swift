@@ -284,6 +284,11 @@ struct CatalogTests {
                 FROM analytics.rejected GROUP BY 1 ORDER BY 1
                 """)
             #expect(refusals == [["BuyProduct", "1"], ["Encrypted9", "4"]])
+            // Never stored, so not in the catalog: the events to declare are listed apart.
+            let undeclared = try JSONDecoder().decode(
+                ProjectMetadata.self,
+                from: Data(try await services.config.execute(uri: "/v1/projects/production/metadata", method: .get, headers: ErasureTests.admin).text.utf8))
+            #expect(undeclared.undeclaredEvents?.map { "\($0.event):\($0.records)" } == ["Encrypted9:4", "BuyProduct:1"])
             #expect(
                 try await TestDatabase.rows(db, "SELECT kind, name, reason, count::text FROM analytics.dropped_properties ORDER BY kind, name")
                     == [["event", "coupon", "undeclared", "1"], ["profile", "name", "undeclared", "1"]])

@@ -17,6 +17,7 @@ export async function metadataView(main, project) {
     ["NUMBER", "BOOL", "STRING", "LIST", "DATETIME", "DATE"].map((t) => h("option", { value: t }, t)));
   const typeStatus = h("div.type-status", { "aria-live": "polite" });
   const drops = h("div.dropped-properties");
+  const undeclared = h("div.undeclared-events");
   const rules = h("p.rules-now");
   const rulesStatus = h("div.rules-status", { "aria-live": "polite" });
   const strictChoice = h("select#strict-choice", { "aria-label": "Strict validation" },
@@ -50,6 +51,14 @@ export async function metadataView(main, project) {
         h("tbody", dropped.map((d) => h("tr", { dataset: { property: d.property } },
           h("td", d.day), h("td", h("code", d.property)), h("td", d.kind),
           h("td", d.reason === "undeclared" ? "not declared" : "another type"), h("td.number", d.count.toLocaleString()))))));
+
+    const refusedEvents = catalog.undeclaredEvents ?? [];
+    clear(undeclared, refusedEvents.length === 0 ? null
+      : h("table.grid.undeclared-table",
+        h("thead", h("tr", ["Day (UTC)", "Event refused as not declared", "Records", ""].map((t) => h("th", t)))),
+        h("tbody", refusedEvents.map((u) => h("tr", { dataset: { event: u.event } },
+          h("td", u.day), h("td", h("code", u.event)), h("td.number", u.records.toLocaleString()),
+          h("td", h("button.small", { type: "button", dataset: { declare: u.event }, onclick: () => declare([u.event]) }, "Declare")))))));
 
     const settings = catalog.settings ?? { strict: false, wrongType: "refuse" };
     strictChoice.value = settings.strict ? "on" : "off";
@@ -151,8 +160,13 @@ export async function metadataView(main, project) {
 
   async function declareSeen() {
     if (!confirm("Declare every event and property seen so far, each property with its type now?")) return;
+    await declare([], true);
+  }
+
+  /** Declares `events` (and with `seen` everything the catalog has); replay stores their refused records. */
+  async function declare(events, seen = false) {
     try {
-      const made = await api.post(`${base}/metadata/declarations`, { events: [], seen: true });
+      const made = await api.post(`${base}/metadata/declarations`, { events, seen });
       clear(rulesStatus, notice("ok", `${made.events} events and ${made.properties} properties declared.`));
       await refresh();
     } catch (error) {
@@ -205,6 +219,7 @@ export async function metadataView(main, project) {
         h("button#save-rules", { type: "button", onclick: saveRules }, "Save rules"),
         h("button#declare-seen", { type: "button", onclick: declareSeen }, "Declare everything seen…")),
       rulesStatus,
+      undeclared,
       h("p.muted.small", "Properties left out of stored records in the last 30 days (analytics.dropped_properties):"),
       drops),
     h("section", h("h2", "Change a property's type"),
