@@ -54,9 +54,9 @@ struct CollectorAPI: ServiceAPI {
     var retention: PartitionMaintenance? = nil
     /// Display names and descriptions of the catalog's entries; nil: no such route.
     var notes: CatalogNotes? = nil
-    /// Property types an admin sets; nil: no such routes.
+    /// Property types, validation rules and declarations an admin sets; nil: no such routes.
     var types: TypeSettings? = nil
-    /// Replays records refused for a value of another type; nil: no such route.
+    /// Replays records refused for a value of another type or an undeclared event; nil: no such route.
     var replay: TypeRefusalReplay? = nil
 
     func register(on router: Router<DatongRequestContext>) {
