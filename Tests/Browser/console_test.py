@@ -13,7 +13,7 @@ import urllib.parse
 import urllib.request
 
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException, WebDriverException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException, WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -36,7 +36,9 @@ class Console:
 
     def wait(self, condition, what, timeout=15):
         try:
-            return WebDriverWait(self.driver, timeout).until(condition)
+            # A view re-renders after each change: an element found just before is stale, and is
+            # looked for again.
+            return WebDriverWait(self.driver, timeout, ignored_exceptions=[StaleElementReferenceException]).until(condition)
         except TimeoutException:
             self.shot("failed")
             body = self.driver.find_element(By.TAG_NAME, "body").text[:1500]
@@ -49,16 +51,27 @@ class Console:
         return self.wait(EC.text_to_be_present_in_element((By.CSS_SELECTOR, css), text), f"'{text}' in '{css}'", timeout)
 
     def click(self, css):
-        element = self.find(css)
-        self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
-        element.click()
-        return element
+        for attempt in range(3):
+            element = self.find(css)
+            try:
+                self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+                element.click()
+                return element
+            except StaleElementReferenceException:
+                if attempt == 2:
+                    raise
 
     def button(self, label, within="body"):
         xpath = f"//{'*' if within == 'body' else within}//button[normalize-space()='{label}']"
-        element = self.wait(EC.element_to_be_clickable((By.XPATH, xpath)), f"a button '{label}'")
-        self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
-        element.click()
+        for attempt in range(3):
+            element = self.wait(EC.element_to_be_clickable((By.XPATH, xpath)), f"a button '{label}'")
+            try:
+                self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+                element.click()
+                return
+            except StaleElementReferenceException:
+                if attempt == 2:
+                    raise
 
     def type(self, element, text):
         element.clear()
