@@ -352,18 +352,23 @@ final class TypeChangeWatch: Service, Sendable {
         self.logger = logger
     }
 
+    /// Reads the versions once and makes the catalog forget the projects whose rules changed.
+    func poll() async throws {
+        let rows = try await pool.withConnection { connection in
+            try connection.query("SELECT project, version FROM collector.catalog_type_versions").rows
+        }
+        var versions: [String: Int64] = [:]
+        for row in rows {
+            if let project = row[0], let version = row[1].flatMap(Int64.init) { versions[project] = version }
+        }
+        catalog.forgetChanged(versions)
+    }
+
     func run() async throws {
         try? await cancelWhenGracefulShutdown {
             while true {
                 do {
-                    let rows = try await self.pool.withConnection { connection in
-                        try connection.query("SELECT project, version FROM collector.catalog_type_versions").rows
-                    }
-                    var versions: [String: Int64] = [:]
-                    for row in rows {
-                        if let project = row[0], let version = row[1].flatMap(Int64.init) { versions[project] = version }
-                    }
-                    self.catalog.forgetChanged(versions)
+                    try await self.poll()
                 } catch {
                     self.logger.debug("catalog.type_watch_failed", metadata: ["error": "\(error)"])
                 }

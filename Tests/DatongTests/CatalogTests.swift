@@ -340,8 +340,10 @@ struct CatalogTests {
                 }
                 return CollectBatch(receivedAt: now, records: records)
             }
-            let first = PostgresEventStore(pool: pool)
-            let second = PostgresEventStore(pool: pool)
+            let firstCatalog = Catalog()
+            let secondCatalog = Catalog()
+            let first = PostgresEventStore(pool: pool, catalog: firstCatalog)
+            let second = PostgresEventStore(pool: pool, catalog: secondCatalog)
             // Each batch goes to both replicas at once (a gateway's retry after a lost answer).
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for number in 0..<10 {
@@ -400,6 +402,13 @@ struct CatalogTests {
                         [#"PROPERTY_WITH_WRONG_TYPE: property 'fresh' is NUMBER; the value "one" is STRING"#],
                     ])
             #expect(try await TestDatabase.rows(url, "SELECT type FROM analytics.catalog_properties WHERE name = 'fresh'") == [["NUMBER"]])
+            // A type set through one replica reaches the other at its next watch: a text `fresh`,
+            // refused above, is stored once the first made it a STRING.
+            _ = try await TypeSettings(pool: pool, catalog: firstCatalog).change(
+                project: "default", PropertyTypeChange(kind: "event", name: "fresh", type: .string), apply: true)
+            try await TypeChangeWatch(pool: pool, catalog: secondCatalog, logger: TestDatabase.logger).poll()
+            freshText.distinctId = "fresh-text-later"
+            #expect(try await second.write(CollectBatch(receivedAt: now, records: [freshText])).stored == 1)
             // The next day, the same shape is written again: the catalog's last day moves.
             var tomorrow = batch(10)
             tomorrow.receivedAt = now + 86_400_000
