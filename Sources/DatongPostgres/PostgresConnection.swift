@@ -21,8 +21,27 @@ package final class PostgresConnection: @unchecked Sendable {
     /// Inside `transaction`: the session set-ups it ran, which its rollback undoes.
     private var setUpsInTransaction: [String]?
 
+    /// What a connection does on a bad network unless `DATABASE_URL` says otherwise (libpq's own
+    /// defaults wait for the operating system: a host that drops packets holds a connect or a
+    /// statement for minutes). A connect gives up after 5 s per host (and tries the next host of a
+    /// multi-host URL); data the server has not acknowledged for 15 s, or an idle connection whose
+    /// keepalives go unanswered for 10 + 3 × 3 s, breaks the connection, which the pool then
+    /// re-establishes (docs/RELIABILITY.md, "A network that fails").
+    static let networkDefaults: [(String, String)] = [
+        ("connect_timeout", "5"), ("tcp_user_timeout", "15000"), ("keepalives", "1"), ("keepalives_idle", "10"),
+        ("keepalives_interval", "3"), ("keepalives_count", "3"),
+    ]
+
     init(conninfo: String) throws {
-        guard let handle = PQconnectdb(conninfo) else {
+        // The defaults come before the connection string in the list, so that the settings the
+        // string names override them (libpq: later entries win over what `dbname` expands to,
+        // earlier ones lose).
+        let keywords = Self.networkDefaults.map(\.0) + ["dbname"]
+        let values = Self.networkDefaults.map(\.1) + [conninfo]
+        let connected = withCStrings(keywords) { keywordPointers in
+            withCStrings(values) { valuePointers in PQconnectdbParams(keywordPointers, valuePointers, 1) }
+        }
+        guard let handle = connected else {
             throw PostgresError.connectionFailed("libpq could not allocate a connection")
         }
         self.handle = handle
@@ -331,4 +350,12 @@ extension String {
         while let first = scalars.first, first.isWhitespace { scalars.removeFirst() }
         return String(scalars)
     }
+}
+
+/// Calls `body` with a NULL-terminated array of C strings for `strings`, valid during the call.
+private func withCStrings<T>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> T) -> T {
+    let copies = strings.map { strdup($0) }
+    defer { for copy in copies { free(copy) } }
+    let pointers = copies.map { UnsafePointer($0) } + [nil]
+    return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
 }

@@ -186,6 +186,49 @@ struct PostgresTests {
         await pool.close()
     }
 
+    @Test("a server that accepts the connection and never answers is given up on after 5 s, not waited for")
+    func silentServer() async throws {
+        // A socket that listens and never accepts: the kernel completes the handshake, then libpq's
+        // startup message waits for an answer — what a host behind a partition, or a hung server,
+        // looks like. libpq's own default waits for ever; the URL says nothing about timeouts.
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(listener >= 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let listening = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, length) == 0 && listen(listener, 8) == 0 && getsockname(listener, $0, &length) == 0
+            }
+        }
+        try #require(listening)
+        let port = UInt16(bigEndian: address.sin_port)
+
+        let pool = PostgresPool(url: "postgresql://postgres@127.0.0.1:\(port)/x", maxConnections: 1, logger: TestDatabase.logger)
+        let outcome = Mutex<(any Error)??>(nil)
+        let started = ContinuousClock.now
+        Task {
+            let result: (any Error)? = await {
+                do {
+                    try await pool.withConnection { try $0.execute("SELECT 1") }
+                    return nil
+                } catch { return error }
+            }()
+            outcome.withLock { $0 = .some(result) }
+        }
+        while outcome.withLock({ $0 }) == nil, ContinuousClock.now - started < .seconds(30) {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let elapsed = ContinuousClock.now - started
+        // Still waiting after 30 s: the pool's thread is stuck in libpq, so the pool is left open.
+        let error = try #require(outcome.withLock { $0 }, "the connection attempt was still waiting after 30 s")
+        #expect((error as? PostgresError)?.isUnavailable == true)
+        #expect(elapsed >= .seconds(4) && elapsed < .seconds(12), "gave up after \(elapsed)")
+        await pool.close()
+    }
+
     @Test("replicas starting at once apply each migration exactly once")
     func concurrentMigrations() async throws {
         let url = try await TestDatabase.create()
