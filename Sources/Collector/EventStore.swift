@@ -223,7 +223,7 @@ final class PostgresEventStore: EventStore {
         let initialCounts = rejectedCounts
         let assumed = batches.flatMap(\.assumedTypes)
         return try await pool.transaction { connection in
-            try connection.setUpSession("collector.staging", stagingTables)
+            try connection.setUpTemporaryTables("collector.staging", stagingTables)
             var inserted = Set<RecordKey>()
             if hasEvents {
                 switch writing {

@@ -20,6 +20,17 @@ package final class PostgresConnection: @unchecked Sendable {
     private var committed = false
     /// Inside `transaction`: the session set-ups it ran, which its rollback undoes.
     private var setUpsInTransaction: [String]?
+    /// Set while the session holds temporary tables (`setUpTemporaryTables`): the level of
+    /// `synchronous_commit` every commit made for a caller asks for, while the session's own is
+    /// `local`. PostgreSQL drops a session's temporary tables in a transaction of its own when the
+    /// session ends, and that commit waits for the synchronous standby like any other: on a
+    /// primary cut off from its standby, a session told to end (the fast shutdown with which
+    /// pg_auto_failover fences an isolated primary) then never ends, so the primary never shuts
+    /// down, never rejoins as a standby, and holds its clients' connections for ever. The drop
+    /// writes nothing anyone waits for; every caller's commit still waits as the server says.
+    private var commitLevel: String?
+    /// `commitLevel` was set by the current transaction (a rollback undoes it).
+    private var commitLevelSetInTransaction = false
 
     /// What a connection does on a bad network unless `DATABASE_URL` says otherwise (libpq's own
     /// defaults wait for the operating system: a host that drops packets holds a connect or a
@@ -74,6 +85,7 @@ package final class PostgresConnection: @unchecked Sendable {
         guard let handle else { throw PostgresError.poolClosed }
         preparedNames.removeAll()
         sessionSetUps.removeAll()
+        commitLevel = nil
         PQreset(handle)
         guard PQstatus(handle) == CONNECTION_OK else {
             throw PostgresError.connectionFailed(Self.errorText(handle))
@@ -85,23 +97,31 @@ package final class PostgresConnection: @unchecked Sendable {
     /// Runs one or more SQL statements without parameters (migrations, DDL, BEGIN/COMMIT).
     @discardableResult
     package func execute(_ sql: String) throws -> PostgresResult {
+        if commitsAlone { return try transaction { try $0.execute(sql) } }
         let handle = try liveHandle()
         return try consume(PQexec(handle, takingPendingBegin(sql)), handle)
     }
+
+    /// True when a statement outside a transaction must run in one: its commit would otherwise
+    /// take the session's `local` (`commitLevel`).
+    private var commitsAlone: Bool { commitLevel != nil && setUpsInTransaction == nil }
+
+    /// BEGIN, and the commit level of a session with temporary tables.
+    private var begin: String { commitLevel.map { "BEGIN;\nSET LOCAL synchronous_commit TO \($0)" } ?? "BEGIN" }
 
     /// `sql` preceded by the transaction's BEGIN when it is not sent yet: PostgreSQL runs both from
     /// one message, and PQexec's answer is the last statement's.
     private func takingPendingBegin(_ sql: String) -> String {
         guard beginPending else { return sql }
         beginPending = false
-        return "BEGIN;\n" + sql
+        return begin + ";\n" + sql
     }
 
     /// Sends the transaction's BEGIN alone, before a statement that cannot carry it.
     private func sendPendingBegin() throws {
         guard beginPending else { return }
         beginPending = false
-        try execute("BEGIN")
+        try execute(begin)
     }
 
     /// Takes a transaction-scoped advisory lock per name (its 64-bit text hash), all in one
@@ -119,6 +139,7 @@ package final class PostgresConnection: @unchecked Sendable {
     /// Parameters are in PostgreSQL's text format; `nil` is SQL NULL.
     @discardableResult
     package func query(_ sql: String, _ parameters: [String?] = []) throws -> PostgresResult {
+        if commitsAlone { return try transaction { try $0.query(sql, parameters) } }
         let handle = try liveHandle()
         try sendPendingBegin()
         return try withCStrings(parameters) { values in
@@ -132,6 +153,7 @@ package final class PostgresConnection: @unchecked Sendable {
     /// Like `query`, but prepares the statement once per connection under `name` and reuses it.
     @discardableResult
     package func queryPrepared(_ name: String, _ sql: String, _ parameters: [String?]) throws -> PostgresResult {
+        if commitsAlone { return try transaction { try $0.queryPrepared(name, sql, parameters) } }
         let handle = try liveHandle()
         try sendPendingBegin()
         if !preparedNames.contains(name) {
@@ -155,6 +177,21 @@ package final class PostgresConnection: @unchecked Sendable {
         setUpsInTransaction?.append(key)
     }
 
+    /// `setUpSession` for SQL that creates temporary tables, inside a transaction: the session's own
+    /// commits stop waiting for a synchronous standby, every commit made for a caller still waits
+    /// (`commitLevel`). One more round trip, once a session.
+    package func setUpTemporaryTables(_ key: String, _ sql: String) throws {
+        guard !sessionSetUps.contains(key) else { return }
+        precondition(setUpsInTransaction != nil, "temporary tables are set up inside a transaction")
+        let level = try query("SELECT current_setting('synchronous_commit')").scalar ?? ""
+        // The levels that wait for a standby; `local` and `off` do not.
+        guard ["on", "remote_write", "remote_apply"].contains(level) else { return try setUpSession(key, sql) }
+        // SET LOCAL keeps this transaction's own commit at the caller's level.
+        try setUpSession(key, sql + ";\nSET synchronous_commit TO local;\nSET LOCAL synchronous_commit TO \(level)")
+        commitLevel = level
+        commitLevelSetInTransaction = true
+    }
+
     /// Runs `body` inside BEGIN … COMMIT; rolls back when it throws.
     ///
     /// BEGIN goes with the body's first statement when that is plain SQL or a COPY, and the body
@@ -170,6 +207,7 @@ package final class PostgresConnection: @unchecked Sendable {
             beginPending = false
             committed = false
             setUpsInTransaction = nil
+            commitLevelSetInTransaction = false
         }
         do {
             let value = try body(self)
@@ -180,6 +218,7 @@ package final class PostgresConnection: @unchecked Sendable {
             if !beginPending, isHealthy { _ = try? execute("ROLLBACK") }
             // Undone with the transaction (a failed COMMIT rolls back too).
             for key in setUpsInTransaction ?? [] { sessionSetUps.remove(key) }
+            if commitLevelSetInTransaction { commitLevel = nil }
             throw error
         }
     }
@@ -214,6 +253,7 @@ package final class PostgresConnection: @unchecked Sendable {
 
     /// Streams `data` to a `COPY … FROM STDIN` statement and returns the number of rows copied.
     package func copyIn(_ copyStatement: String, data: [UInt8]) throws -> Int {
+        if commitsAlone { return try transaction { try $0.copyIn(copyStatement, data: data) } }
         let handle = try startCopy(copyStatement, expecting: PGRES_COPY_IN)
         let chunk = 1 << 20
         var offset = 0

@@ -229,6 +229,40 @@ struct PostgresTests {
         await pool.close()
     }
 
+    @Test("a session with temporary tables ends without waiting for a standby, and every commit it makes for callers still waits")
+    func temporaryTablesEndLocally() async throws {
+        let url = try await TestDatabase.create()
+        // What each commit asks for: the session's own (its end's), and a caller's in and out of a
+        // transaction. COPY TO is read-only: it shows the session's own level.
+        let (own, inTransaction, alone, afterRollback) = try await TestDatabase.withPool(url) { pool in
+            try await pool.withConnection { connection in
+                try connection.transaction {
+                    try $0.setUpTemporaryTables("test.staging", "CREATE TEMP TABLE staged (v int) ON COMMIT DELETE ROWS")
+                    try $0.execute("INSERT INTO staged VALUES (1)")
+                }
+                let own = String(
+                    decoding: try connection.copyOut("COPY (SELECT current_setting('synchronous_commit')) TO STDOUT", maxBytes: 100), as: UTF8.self)
+                let inTransaction = try connection.transaction { try $0.query("SELECT current_setting('synchronous_commit')").scalar }
+                let alone = try connection.query("SELECT current_setting('synchronous_commit')").scalar
+                // A set-up rolled back takes the session's level back with it.
+                struct Planned: Error {}
+                try connection.execute("DISCARD TEMP")
+                try connection.execute("RESET synchronous_commit")
+                _ = try? connection.transaction { connection -> Void in
+                    try connection.setUpTemporaryTables("test.again", "CREATE TEMP TABLE staged (v int)")
+                    throw Planned()
+                }
+                let afterRollback = String(
+                    decoding: try connection.copyOut("COPY (SELECT current_setting('synchronous_commit')) TO STDOUT", maxBytes: 100), as: UTF8.self)
+                return (own, inTransaction, alone, afterRollback)
+            }
+        }
+        #expect(own == "local\n")
+        #expect(inTransaction == "on")
+        #expect(alone == "on")
+        #expect(afterRollback == "on\n")
+    }
+
     @Test("replicas starting at once apply each migration exactly once")
     func concurrentMigrations() async throws {
         let url = try await TestDatabase.create()
