@@ -19,6 +19,17 @@ ensure_packages() {
     command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
     command -v curl >/dev/null 2>&1 || missing+=(curl)
     [ -n "${DATONG_NEEDS_HAPROXY:-}" ] && ! command -v haproxy >/dev/null 2>&1 && missing+=(haproxy)
+    if [ -n "${DATONG_NEEDS_NET:-}" ]; then
+        command -v pg_autoctl >/dev/null 2>&1 || missing+=("postgresql-$PG_VERSION-auto-failover" pg-auto-failover-cli)
+        command -v nft >/dev/null 2>&1 || missing+=(nftables)
+        command -v iptables >/dev/null 2>&1 || missing+=(iptables)
+        command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+        # scripts/net-delay.py's NetfilterQueue is built from PyPI into a virtualenv.
+        python3 -c "import venv, ensurepip" 2>/dev/null || missing+=(python3-venv)
+        [ -f /usr/include/libnetfilter_queue/libnetfilter_queue.h ] || missing+=(libnetfilter-queue-dev)
+        python3-config --includes >/dev/null 2>&1 || missing+=(python3-dev)
+        command -v cc >/dev/null 2>&1 || missing+=(gcc)
+    fi
     [ -n "${DATONG_NEEDS_VALGRIND:-}" ] && ! command -v valgrind >/dev/null 2>&1 && missing+=(valgrind)
     [ -n "${DATONG_NEEDS_VALGRIND:-}" ] && ! command -v objcopy >/dev/null 2>&1 && missing+=(binutils)
     [ -n "${DATONG_NEEDS_VALGRIND:-}" ] && ! command -v cc >/dev/null 2>&1 && missing+=(gcc)
@@ -125,7 +136,7 @@ for spec in specs:
     name, port, replicas = spec.split(":")
     ports[name] = port
     servers[name] = "\n    ".join(f"server {name}-{i + 1} 127.0.0.1:{p} check" for i, p in enumerate(replicas.split(",")))
-text = re.sub(r"\{\{port ([a-z-]+)\}\}", lambda m: ports[m.group(1)], open(template).read())
+text = re.sub(r"\{\{port ([a-z-]+)\}\}", lambda m: ports[m.group(1)], open(template).read()).replace("{{address}}", "127.0.0.1")
 text = re.sub(r"\{\{servers ([a-z-]+)\}\}", lambda m: servers[m.group(1)], text)
 open(out, "w").write(text)
 PY
@@ -154,4 +165,80 @@ sockets = [socket.socket() for _ in range(int(sys.argv[1]))]
 for s in sockets: s.bind(("127.0.0.1", 0))
 print("\n".join(str(s.getsockname()[1]) for s in sockets))
 for s in sockets: s.close()' "$1"
+}
+
+# pg_auto_failover on hosts of a scripts/net network: a monitor and data nodes, each node's
+# pg_autoctl (its keeper) running as the postgres user on its host, logs in its directory's .log.
+# paf_run NET HOST DIR COMMAND…: pg_autoctl COMMAND for the node in DIR, on HOST, in the background.
+paf_run() {
+    local net="$1" host="$2" dir="$3"; shift 3
+    mkdir -p "$dir.home"
+    chown postgres:postgres "$dir.home" "$(dirname "$dir")"
+    "$ROOT/scripts/net" exec "$net" "$host" runuser -u postgres -- env HOME="$dir.home" XDG_RUNTIME_DIR="$dir.home" \
+        pg_autoctl "$@" >>"$dir.log" 2>&1 &
+}
+
+# paf_monitor NET HOST DIR PORT: a monitor on HOST, listening on PORT; connections from the
+# network's subnet are trusted (the drill's throwaway cluster). Prints the monitor's URI.
+paf_monitor() {
+    local net="$1" host="$2" dir="$3" port="$4" address
+    address="$("$ROOT/scripts/net" ip "$net" "$host")"
+    mkdir -p "$dir.home" && chown postgres:postgres "$dir.home" "$(dirname "$dir")"
+    "$ROOT/scripts/net" exec "$net" "$host" runuser -u postgres -- env HOME="$dir.home" XDG_RUNTIME_DIR="$dir.home" \
+        pg_autoctl create monitor --pgdata "$dir" --pgport "$port" --hostname "$address" --auth trust --no-ssl \
+        --pgctl "$PG_BIN/pg_ctl" >>"$dir.log" 2>&1 || die "pg_autoctl create monitor failed; see $dir.log"
+    echo "host all all ${address%.*}.0/24 trust" >>"$dir/pg_hba.conf"
+    paf_run "$net" "$host" "$dir" run --pgdata "$dir"
+    echo "postgres://autoctl_node@$address:$port/pg_auto_failover?sslmode=disable"
+}
+
+# paf_node NET HOST DIR PORT MONITOR_URI: a data node named HOST on HOST, listening on PORT and
+# registered with the monitor (the first becomes the primary, the next its synchronous standby,
+# copied from it with pg_basebackup).
+paf_node() {
+    local net="$1" host="$2" dir="$3" port="$4" monitor="$5"
+    paf_run "$net" "$host" "$dir" create postgres --pgdata "$dir" --pgport "$port" --name "$host" \
+        --hostname "$("$ROOT/scripts/net" ip "$net" "$host")" --monitor "$monitor" --auth trust --no-ssl \
+        --pgctl "$PG_BIN/pg_ctl" --run
+}
+
+# paf_states MONITOR_URI: every node as "name:reported/goal", in order of registration.
+paf_states() {
+    psql "$1" -tAc "SELECT string_agg(nodename || ':' || reportedstate || '/' || goalstate, ' ' ORDER BY nodeid) FROM pgautofailover.node" 2>/dev/null || true
+}
+
+# paf_wait MONITOR_URI PATTERN SECONDS: waits until paf_states matches the shell PATTERN.
+paf_wait() {
+    local states
+    for _ in $(seq 1 $(( $3 * 2 ))); do
+        states="$(paf_states "$1")"
+        # shellcheck disable=SC2254
+        case "$states" in $2) return 0 ;; esac
+        sleep 0.5
+    done
+    die "pg_auto_failover did not reach $2 within $3 s (now: ${states:-no answer})"
+}
+
+# paf_wait_monitor MONITOR_URI SECONDS: waits until the monitor answers.
+paf_wait_monitor() {
+    for _ in $(seq 1 $(( $2 * 4 ))); do
+        psql "$1" -tAc "SELECT 1" >/dev/null 2>&1 && return 0
+        sleep 0.25
+    done
+    die "the pg_auto_failover monitor did not answer within $2 s"
+}
+
+# paf_stop DIR…: stops the pg_autoctl of each node (and its PostgreSQL).
+paf_stop() {
+    local dir
+    for dir in "$@"; do
+        [ -f "$dir/postgresql.conf" ] || continue
+        runuser -u postgres -- env HOME="$dir.home" XDG_RUNTIME_DIR="$dir.home" pg_autoctl stop --pgdata "$dir" >/dev/null 2>&1 || true
+    done
+    for _ in $(seq 1 40); do
+        pgrep -f "pg_autoctl.*($(IFS='|'; echo "$*"))" >/dev/null || return 0
+        sleep 0.25
+    done
+    pkill -9 -f "pg_autoctl.*($(IFS='|'; echo "$*"))" || true
+    for dir in "$@"; do pg_stop "$dir"; done
 }

@@ -136,21 +136,21 @@ package enum HTTPLoad {
         private var buffer: [UInt8] = []
         private var chunk = [UInt8](repeating: 0, count: 1 << 16)
 
-        /// Connects to 127.0.0.1:`port`; with `receiveTimeout` (seconds), a read that waits longer
-        /// throws instead of blocking for ever.
-        package init(port: Int, receiveTimeout: Double? = nil) throws {
+        /// Connects to `host`:`port` (an IPv4 address); with `receiveTimeout` (seconds), a read that
+        /// waits longer throws instead of blocking for ever.
+        package init(host: String = "127.0.0.1", port: Int, receiveTimeout: Double? = nil) throws {
             socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             guard socket >= 0 else { throw BenchError("socket: \(String(cString: strerror(errno)))") }
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)
             address.sin_port = in_port_t(UInt16(port).bigEndian)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            address.sin_addr.s_addr = inet_addr(host)
             let connected = withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
             }
             guard connected == 0 else {
                 Glibc.close(socket)
-                throw BenchError("connect to 127.0.0.1:\(port): \(String(cString: strerror(errno)))")
+                throw BenchError("connect to \(host):\(port): \(String(cString: strerror(errno)))")
             }
             var one: Int32 = 1
             setsockopt(socket, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))

@@ -9,6 +9,10 @@ import Synchronization
 /// the way a deployment runs them: the end-to-end benchmark measures them and the failure drills
 /// kill and restart them. Each writes its log to `logDirectory/NAME.log` (`NAME-K.log` for replica K).
 ///
+/// With `placements`, each service instance may run on a host of its own (a network namespace,
+/// `scripts/net`): it listens on that host's address, and the balancer, on every address of this
+/// machine, is reached at `balancerAddress`.
+///
 /// With `replicas` above 1, the gateway, identity and the collector each run that many replicas
 /// behind HAProxy (`deploy/haproxy/local.cfg`, health-checked on `/ready`), and every caller —
 /// the load, the gateways, config-service — reaches them through it; config-service stays single.
@@ -30,12 +34,28 @@ package final class ServiceFleet: Sendable {
     private let environment: [String: [String: String]]
     /// A command each named service runs under (valgrind), its binary's path appended.
     private let launchers: [String: [String]]
+    /// Where instances run, by `NAME-K` (replica K) or `NAME` (every replica); 127.0.0.1 otherwise.
+    private let placements: [String: Placement]
+    /// The address services and config-service reach the balancer (or the one instance) at.
+    private let balancerAddress: String
     private let running = Mutex<[Instance: Process]>([:])
     private let balancer = Mutex<Process?>(nil)
 
     private struct Instance: Hashable {
         let name: String
         let replica: Int
+    }
+
+    /// A host an instance runs on: its address, and the command that runs a program there
+    /// (`["/usr/bin/ip", "netns", "exec", NAMESPACE]`), the program's path and arguments appended.
+    package struct Placement: Sendable {
+        package let address: String
+        package let launcher: [String]
+
+        package init(address: String, launcher: [String]) {
+            self.address = address
+            self.launcher = launcher
+        }
     }
 
     /// - Parameters:
@@ -45,14 +65,18 @@ package final class ServiceFleet: Sendable {
     ///   - settings: extra environment per service name (limits, pool sizes).
     ///   - replicas: replicas of each replicated service; above 1 they run behind HAProxy.
     ///   - launchers: a command to run a service under, by name (`["valgrind", "--tool=callgrind"]`).
+    ///   - placements: the host each instance runs on, by `NAME-K` or `NAME`; `balancerAddress` is
+    ///     where those hosts reach the balancer.
     package init(
         binDirectory: String, databaseURL: String, logDirectory: String, settings: [String: [String: String]] = [:], replicas: Int = 1,
-        launchers: [String: [String]] = [:]
+        launchers: [String: [String]] = [:], placements: [String: Placement] = [:], balancerAddress: String = "127.0.0.1"
     ) throws {
         precondition(replicas >= 1, "a fleet runs at least one replica")
         self.binDirectory = binDirectory
         self.logDirectory = logDirectory
         self.launchers = launchers
+        self.placements = placements
+        self.balancerAddress = balancerAddress
         self.replicas = replicas
         let count = { (name: String) in replicas > 1 && Self.replicated.contains(name) ? replicas + 1 : 1 }
         // Asked for together, so that the system cannot hand out the same port twice.
@@ -68,10 +92,14 @@ package final class ServiceFleet: Sendable {
         let common = [
             "HOST": "127.0.0.1", "LOG_LEVEL": "warning", "SERVICE_TOKEN": Self.serviceToken, "ADMIN_TOKEN": Self.adminToken,
         ]
+        // A service that does not run behind the balancer (config-service) is reached on its host.
+        let reach = { (name: String) in
+            replicas > 1 && Self.replicated.contains(name) ? balancerAddress : (placements["\(name)-1"] ?? placements[name])?.address ?? "127.0.0.1"
+        }
         let urls = [
-            "IDENTITY_URL": "http://127.0.0.1:\(ports["identity-service"]!)",
-            "COLLECTOR_URL": "http://127.0.0.1:\(ports["collector"]!)",
-            "CONFIG_URL": "http://127.0.0.1:\(ports["config-service"]!)",
+            "IDENTITY_URL": "http://\(reach("identity-service")):\(ports["identity-service"]!)",
+            "COLLECTOR_URL": "http://\(reach("collector")):\(ports["collector"]!)",
+            "CONFIG_URL": "http://\(reach("config-service")):\(ports["config-service"]!)",
         ]
         var environment: [String: [String: String]] = [:]
         for name in Self.names {
@@ -101,7 +129,8 @@ package final class ServiceFleet: Sendable {
         }
         guard let process = balancer.withLock({ $0 }) else { return }
         for name in Self.replicated {
-            try await Self.waitReady(port: ports[name]!, process: process, what: "haproxy (\(name))", logPath: "\(logDirectory)/haproxy.log")
+            try await Self.waitReady(
+                host: "127.0.0.1", port: ports[name]!, process: process, what: "haproxy (\(name))", logPath: "\(logDirectory)/haproxy.log")
         }
     }
 
@@ -112,19 +141,20 @@ package final class ServiceFleet: Sendable {
         let port = replicaPorts[name]![replica - 1]
         let process = Process()
         let binary = "\(binDirectory)/\(name)"
-        if let launcher = launchers[name], let command = launcher.first {
-            process.executableURL = URL(fileURLWithPath: command)
-            process.arguments = launcher.dropFirst() + [binary]
-        } else {
-            process.executableURL = URL(fileURLWithPath: binary)
-        }
+        let placement = placement(name, replica)
+        let command = (placement?.launcher ?? []) + (launchers[name] ?? []) + [binary]
+        process.executableURL = URL(fileURLWithPath: command[0])
+        process.arguments = Array(command.dropFirst())
         process.environment = ProcessInfo.processInfo.environment.merging(environment[name]!) { $1 }.merging(overriding) { $1 }
-            .merging(["PORT": String(port)]) { $1 }
+            .merging(["PORT": String(port), "HOST": placement?.address ?? "127.0.0.1"]) { $1 }
         let logPath = "\(logDirectory)/\(replicaPorts[name]!.count == 1 ? name : "\(name)-\(replica)").log"
         try Self.run(process, log: logPath)
         running.withLock { $0[instance] = process }
-        try await Self.waitReady(port: port, process: process, what: "\(name) (replica \(replica))", logPath: logPath)
+        try await Self.waitReady(
+            host: placement?.address ?? "127.0.0.1", port: port, process: process, what: "\(name) (replica \(replica))", logPath: logPath)
     }
+
+    private func placement(_ name: String, _ replica: Int) -> Placement? { placements["\(name)-\(replica)"] ?? placements[name] }
 
     /// `kill -9` of every replica of `name`: each ends at once, with whatever it held in flight.
     package func kill(_ name: String) async {
@@ -191,9 +221,17 @@ package final class ServiceFleet: Sendable {
     }
 
     /// One blocking request to `name` (through the balancer when there is one) on a connection of
-    /// its own; `replica` asks that replica directly.
+    /// its own; `replica` asks that replica directly. An answer must come within 15 s.
     package func get(_ name: String, _ path: String, replica: Int? = nil, headers: [(String, String)] = []) throws -> HTTPLoad.Answer {
-        let connection = try HTTPLoad.Connection(port: replica.map { replicaPorts[name]![$0 - 1] } ?? ports[name]!)
+        let connection =
+            if let replica {
+                try HTTPLoad.Connection(
+                    host: placement(name, replica)?.address ?? "127.0.0.1", port: replicaPorts[name]![replica - 1], receiveTimeout: 15)
+            } else {
+                try HTTPLoad.Connection(
+                    host: balanced && Self.replicated.contains(name) ? "127.0.0.1" : placement(name, 1)?.address ?? "127.0.0.1", port: ports[name]!,
+                    receiveTimeout: 15)
+            }
         defer { connection.close() }
         return try connection.exchange(HTTPLoad.Request("GET", path, headers: headers).bytes)
     }
@@ -205,8 +243,11 @@ package final class ServiceFleet: Sendable {
     package func balancerConfiguration(template: String) -> String {
         var text = template
         for name in Self.replicated {
-            let servers = replicaPorts[name]!.enumerated().map { "server \(name)-\($0.offset + 1) 127.0.0.1:\($0.element) check" }
-            text = text.replacingOccurrences(of: "{{port \(name)}}", with: String(ports[name]!))
+            let servers = replicaPorts[name]!.enumerated().map {
+                "server \(name)-\($0.offset + 1) \(placement(name, $0.offset + 1)?.address ?? "127.0.0.1"):\($0.element) check"
+            }
+            text = text.replacingOccurrences(of: "{{address}}", with: placements.isEmpty ? "127.0.0.1" : "0.0.0.0")
+                .replacingOccurrences(of: "{{port \(name)}}", with: String(ports[name]!))
                 .replacingOccurrences(of: "{{servers \(name)}}", with: servers.joined(separator: "\n    "))
         }
         return text
@@ -244,11 +285,11 @@ package final class ServiceFleet: Sendable {
         try process.run()
     }
 
-    private static func waitReady(port: Int, process: Process, what: String, logPath: String) async throws {
+    private static func waitReady(host: String, port: Int, process: Process, what: String, logPath: String) async throws {
         let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
             guard process.isRunning else { throw BenchError("\(what) exited during start-up; see \(logPath)") }
-            if let connection = try? HTTPLoad.Connection(port: port) {
+            if let connection = try? HTTPLoad.Connection(host: host, port: port) {
                 defer { connection.close() }
                 if (try? connection.exchange(HTTPLoad.Request("GET", "/ready").bytes).status) == 200 { return }
             }

@@ -6,10 +6,13 @@ import Logging
 /// The scale-out drill (`scripts/drill --failover`): two replicas of the gateway, identity and the
 /// collector behind HAProxy, on a PostgreSQL primary with a synchronous hot standby, the services
 /// given both hosts (`target_session_attrs=read-write`). Under SDK-like retrying load through the
-/// balancer: one replica of each service is killed (and started again), then the primary is killed
-/// and the standby promoted. Afterwards every acknowledged event is stored exactly once,
-/// `ingest_counts` adds up, every replica serves again without having been restarted, and the drill
-/// prints how long uploads were refused while there was no primary.
+/// balancer: one replica of each service is killed (and started again), then
+/// - with a `network` (hosts in namespaces, pg_auto_failover; Network.swift): network faults, and
+///   the primary cut off from the monitor and the standby, the manager deciding the failover;
+/// - without: the primary killed and the standby promoted by the drill a second later.
+/// Afterwards every acknowledged event is stored exactly once, `ingest_counts` adds up, every
+/// replica serves again without having been restarted, and the drill prints how long uploads were
+/// refused while there was no primary.
 @MainActor
 struct FailoverDrill {
     let adminURL: String
@@ -23,6 +26,7 @@ struct FailoverDrill {
     /// promote the standby.
     let killPrimary: String
     let promote: String
+    let network: Network?
     let checks: Checks
     let logger: Logger
 
@@ -30,8 +34,21 @@ struct FailoverDrill {
 
     func run() async throws {
         let url = try await Bench.freshDatabase(adminURL: adminURL, logger: logger)
-        let fleet = try ServiceFleet(binDirectory: binDirectory, databaseURL: url, logDirectory: logDirectory, replicas: Self.replicas)
-        say("starting \(Self.replicas) replicas of the gateway, identity and the collector behind HAProxy, and config-service (logs in \(logDirectory))")
+        var placements: [String: ServiceFleet.Placement] = [:]
+        if let network {
+            for name in ServiceFleet.names {
+                for replica in ServiceFleet.replicated.contains(name) ? Array(1...Self.replicas) : [1] {
+                    let host = ServiceFleet.replicated.contains(name) ? "\(name)-\(replica)" : name
+                    placements[host] = try network.placement(host)
+                }
+            }
+        }
+        let fleet = try ServiceFleet(
+            binDirectory: binDirectory, databaseURL: url, logDirectory: logDirectory, replicas: Self.replicas, placements: placements,
+            balancerAddress: try network?.address("machine") ?? "127.0.0.1")
+        say(
+            "starting \(Self.replicas) replicas of the gateway, identity and the collector behind HAProxy, and config-service\(network == nil ? "" : ", each on a host of its own") (logs in \(logDirectory))"
+        )
         try await fleet.startAll()
         let serverBefore = try await serverPort(url)
 
@@ -56,41 +73,19 @@ struct FailoverDrill {
             progress(client, "after \(name)")
         }
 
-        say("kill the primary (immediate shutdown), then promote the standby")
-        let killed = ContinuousClock.now
-        checks.check(try await shell(killPrimary), "the primary is down")
-        // The time a failover manager would take to decide.
-        try await Task.sleep(for: .seconds(1))
-        let promoting = ContinuousClock.now
-        checks.check(try await shell(promote), "the standby is promoted")
-        let promoted = ContinuousClock.now
-        // Uploads flow again once an acknowledgement follows the promotion.
-        let ackedBefore = client.snapshot.acknowledged.count
-        let deadline = ContinuousClock.now + .seconds(60)
-        while client.snapshot.acknowledged.count == ackedBefore, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(50))
+        if let network {
+            try await networkFaults(network, fleet: fleet, client: client)
+        } else {
+            try await killAndPromote(client)
         }
-        try await Task.sleep(for: .seconds(stepSeconds))
-        progress(client, "after the promotion")
 
         say("stopping the load; each client finishes the batch it holds")
         client.stop()
         await load.value
-        let tally = client.snapshot
         progress(client, "all")
 
-        let refusals = tally.failedAt.filter { $0 >= killed }
-        if let first = refusals.first, let last = refusals.max() {
-            Bench.say(
-                String(
-                    format:
-                        "    uploads were refused (retried by the clients) for %.1f s: from %.1f s to %.1f s after the primary died; promotion ran from %.1f s to %.1f s; %d refused attempts",
-                    Bench.seconds(last - first), Bench.seconds(first - killed), Bench.seconds(last - killed), Bench.seconds(promoting - killed),
-                    Bench.seconds(promoted - killed), refusals.count)
-            )
-        }
         let serverAfter = try await serverPort(url)
-        checks.check(serverAfter != serverBefore, "the services now write to the promoted standby (port \(serverBefore) before, \(serverAfter) after)")
+        checks.check(serverAfter != serverBefore, "the services now write to the promoted standby (\(serverBefore) before, \(serverAfter) after)")
         for name in ServiceFleet.names {
             for replica in 1...(ServiceFleet.replicated.contains(name) ? Self.replicas : 1) {
                 let ready = (try? fleet.get(name, "/ready", replica: replica).status) == 200
@@ -109,10 +104,41 @@ struct FailoverDrill {
         await fleet.stopAll()
     }
 
-    /// The port of the server the multi-host `url` leads to (the primary).
+    /// The failover without a manager: the primary killed, the standby promoted a second later.
+    private func killAndPromote(_ client: SDKClient) async throws {
+        say("kill the primary (immediate shutdown), then promote the standby")
+        let killed = ContinuousClock.now
+        checks.check(try await shell(killPrimary), "the primary is down")
+        // The time a failover manager would take to decide.
+        try await Task.sleep(for: .seconds(1))
+        let promoting = ContinuousClock.now
+        checks.check(try await shell(promote), "the standby is promoted")
+        let promoted = ContinuousClock.now
+        // Uploads flow again once an acknowledgement follows the promotion.
+        let ackedBefore = client.snapshot.acknowledged.count
+        let deadline = ContinuousClock.now + .seconds(60)
+        while client.snapshot.acknowledged.count == ackedBefore, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        try await Task.sleep(for: .seconds(stepSeconds))
+        progress(client, "after the promotion")
+        let tally = client.snapshot
+        let refusals = tally.failedAt.filter { $0 >= killed }
+        if let first = refusals.first, let last = refusals.max() {
+            Bench.say(
+                String(
+                    format:
+                        "    uploads were refused (retried by the clients) for %.1f s: from %.1f s to %.1f s after the primary died; promotion ran from %.1f s to %.1f s; %d refused attempts",
+                    Bench.seconds(last - first), Bench.seconds(first - killed), Bench.seconds(last - killed), Bench.seconds(promoting - killed),
+                    Bench.seconds(promoted - killed), refusals.count)
+            )
+        }
+    }
+
+    /// The address and port of the server the multi-host `url` leads to (the primary).
     private func serverPort(_ url: String) async throws -> String {
         let pool = PostgresPool(url: url, maxConnections: 1, logger: logger)
-        let port = try? await pool.withConnection { try $0.query("SELECT inet_server_port()::text").rows[0][0] ?? "" }
+        let port = try? await pool.withConnection { try $0.query("SELECT host(inet_server_addr()) || ':' || inet_server_port()").rows[0][0] ?? "" }
         await pool.close()
         guard let port else { throw BenchError("no PostgreSQL server accepting writes answers at \(url)") }
         return port

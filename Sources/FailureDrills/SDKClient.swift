@@ -15,6 +15,10 @@ import Synchronization
 final class SDKClient: Sendable {
     struct Tally: Sendable {
         var acknowledged: [Int] = []
+        /// When each batch of `acknowledged` was acknowledged, and how long it took from its first
+        /// attempt (retries included: the wait the SDK's user sees).
+        var acknowledgedAt: [ContinuousClock.Instant] = []
+        var waits: [Duration] = []
         var dropped: [String] = []
         var networkErrors = 0
         var retriedStatuses: [Int: Int] = [:]
@@ -58,6 +62,7 @@ final class SDKClient: Sendable {
         var drainDeadline: ContinuousClock.Instant?
         while !stopping.load(ordering: .relaxed), let number = next.take(below: Int.max) {
             let request = batch(number)
+            let firstAttempt = ContinuousClock.now
             var backoff = 0.05
             while true {
                 if stopping.load(ordering: .relaxed) {
@@ -73,7 +78,12 @@ final class SDKClient: Sendable {
                     }
                     switch answer.status {
                     case 200:
-                        tally.withLock { $0.acknowledged.append(number) }
+                        let now = ContinuousClock.now
+                        tally.withLock {
+                            $0.acknowledged.append(number)
+                            $0.acknowledgedAt.append(now)
+                            $0.waits.append(now - firstAttempt)
+                        }
                     case 403, 404, 500...599:
                         tally.withLock {
                             $0.retriedStatuses[answer.status, default: 0] += 1
@@ -128,5 +138,14 @@ final class SDKClient: Sendable {
                 : SDKTraffic.appEvent(device, sequence: sequence, time: time, tag: tag)
         }
         return HTTPLoad.Request("POST", "/sa?project=default", body: try! SDKTraffic.uploadBody(records))
+    }
+}
+
+extension SDKClient.Tally {
+    /// Batches acknowledged in `window`, and the 99th percentile of their waits.
+    func acknowledged(in window: Range<ContinuousClock.Instant>) -> (count: Int, p99: Duration) {
+        let waits = zip(acknowledgedAt, waits).filter { window.contains($0.0) }.map(\.1).sorted()
+        guard !waits.isEmpty else { return (0, .zero) }
+        return (waits.count, waits[min(waits.count - 1, Int(Double(waits.count) * 0.99))])
     }
 }

@@ -36,14 +36,23 @@ let checks = Checks()
 @MainActor func check(_ condition: Bool, _ message: String) { checks.check(condition, message) }
 
 if CommandLine.arguments.contains("--failover") {
-    guard let killPrimary = Bench.text("--kill-primary"), let promote = Bench.text("--promote") else {
-        print("failure-drills --failover: needs --kill-primary COMMAND and --promote COMMAND; scripts/drill --failover sets them")
+    // With a network (--net SCRIPT --net-id ID --monitor URL): hosts in namespaces and
+    // pg_auto_failover; without: --kill-primary COMMAND and --promote COMMAND.
+    let network = Bench.text("--net").map { script in
+        Network(script: script, id: Bench.text("--net-id") ?? "", monitorURL: Bench.text("--monitor") ?? "", logger: logger)
+    }
+    let killPrimary = Bench.text("--kill-primary") ?? ""
+    let promote = Bench.text("--promote") ?? ""
+    guard network != nil || (!killPrimary.isEmpty && !promote.isEmpty) else {
+        print(
+            "failure-drills --failover: needs --net, --net-id and --monitor, or --kill-primary COMMAND and --promote COMMAND; scripts/drill --failover sets them"
+        )
         exit(2)
     }
     try await FailoverDrill(
         adminURL: adminURL, binDirectory: binDirectory, logDirectory: logDirectory, stepSeconds: stepSeconds, workers: workers,
         recordsPerBatch: recordsPerBatch,
-        killPrimary: killPrimary, promote: promote, checks: checks, logger: logger
+        killPrimary: killPrimary, promote: promote, network: network, checks: checks, logger: logger
     ).run()
     checks.finish(logDirectory: logDirectory)
 }
