@@ -1,6 +1,7 @@
 import DatongContracts
 import DatongRuntime
 import Logging
+import NIOCore
 import Prometheus
 
 /// The gateway's calls to the collector, folded when they wait. At most `maxCalls` are in flight;
@@ -24,14 +25,16 @@ final class CollectorCalls: Sendable {
 
     /// Stores a batch (its text: `CollectBatch.jsonBytes`) and returns its result after the
     /// collector committed it.
-    func store(batch body: [UInt8], requestID: String, logger: Logger) async throws -> CollectResult {
-        try await queue.submit(Batch(body: body, requestID: requestID, logger: logger), weight: body.count)
+    /// A batch whose `deadline` passes while it waits for a call is answered 503 without being sent.
+    func store(batch body: [UInt8], requestID: String, deadline: NIODeadline, logger: Logger) async throws -> CollectResult {
+        try await queue.submit(Batch(body: body, requestID: requestID, deadline: deadline, logger: logger), weight: body.count)
     }
 
     /// One upload's batch, encoded.
     private struct Batch: Sendable {
         let body: [UInt8]
         let requestID: String
+        let deadline: NIODeadline
         let logger: Logger
     }
 
@@ -41,6 +44,11 @@ final class CollectorCalls: Sendable {
         let metrics: CollectorCallMetrics?
 
         func send(_ group: [Batch]) async -> [Result<CollectResult, any Error>] {
+            await group.sendingInTime(\.deadline, tooLate: collector.tooLate, send: sendInTime)
+        }
+
+        /// A call carries its batches' earliest deadline.
+        private func sendInTime(_ group: [Batch]) async -> [Result<CollectResult, any Error>] {
             guard group.count > 1 else {
                 var outcomes: [Result<CollectResult, any Error>] = []
                 for batch in group { outcomes.append(await alone(batch)) }
@@ -53,7 +61,7 @@ final class CollectorCalls: Sendable {
             do {
                 answer = try await collector.post(
                     "/v1/batch-groups", bytes: CollectBatchGroup.jsonBytes(joining: group.map(\.body)), as: CollectGroupResult.self,
-                    requestID: first.requestID, logger: first.logger
+                    requestID: first.requestID, deadline: group.map(\.deadline).min(), logger: first.logger
                 )
             } catch {
                 metrics?.count(calls: 0, batches: group.count)
@@ -78,11 +86,29 @@ final class CollectorCalls: Sendable {
             metrics?.count(calls: 1, batches: 1)
             do {
                 return .success(
-                    try await collector.post("/v1/batches", bytes: batch.body, as: CollectResult.self, requestID: batch.requestID, logger: batch.logger))
+                    try await collector.post(
+                        "/v1/batches", bytes: batch.body, as: CollectResult.self, requestID: batch.requestID, deadline: batch.deadline,
+                        logger: batch.logger))
             } catch {
                 return .failure(error)
             }
         }
+    }
+}
+
+extension Array where Element: Sendable {
+    /// A folded call's outcomes, one per member in order: members whose `deadline` has passed (they
+    /// waited for the call that long) are answered `tooLate` without being sent, the others `send`.
+    func sendingInTime<Output>(
+        _ deadline: KeyPath<Element, NIODeadline>, tooLate: any Error, send: ([Element]) async -> [Result<Output, any Error>]
+    ) async -> [Result<Output, any Error>] {
+        let now = NIODeadline.now()
+        let live = indices.filter { self[$0][keyPath: deadline] > now }
+        guard live.count < count else { return await send(self) }
+        var outcomes = map { _ in Result<Output, any Error>.failure(tooLate) }
+        guard !live.isEmpty else { return outcomes }
+        for (position, outcome) in zip(live, await send(live.map { self[$0] })) { outcomes[position] = outcome }
+        return outcomes
     }
 }
 

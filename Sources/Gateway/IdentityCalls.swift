@@ -2,6 +2,7 @@ import DatongContracts
 import DatongRuntime
 import HTTPTypes
 import Logging
+import NIOCore
 import Prometheus
 
 /// The gateway's calls to identity-service's `POST /v1/resolve`, folded when they wait, as
@@ -26,9 +27,12 @@ final class IdentityCalls: Sendable {
 
     /// Resolves `records` (at most `ResolveRequest.maxCallBytes` of them: a run of
     /// `ResolveRequest.calls(of:)`) and returns one user per record, in order.
-    func resolve(_ records: [IdentityRecord], forCache: Bool, requestID: String, logger: Logger) async throws -> ResolveResponse {
+    /// A run whose `deadline` passes while it waits for a call is answered 503 without being sent.
+    func resolve(
+        _ records: [IdentityRecord], forCache: Bool, requestID: String, deadline: NIODeadline, logger: Logger
+    ) async throws -> ResolveResponse {
         try await queue.submit(
-            Run(request: ResolveRequest(records: records, forCache: forCache), requestID: requestID, logger: logger),
+            Run(request: ResolveRequest(records: records, forCache: forCache), requestID: requestID, deadline: deadline, logger: logger),
             weight: records.reduce(32) { $0 + $1.maxWireBytes })
     }
 
@@ -36,6 +40,7 @@ final class IdentityCalls: Sendable {
     private struct Run: Sendable {
         let request: ResolveRequest
         let requestID: String
+        let deadline: NIODeadline
         let logger: Logger
     }
 
@@ -44,12 +49,16 @@ final class IdentityCalls: Sendable {
         let metrics: IdentityCallMetrics?
 
         func send(_ group: [Run]) async -> [Result<ResolveResponse, any Error>] {
+            await group.sendingInTime(\.deadline, tooLate: identity.tooLate, send: sendInTime)
+        }
+
+        private func sendInTime(_ group: [Run]) async -> [Result<ResolveResponse, any Error>] {
             guard group.count > 1 else { return await group.asyncMap(alone) }
             // A caller with a cache needs PostgreSQL's answer; one without is as well served by it.
             let joined = ResolveRequest(records: group.flatMap(\.request.records), forCache: group.contains { $0.request.forCache })
             let answer: ResolveResponse
             do {
-                answer = try await call(joined, uploads: group.count, first: group[0])
+                answer = try await call(joined, uploads: group.count, first: group[0], deadline: group.map(\.deadline).min())
             } catch let error as ServiceError where (400..<500).contains(error.status.code) {
                 return await group.asyncMap(alone)
             } catch {
@@ -67,15 +76,16 @@ final class IdentityCalls: Sendable {
 
         private func alone(_ run: Run) async -> Result<ResolveResponse, any Error> {
             do {
-                return .success(try await call(run.request, uploads: 1, first: run))
+                return .success(try await call(run.request, uploads: 1, first: run, deadline: run.deadline))
             } catch {
                 return .failure(error)
             }
         }
 
-        private func call(_ request: ResolveRequest, uploads: Int, first: Run) async throws -> ResolveResponse {
+        private func call(_ request: ResolveRequest, uploads: Int, first: Run, deadline: NIODeadline?) async throws -> ResolveResponse {
             metrics?.count(uploads: uploads)
-            let answer = try await identity.post("/v1/resolve", request, as: ResolveResponse.self, requestID: first.requestID, logger: first.logger)
+            let answer = try await identity.post(
+                "/v1/resolve", request, as: ResolveResponse.self, requestID: first.requestID, deadline: deadline, logger: first.logger)
             guard answer.users.count == request.records.count else {
                 throw ServiceError.unavailable(
                     .badAnswer(from: .identity), "identity-service answered for \(answer.users.count) of \(request.records.count) records")

@@ -25,19 +25,27 @@ struct ServiceClient: Sendable {
     static let maxResponseBytes = 64 << 20
 
     func post<Body: WireCodable, Answer: WireCodable>(
-        _ path: String, _ body: Body, as: Answer.Type, requestID: String, logger: Logger
+        _ path: String, _ body: Body, as: Answer.Type, requestID: String, deadline: NIODeadline? = nil, logger: Logger
     ) async throws -> Answer {
-        try await post(path, bytes: body.jsonBytes, as: Answer.self, requestID: requestID, logger: logger)
+        try await post(path, bytes: body.jsonBytes, as: Answer.self, requestID: requestID, deadline: deadline, logger: logger)
     }
 
-    /// `post` of a body already encoded.
-    func post<Answer: WireCodable>(_ path: String, bytes: [UInt8], as: Answer.Type, requestID: String, logger: Logger) async throws -> Answer {
+    /// `post` of a body already encoded. With a `deadline` (the upload's), the call ends by then
+    /// too, whichever comes first of it and the client's own timeout.
+    func post<Answer: WireCodable>(
+        _ path: String, bytes: [UInt8], as: Answer.Type, requestID: String, deadline: NIODeadline? = nil, logger: Logger
+    ) async throws -> Answer {
         var request = HTTPClientRequest(url: baseURL + path)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
         request.headers.add(name: DatongHeader.requestID, value: requestID)
         request.body = .bytes(ByteBuffer(bytes: bytes))
-        return try await answer(to: request, as: Answer.self, logger: logger)
+        return try await answer(to: request, as: Answer.self, deadline: deadline, logger: logger)
+    }
+
+    /// What an upload whose time ran out while it waited for a call is answered (503, retried).
+    var tooLate: ServiceError {
+        ServiceError.unavailable(.unavailable(upstream), "\(name) did not answer in time; try again later")
     }
 
     func get<Answer: WireCodable>(_ path: String, as: Answer.Type, logger: Logger) async throws -> Answer {
@@ -48,8 +56,10 @@ struct ServiceClient: Sendable {
 
     /// Sends `request` and decodes a 2xx answer; a 4xx is the caller's 400 with the reason, anything
     /// else a 503.
-    private func answer<Answer: WireCodable>(to request: HTTPClientRequest, as: Answer.Type, logger: Logger) async throws -> Answer {
-        let (response, payload) = try await exchange(request, maxBytes: Self.maxResponseBytes, logger: logger)
+    private func answer<Answer: WireCodable>(
+        to request: HTTPClientRequest, as: Answer.Type, deadline: NIODeadline? = nil, logger: Logger
+    ) async throws -> Answer {
+        let (response, payload) = try await exchange(request, maxBytes: Self.maxResponseBytes, deadline: deadline, logger: logger)
         switch response.status.code {
         case 200..<300:
             do {
@@ -123,11 +133,14 @@ struct ServiceClient: Sendable {
     }
 
     /// Sends `request` and reads the whole answer; not getting one is a 503 for the caller.
-    private func exchange(_ request: HTTPClientRequest, maxBytes: Int, logger: Logger) async throws -> (HTTPClientResponse, ByteBuffer) {
+    private func exchange(
+        _ request: HTTPClientRequest, maxBytes: Int, deadline: NIODeadline? = nil, logger: Logger
+    ) async throws -> (HTTPClientResponse, ByteBuffer) {
         var request = request
         if let serviceToken { request.headers.replaceOrAdd(name: "Authorization", value: "Bearer \(serviceToken)") }
+        let ownDeadline = NIODeadline.now() + timeout
         do {
-            let response = try await http.execute(request, timeout: timeout)
+            let response = try await http.execute(request, deadline: min(ownDeadline, deadline ?? ownDeadline))
             return (response, try await response.body.collect(upTo: maxBytes))
         } catch is NIOTooManyBytesError {
             // Not a service that cannot be reached (retrying will not help): its answer is larger

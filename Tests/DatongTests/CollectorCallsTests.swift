@@ -61,6 +61,31 @@ struct CollectorCallsTests {
         }
     }
 
+    @Test("an upload waits for the collector at most UPSTREAM_TIMEOUT_SECONDS in all, its wait for a call included, then 503")
+    func deadline() async throws {
+        // A collector that takes each call and never answers; one call at a time, so that uploads
+        // wait for it. Each must be answered by its own deadline, not after its turn's call too.
+        let listener = try SilentListener()
+        defer { listener.close() }
+        try await RunningServices.run(
+            collectorURL: "http://127.0.0.1:\(listener.port)", gatewayCollectorCalls: 1, gatewayUpstreamTimeoutSeconds: 2
+        ) { services in
+            let requests = (0..<6).map { number in
+                let (uri, body) = Self.upload(number)
+                return HTTPLoad.Request(
+                    "POST", uri, body: Array(body.readableBytesView), headers: [("Content-Type", "application/x-www-form-urlencoded")])
+            }
+            let statuses = Mutex<[Int]>([])
+            let outcome = try await HTTPLoad.run(port: services.gateway.port!, requests: requests, connections: requests.count) { _, answer in
+                statuses.withLock { $0.append(answer.status) }
+            }
+            #expect(statuses.withLock { $0 } == Array(repeating: 503, count: requests.count))
+            // 2 s and what the test machine adds; waiting for the first call, then sending their
+            // own, took the later uploads 4 s.
+            #expect(outcome.elapsed < 3.2, "the last upload was answered after \(outcome.elapsed) s")
+        }
+    }
+
     @Test("a collector without the route it is called on (404) makes the upload a 503 the SDK retries, never a 400 it drops")
     func routeMissing() async throws {
         let stub = Application(router: Router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))

@@ -188,24 +188,12 @@ struct PostgresTests {
 
     @Test("a server that accepts the connection and never answers is given up on after 5 s, not waited for")
     func silentServer() async throws {
-        // A socket that listens and never accepts: the kernel completes the handshake, then libpq's
-        // startup message waits for an answer — what a host behind a partition, or a hung server,
-        // looks like. libpq's own default waits for ever; the URL says nothing about timeouts.
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(listener >= 0)
-        defer { close(listener) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let listening = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(listener, $0, length) == 0 && listen(listener, 8) == 0 && getsockname(listener, $0, &length) == 0
-            }
-        }
-        try #require(listening)
-        let port = UInt16(bigEndian: address.sin_port)
-
+        // A server that accepts and never answers: libpq's startup message waits for an answer —
+        // what a host behind a partition, or a hung server, looks like. libpq's own default waits
+        // for ever; the URL says nothing about timeouts.
+        let listener = try SilentListener()
+        defer { listener.close() }
+        let port = listener.port
         let pool = PostgresPool(url: "postgresql://postgres@127.0.0.1:\(port)/x", maxConnections: 1, logger: TestDatabase.logger)
         let outcome = Mutex<(any Error)??>(nil)
         let started = ContinuousClock.now

@@ -157,6 +157,7 @@ struct RunningServices: Sendable {
         gatewayIdentityCacheRefreshMilliseconds: Int = GatewaySettings().identityCacheRefreshMilliseconds,
         gatewayIdentityCalls: Int = GatewaySettings().identityCalls,
         gatewayCollectorCalls: Int = GatewaySettings().collectorCalls,
+        gatewayUpstreamTimeoutSeconds: Int = 5,
         identityMaxRequestBytes: Int = IdentitySettings(server: ServerSettings(port: 0), database: DatabaseSettings()).maxRequestBytes,
         erasureSettleSeconds: Int = 0,
         erasureBatchRows: Int = 5000,
@@ -203,7 +204,7 @@ struct RunningServices: Sendable {
                                 identityURL: identityURL ?? "http://127.0.0.1:\(identityClient.port!)",
                                 collectorURL: collectorURL ?? "http://127.0.0.1:\(collectorClient.port!)",
                                 configURL: configURL ?? "http://127.0.0.1:\(configClient.port!)",
-                                upstreamTimeoutSeconds: 5,
+                                upstreamTimeoutSeconds: gatewayUpstreamTimeoutSeconds,
                                 limits: limits,
                                 sealer: gatewayHasMasterKey ? try KeySealer(masterKeyBase64: masterKey) : nil,
                                 identityCacheRefreshMilliseconds: gatewayIdentityCacheRefreshMilliseconds,
@@ -245,4 +246,30 @@ extension TestResponse {
     func json() throws -> [String: Any] {
         try #require(try JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any])
     }
+}
+
+/// A TCP socket on 127.0.0.1 that listens and never accepts: the kernel completes each handshake
+/// and nothing ever answers — what a hung server, or one behind a partition, looks like.
+struct SilentListener {
+    let port: Int
+    private let socket: Int32
+
+    init() throws {
+        socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(socket >= 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let socket = self.socket
+        let listening = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(socket, $0, length) == 0 && listen(socket, 64) == 0 && getsockname(socket, $0, &length) == 0
+            }
+        }
+        try #require(listening)
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    func close() { Glibc.close(socket) }
 }
