@@ -19,8 +19,10 @@ ensure_packages() {
     command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
     command -v curl >/dev/null 2>&1 || missing+=(curl)
     [ -n "${DATONG_NEEDS_HAPROXY:-}" ] && ! command -v haproxy >/dev/null 2>&1 && missing+=(haproxy)
-    if [ -n "${DATONG_NEEDS_NET:-}" ]; then
+    if [ -n "${DATONG_NEEDS_NET:-}${DATONG_NEEDS_AUTO_FAILOVER:-}" ]; then
         command -v pg_autoctl >/dev/null 2>&1 || missing+=("postgresql-$PG_VERSION-auto-failover" pg-auto-failover-cli)
+    fi
+    if [ -n "${DATONG_NEEDS_NET:-}" ]; then
         command -v nft >/dev/null 2>&1 || missing+=(nftables)
         command -v iptables >/dev/null 2>&1 || missing+=(iptables)
         command -v ip >/dev/null 2>&1 || missing+=(iproute2)
@@ -167,40 +169,61 @@ print("\n".join(str(s.getsockname()[1]) for s in sockets))
 for s in sockets: s.close()' "$1"
 }
 
-# pg_auto_failover on hosts of a scripts/net network: a monitor and data nodes, each node's
-# pg_autoctl (its keeper) running as the postgres user on its host, logs in its directory's .log.
-# paf_run NET HOST DIR COMMAND…: pg_autoctl COMMAND for the node in DIR, on HOST, in the background.
-paf_run() {
+# pg_auto_failover: a monitor and data nodes, each node's pg_autoctl (its keeper) running as the
+# postgres user, its log in DIR.log, its pg_autoctl files under DIR.home. NET is a scripts/net
+# network and HOST one of its hosts, or NET is empty and everything runs on 127.0.0.1.
+paf_address() { if [ -n "$1" ]; then "$ROOT/scripts/net" ip "$1" "$2"; else echo 127.0.0.1; fi; }
+
+# paf_autoctl NET HOST DIR ARGUMENT…: pg_autoctl ARGUMENT… for the node in DIR, on HOST.
+paf_autoctl() {
     local net="$1" host="$2" dir="$3"; shift 3
+    local on=()
+    [ -z "$net" ] || on=("$ROOT/scripts/net" exec "$net" "$host")
     mkdir -p "$dir.home"
     chown postgres:postgres "$dir.home" "$(dirname "$dir")"
-    "$ROOT/scripts/net" exec "$net" "$host" runuser -u postgres -- env HOME="$dir.home" XDG_RUNTIME_DIR="$dir.home" \
-        pg_autoctl "$@" >>"$dir.log" 2>&1 &
+    "${on[@]}" runuser -u postgres -- env HOME="$dir.home" XDG_RUNTIME_DIR="$dir.home" pg_autoctl "$@" >>"$dir.log" 2>&1
 }
 
-# paf_monitor NET HOST DIR PORT: a monitor on HOST, listening on PORT; connections from the
-# network's subnet are trusted (the drill's throwaway cluster). Prints the monitor's URI.
+# paf_run NET HOST DIR ARGUMENT…: the same in the background (a keeper: `run`, `create … --run`), in
+# a session of its own and holding none of this shell's files (a pipe it was run into ends).
+paf_run() {
+    local net="$1" host="$2" dir="$3"; shift 3
+    local on=()
+    [ -z "$net" ] || on=("$ROOT/scripts/net" exec "$net" "$host")
+    mkdir -p "$dir.home"
+    chown postgres:postgres "$dir.home" "$(dirname "$dir")"
+    setsid "${on[@]}" runuser -u postgres -- env HOME="$dir.home" XDG_RUNTIME_DIR="$dir.home" pg_autoctl "$@" \
+        >>"$dir.log" 2>&1 </dev/null &
+}
+
+# paf_monitor NET HOST DIR PORT: a monitor on HOST, listening on PORT; connections from its subnet
+# are trusted (a throwaway or development cluster). Prints the monitor's URI.
 paf_monitor() {
     local net="$1" host="$2" dir="$3" port="$4" address
-    address="$("$ROOT/scripts/net" ip "$net" "$host")"
-    mkdir -p "$dir.home" && chown postgres:postgres "$dir.home" "$(dirname "$dir")"
-    "$ROOT/scripts/net" exec "$net" "$host" runuser -u postgres -- env HOME="$dir.home" XDG_RUNTIME_DIR="$dir.home" \
-        pg_autoctl create monitor --pgdata "$dir" --pgport "$port" --hostname "$address" --auth trust --no-ssl \
-        --pgctl "$PG_BIN/pg_ctl" >>"$dir.log" 2>&1 || die "pg_autoctl create monitor failed; see $dir.log"
-    echo "host all all ${address%.*}.0/24 trust" >>"$dir/pg_hba.conf"
+    address="$(paf_address "$net" "$host")"
+    paf_autoctl "$net" "$host" "$dir" create monitor --pgdata "$dir" --pgport "$port" --hostname "$address" \
+        --auth trust --no-ssl --pgctl "$PG_BIN/pg_ctl" || die "pg_autoctl create monitor failed; see $dir.log"
+    [ -z "$net" ] || echo "host all all ${address%.*}.0/24 trust" >>"$dir/pg_hba.conf"
     paf_run "$net" "$host" "$dir" run --pgdata "$dir"
-    echo "postgres://autoctl_node@$address:$port/pg_auto_failover?sslmode=disable"
+    paf_uri "$address" "$port"
 }
+
+# paf_uri ADDRESS PORT: the URI of the monitor there.
+paf_uri() { echo "postgres://autoctl_node@$1:$2/pg_auto_failover?sslmode=disable"; }
 
 # paf_node NET HOST DIR PORT MONITOR_URI: a data node named HOST on HOST, listening on PORT and
 # registered with the monitor (the first becomes the primary, the next its synchronous standby,
-# copied from it with pg_basebackup).
+# copied from it with pg_basebackup). DIR may hold a cluster already: it is registered as it is.
 paf_node() {
-    local net="$1" host="$2" dir="$3" port="$4" monitor="$5"
+    local net="$1" host="$2" dir="$3" port="$4" monitor="$5" address
+    address="$(paf_address "$net" "$host")"
     paf_run "$net" "$host" "$dir" create postgres --pgdata "$dir" --pgport "$port" --name "$host" \
-        --hostname "$("$ROOT/scripts/net" ip "$net" "$host")" --monitor "$monitor" --auth trust --no-ssl \
+        --hostname "$address" --listen "$address" --monitor "$monitor" --auth trust --no-ssl \
         --pgctl "$PG_BIN/pg_ctl" --run
 }
+
+# paf_running DIR: true while the pg_autoctl of the node in DIR runs.
+paf_running() { pgrep -f "pg_autoctl .*--pgdata $1( |\$)" >/dev/null; }
 
 # paf_states MONITOR_URI: every node as "name:reported/goal", in order of registration.
 paf_states() {
