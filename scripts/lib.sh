@@ -208,8 +208,14 @@ paf_monitor() {
     paf_uri "$address" "$port"
 }
 
-# paf_uri ADDRESS PORT: the URI of the monitor there.
-paf_uri() { echo "postgres://autoctl_node@$1:$2/pg_auto_failover?sslmode=disable"; }
+# paf_uri ADDRESS PORT: the URI of the monitor there. A keeper holds its connection to the monitor
+# open and pg_autoctl sets no TCP timeouts: a call in flight when a partition begins waited for the
+# kernel's retransmissions (tcp_retries2, ~15 min), so the isolated primary's keeper never noticed
+# it was cut off and never fenced it (seen in the drill). With these settings, unanswered data
+# breaks the connection after 5 s and an idle one after 5 + 2 × 3 s; the keeper then notices.
+paf_uri() {
+    echo "postgres://autoctl_node@$1:$2/pg_auto_failover?sslmode=disable&tcp_user_timeout=5000&keepalives_idle=5&keepalives_interval=2&keepalives_count=3"
+}
 
 # paf_node NET HOST DIR PORT MONITOR_URI: a data node named HOST on HOST, listening on PORT and
 # registered with the monitor (the first becomes the primary, the next its synchronous standby,
