@@ -100,6 +100,10 @@ struct FailoverDrill {
                 changes >= 1,
                 "identity-service replica \(replica) forgot its cache on finding a different database server (\(line.map(String.init) ?? "no counter"))")
         }
+        // The gateway answers within UPSTREAM_TIMEOUT_SECONDS (10 s) whatever it waits for.
+        let longest = client.snapshot.longestAttempt
+        checks.check(
+            longest < .seconds(12), String(format: "no request was held past the gateway's 10 s deadline (the longest took %.1f s)", Bench.seconds(longest)))
         try await checks.storedExactlyOnce(url: url, client: client, logger: logger)
         await fleet.stopAll()
     }

@@ -24,6 +24,8 @@ final class SDKClient: Sendable {
         var retriedStatuses: [Int: Int] = [:]
         /// When each attempt failed (a network error or a status the client retries after).
         var failedAt: [ContinuousClock.Instant] = []
+        /// The longest any one attempt waited for its answer (or its error).
+        var longestAttempt: Duration = .zero
     }
 
     let recordsPerBatch: Int
@@ -69,9 +71,21 @@ final class SDKClient: Sendable {
                     drainDeadline = drainDeadline ?? ContinuousClock.now + .seconds(drainSeconds)
                     if ContinuousClock.now > drainDeadline! { return }
                 }
+                let attempt = ContinuousClock.now
+                let answered = {
+                    let took = ContinuousClock.now - attempt
+                    self.tally.withLock { $0.longestAttempt = max($0.longestAttempt, took) }
+                }
                 do {
                     if connection == nil { connection = try HTTPLoad.Connection(port: port) }
-                    let answer = try connection!.exchange(request.bytes)
+                    let answer: HTTPLoad.Answer
+                    do {
+                        answer = try connection!.exchange(request.bytes)
+                        answered()
+                    } catch {
+                        answered()
+                        throw error
+                    }
                     if answer.headers["connection"]?.lowercased() == "close" {
                         connection?.close()
                         connection = nil
