@@ -13,21 +13,26 @@ import Prometheus
 /// outcome, as if it had been sent alone.
 final class CollectorCalls: Sendable {
     private let queue: FoldingQueue<Batch, CollectResult>
+    private let timeout: TimeAmount
 
     /// - Parameters:
     ///   - maxCalls: calls in flight at once (`COLLECTOR_CALLS`).
     ///   - maxGroupBytes: the most one group's batches hold (`COLLECTOR_GROUP_BYTES`); a batch larger
     ///     than it goes alone. Keep it under the collector's `COLLECTOR_MAX_BATCH_BYTES`.
     init(collector: ServiceClient, maxCalls: Int, maxGroupBytes: Int, registry: PrometheusCollectorRegistry? = nil) {
+        timeout = collector.timeout
         let sender = Sender(collector: collector, metrics: registry.map(CollectorCallMetrics.init))
         queue = FoldingQueue(maxWorkers: maxCalls, maxGroupWeight: maxGroupBytes) { group in await sender.send(group) }
     }
 
     /// Stores a batch (its text: `CollectBatch.jsonBytes`) and returns its result after the
     /// collector committed it.
-    /// A batch whose `deadline` passes while it waits for a call is answered 503 without being sent.
-    func store(batch body: [UInt8], requestID: String, deadline: NIODeadline, logger: Logger) async throws -> CollectResult {
-        try await queue.submit(Batch(body: body, requestID: requestID, deadline: deadline, logger: logger), weight: body.count)
+    /// The batch's wait for a call counts in the collector's timeout (`UPSTREAM_TIMEOUT_SECONDS`):
+    /// one still waiting when it has passed is answered 503 without being sent, and its call ends
+    /// by then.
+    func store(batch body: [UInt8], requestID: String, logger: Logger) async throws -> CollectResult {
+        let deadline = NIODeadline.now() + timeout
+        return try await queue.submit(Batch(body: body, requestID: requestID, deadline: deadline, logger: logger), weight: body.count)
     }
 
     /// One upload's batch, encoded.

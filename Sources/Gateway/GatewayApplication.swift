@@ -22,7 +22,6 @@ package func buildGatewayApplication(
         collector: CollectorCalls(
             collector: collector, maxCalls: settings.collectorCalls, maxGroupBytes: settings.collectorGroupBytes, registry: runtime.metrics)
     )
-    ingest.upstreamTimeout = timeout
     ingest.suppressedRecords = runtime.metrics.gatewayCounter(
         "suppressed_records", "Records dropped because they name an erased user's id (docs/PRIVACY.md)")
     var services: [any Service] = []

@@ -18,20 +18,23 @@ import Prometheus
 /// alone, so that only the upload at fault is refused.
 final class IdentityCalls: Sendable {
     private let queue: FoldingQueue<Run, ResolveResponse>
+    private let timeout: TimeAmount
 
     /// - Parameter maxCalls: calls in flight at once (`IDENTITY_CALLS`).
     init(identity: ServiceClient, maxCalls: Int, registry: PrometheusCollectorRegistry? = nil) {
+        timeout = identity.timeout
         let sender = Sender(identity: identity, metrics: registry.map(IdentityCallMetrics.init))
         queue = FoldingQueue(maxWorkers: maxCalls, maxGroupWeight: ResolveRequest.maxCallBytes) { group in await sender.send(group) }
     }
 
     /// Resolves `records` (at most `ResolveRequest.maxCallBytes` of them: a run of
     /// `ResolveRequest.calls(of:)`) and returns one user per record, in order.
-    /// A run whose `deadline` passes while it waits for a call is answered 503 without being sent.
-    func resolve(
-        _ records: [IdentityRecord], forCache: Bool, requestID: String, deadline: NIODeadline, logger: Logger
-    ) async throws -> ResolveResponse {
-        try await queue.submit(
+    /// The run's wait for a call counts in identity-service's timeout (`UPSTREAM_TIMEOUT_SECONDS`):
+    /// one still waiting when it has passed is answered 503 without being sent, and its call ends
+    /// by then.
+    func resolve(_ records: [IdentityRecord], forCache: Bool, requestID: String, logger: Logger) async throws -> ResolveResponse {
+        let deadline = NIODeadline.now() + timeout
+        return try await queue.submit(
             Run(request: ResolveRequest(records: records, forCache: forCache), requestID: requestID, deadline: deadline, logger: logger),
             weight: records.reduce(32) { $0 + $1.maxWireBytes })
     }

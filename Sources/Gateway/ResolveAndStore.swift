@@ -21,9 +21,6 @@ struct ResolveAndStore: Sendable {
     var metrics: IdentityCacheMetrics? = nil
     /// `datong_gateway_suppressed_records_total`: records of erased users dropped.
     var suppressedRecords: Counter? = nil
-    /// How long an upload may wait for identity-service and the collector together
-    /// (`UPSTREAM_TIMEOUT_SECONDS`): its calls, and its waits for a call, end by then.
-    var upstreamTimeout: TimeAmount = .seconds(10)
 
     /// Stores `accepted` but the records naming a suppressed id of their project (an erased
     /// user's), which are dropped: their positions are `suppressedIndexes`, and the result's
@@ -64,16 +61,15 @@ struct ResolveAndStore: Sendable {
         _ accepted: [NormalizedRecord], rejected: [RejectedRecord], receivedAt: Int64, context: DatongRequestContext
     ) async throws -> CollectResult {
         guard !accepted.isEmpty || !rejected.isEmpty else { return CollectResult(stored: 0, duplicates: 0, rejected: 0) }
-        let deadline = NIODeadline.now() + upstreamTimeout
         var users = accepted.map { $0.collect.userId }
-        try await resolveUsers(accepted, into: &users, deadline: deadline, context: context)
+        try await resolveUsers(accepted, into: &users, context: context)
         // Written from `accepted` where it is: a copy of each record into a `CollectBatch` was ten
         // retains and releases per record.
         let batch = CollectBatch.jsonBytes(
             receivedAt: receivedAt, records: accepted.count, propertiesBytes: accepted.reduce(0) { $0 + $1.collect.properties.utf8.count },
             rejected: rejected
         ) { accepted[$0].collect.write(to: &$1, userId: users[$0]) }
-        return try await collector.store(batch: batch, requestID: context.requestID, deadline: deadline, logger: context.logger)
+        return try await collector.store(batch: batch, requestID: context.requestID, logger: context.logger)
     }
 
     /// Sets `users[i]` to the user of `accepted[i]`, for every record that names one. Records
@@ -82,9 +78,7 @@ struct ResolveAndStore: Sendable {
     /// agree; the others go, in their order, in one identity-service call. A record that may change more than its own user (an unbind)
     /// is resolved on its own, and the records after it neither count as repeats of those before
     /// it nor come from the cache: they are resolved after it, as if they came in a later upload.
-    private func resolveUsers(
-        _ accepted: [NormalizedRecord], into users: inout [Int64?], deadline: NIODeadline, context: DatongRequestContext
-    ) async throws {
+    private func resolveUsers(_ accepted: [NormalizedRecord], into users: inout [Int64?], context: DatongRequestContext) async throws {
         var distinct: [DistinctIdentity] = []
         var seen: [IdentityRecord: Int] = [:]
         var afterChange = false
@@ -137,7 +131,7 @@ struct ResolveAndStore: Sendable {
         var resolved = ResolveResponse(users: [])
         for run in ResolveRequest.calls(of: records) {
             let answer = try await identity.resolve(
-                Array(records[run]), forCache: cache != nil, requestID: context.requestID, deadline: deadline, logger: context.logger)
+                Array(records[run]), forCache: cache != nil, requestID: context.requestID, logger: context.logger)
             resolved.users += answer.users
             resolved.invalidated += answer.invalidated
         }

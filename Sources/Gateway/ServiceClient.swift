@@ -30,8 +30,8 @@ struct ServiceClient: Sendable {
         try await post(path, bytes: body.jsonBytes, as: Answer.self, requestID: requestID, deadline: deadline, logger: logger)
     }
 
-    /// `post` of a body already encoded. With a `deadline` (the upload's), the call ends by then
-    /// too, whichever comes first of it and the client's own timeout.
+    /// `post` of a body already encoded. With a `deadline` (a caller that waited for its turn), the
+    /// call ends by then too, whichever comes first of it and the client's own timeout.
     func post<Answer: WireCodable>(
         _ path: String, bytes: [UInt8], as: Answer.Type, requestID: String, deadline: NIODeadline? = nil, logger: Logger
     ) async throws -> Answer {
