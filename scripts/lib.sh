@@ -174,26 +174,32 @@ for s in sockets: s.close()' "$1"
 # network and HOST one of its hosts, or NET is empty and everything runs on 127.0.0.1.
 paf_address() { if [ -n "$1" ]; then "$ROOT/scripts/net" ip "$1" "$2"; else echo 127.0.0.1; fi; }
 
-# paf_autoctl NET HOST DIR ARGUMENT…: pg_autoctl ARGUMENT… for the node in DIR, on HOST.
-paf_autoctl() {
-    local net="$1" host="$2" dir="$3"; shift 3
-    local on=()
-    [ -z "$net" ] || on=("$ROOT/scripts/net" exec "$net" "$host")
+# paf_command NET HOST DIR: sets PAF_COMMAND to the command that runs pg_autoctl for the node in DIR
+# on HOST, as the postgres user.
+paf_command() {
+    local net="$1" host="$2" dir="$3"
+    PAF_COMMAND=()
+    [ -z "$net" ] || PAF_COMMAND=("$ROOT/scripts/net" exec "$net" "$host")
+    PAF_COMMAND+=(runuser -u postgres -- env HOME="$dir.home" XDG_RUNTIME_DIR="$dir.home" pg_autoctl)
     mkdir -p "$dir.home"
     chown postgres:postgres "$dir.home" "$(dirname "$dir")"
-    "${on[@]}" runuser -u postgres -- env HOME="$dir.home" XDG_RUNTIME_DIR="$dir.home" pg_autoctl "$@" >>"$dir.log" 2>&1
+}
+
+# paf_autoctl NET HOST DIR ARGUMENT…: pg_autoctl ARGUMENT… for the node in DIR, on HOST.
+paf_autoctl() {
+    local dir="$3"
+    paf_command "$1" "$2" "$3"
+    shift 3
+    "${PAF_COMMAND[@]}" "$@" >>"$dir.log" 2>&1
 }
 
 # paf_run NET HOST DIR ARGUMENT…: the same in the background (a keeper: `run`, `create … --run`), in
 # a session of its own and holding none of this shell's files (a pipe it was run into ends).
 paf_run() {
-    local net="$1" host="$2" dir="$3"; shift 3
-    local on=()
-    [ -z "$net" ] || on=("$ROOT/scripts/net" exec "$net" "$host")
-    mkdir -p "$dir.home"
-    chown postgres:postgres "$dir.home" "$(dirname "$dir")"
-    setsid "${on[@]}" runuser -u postgres -- env HOME="$dir.home" XDG_RUNTIME_DIR="$dir.home" pg_autoctl "$@" \
-        >>"$dir.log" 2>&1 </dev/null &
+    local dir="$3"
+    paf_command "$1" "$2" "$3"
+    shift 3
+    setsid "${PAF_COMMAND[@]}" "$@" >>"$dir.log" 2>&1 </dev/null &
 }
 
 # paf_monitor NET HOST DIR PORT: a monitor on HOST, listening on PORT; connections from its subnet
@@ -262,7 +268,8 @@ paf_stop() {
     local dir
     for dir in "$@"; do
         [ -f "$dir/postgresql.conf" ] || continue
-        runuser -u postgres -- env HOME="$dir.home" XDG_RUNTIME_DIR="$dir.home" pg_autoctl stop --pgdata "$dir" >/dev/null 2>&1 || true
+        # It signals the keeper by the pid in its files: from any host.
+        paf_autoctl "" "" "$dir" stop --pgdata "$dir" || true
     done
     for _ in $(seq 1 40); do
         pgrep -f "pg_autoctl.*($(IFS='|'; echo "$*"))" >/dev/null || return 0
