@@ -26,10 +26,9 @@ final class CollectorCalls: Sendable {
     }
 
     /// Stores a batch (its text: `CollectBatch.jsonBytes`) and returns its result after the
-    /// collector committed it.
-    /// The batch's wait for a call counts in the collector's timeout (`UPSTREAM_TIMEOUT_SECONDS`):
-    /// one still waiting when it has passed is answered 503 without being sent, and its call ends
-    /// by then.
+    /// collector committed it. Its wait for a call counts in the collector's timeout
+    /// (`UPSTREAM_TIMEOUT_SECONDS`): a batch still waiting when that has passed is answered 503
+    /// without being sent, and its call ends by then.
     func store(batch body: [UInt8], requestID: String, logger: Logger) async throws -> CollectResult {
         let deadline = NIODeadline.now() + timeout
         return try await queue.submit(Batch(body: body, requestID: requestID, deadline: deadline, logger: logger), weight: body.count)

@@ -28,10 +28,9 @@ final class IdentityCalls: Sendable {
     }
 
     /// Resolves `records` (at most `ResolveRequest.maxCallBytes` of them: a run of
-    /// `ResolveRequest.calls(of:)`) and returns one user per record, in order.
-    /// The run's wait for a call counts in identity-service's timeout (`UPSTREAM_TIMEOUT_SECONDS`):
-    /// one still waiting when it has passed is answered 503 without being sent, and its call ends
-    /// by then.
+    /// `ResolveRequest.calls(of:)`) and returns one user per record, in order. Its wait for a call
+    /// counts in identity-service's timeout (`UPSTREAM_TIMEOUT_SECONDS`): a run still waiting when
+    /// that has passed is answered 503 without being sent, and its call ends by then.
     func resolve(_ records: [IdentityRecord], forCache: Bool, requestID: String, logger: Logger) async throws -> ResolveResponse {
         let deadline = NIODeadline.now() + timeout
         return try await queue.submit(
