@@ -39,7 +39,8 @@ if CommandLine.arguments.contains("--failover") {
     // With a network (--net SCRIPT --net-id ID --monitor URL): hosts in namespaces and
     // pg_auto_failover; without: --kill-primary COMMAND and --promote COMMAND.
     let network = Bench.text("--net").map { script in
-        Network(script: script, id: Bench.text("--net-id") ?? "", monitorURL: Bench.text("--monitor") ?? "", logger: logger)
+        Network(
+            script: script, id: Bench.text("--net-id") ?? "", monitor: PostgresPool(url: Bench.text("--monitor") ?? "", maxConnections: 1, logger: logger))
     }
     let killPrimary = Bench.text("--kill-primary") ?? ""
     let promote = Bench.text("--promote") ?? ""
@@ -54,6 +55,7 @@ if CommandLine.arguments.contains("--failover") {
         recordsPerBatch: recordsPerBatch,
         killPrimary: killPrimary, promote: promote, network: network, checks: checks, logger: logger
     ).run()
+    await network?.monitor.close()
     checks.finish(logDirectory: logDirectory)
 }
 
