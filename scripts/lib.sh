@@ -234,6 +234,24 @@ paf_node() {
         --pgctl "$PG_BIN/pg_ctl" --run
 }
 
+# paf_deployed NET HOST HOME PORT monitor|node [MONITOR_HOST:PORT]: a node as deploy/scale runs it
+# in a container (deploy/postgres/pg-auto-failover.sh, passwords required, its own pg_hba.conf),
+# on HOST, keeping everything in HOME, listening on PORT. The passwords come from this shell's
+# DATONG_MONITOR_PASSWORD, DATONG_REPLICATION_PASSWORD, DATONG_DB_PASSWORD and
+# DATONG_ANALYST_PASSWORD. Its pg_autoctl keeps the cluster in HOME/data.
+paf_deployed() {
+    local net="$1" host="$2" home="$3" port="$4" role="$5" monitor="${6:-}"
+    mkdir -p "$home" "$home.tmp"
+    chown postgres:postgres "$home" "$home.tmp"
+    setsid "$ROOT/scripts/net" exec "$net" "$host" runuser -u postgres -- env -i \
+        PATH="$PG_BIN:/usr/local/bin:/usr/bin:/bin" HOME="$home.tmp" TMPDIR="$home.tmp" PGPORT="$port" \
+        DATONG_PG_HOME="$home" DATONG_PG_HOSTNAME="$(paf_address "$net" "$host")" DATONG_PG_NAME="$host" \
+        DATONG_PG_MONITOR="$monitor" DATONG_ANALYST_SQL="$ROOT/deploy/postgres/analyst-role.sql" \
+        DATONG_MONITOR_PASSWORD="$DATONG_MONITOR_PASSWORD" DATONG_REPLICATION_PASSWORD="$DATONG_REPLICATION_PASSWORD" \
+        DATONG_DB_PASSWORD="$DATONG_DB_PASSWORD" DATONG_ANALYST_PASSWORD="$DATONG_ANALYST_PASSWORD" \
+        "$ROOT/deploy/postgres/pg-auto-failover.sh" "$role" >>"$home.log" 2>&1 </dev/null &
+}
+
 # paf_running DIR: true while the pg_autoctl of the node in DIR runs.
 paf_running() { pgrep -f "pg_autoctl .*--pgdata $1( |\$)" >/dev/null; }
 
@@ -263,18 +281,16 @@ paf_wait_monitor() {
     die "the pg_auto_failover monitor did not answer within $2 s"
 }
 
-# paf_stop DIR…: stops the pg_autoctl of each node (and its PostgreSQL).
+# paf_stop DIR…: stops the pg_autoctl of each node (and its PostgreSQL), DIR being its cluster.
 paf_stop() {
-    local dir
-    for dir in "$@"; do
-        [ -f "$dir/postgresql.conf" ] || continue
-        # It signals the keeper by the pid in its files: from any host.
-        paf_autoctl "" "" "$dir" stop --pgdata "$dir" || true
-    done
+    local pattern
+    pattern="pg_autoctl (run|create [a-z]+) --pgdata ($(IFS='|'; echo "$*"))( |\$)"
+    # SIGTERM is `pg_autoctl stop`: its PostgreSQL stops, then the keeper.
+    pkill -TERM -f "$pattern" || true
     for _ in $(seq 1 40); do
-        pgrep -f "pg_autoctl.*($(IFS='|'; echo "$*"))" >/dev/null || return 0
+        pgrep -f "$pattern" >/dev/null || break
         sleep 0.25
     done
-    pkill -9 -f "pg_autoctl.*($(IFS='|'; echo "$*"))" || true
+    pkill -9 -f "pg_autoctl.*--pgdata ($(IFS='|'; echo "$*"))( |\$)" || true
     for dir in "$@"; do pg_stop "$dir"; done
 }
