@@ -1,3 +1,4 @@
+import NIOCore
 import Synchronization
 
 /// Work that waits is folded: callers submit items, and up to `maxWorkers` workers each take every
@@ -102,4 +103,22 @@ package final class FoldingQueue<Item: Sendable, Output: Sendable>: Sendable {
 /// A `FoldingQueue`'s process returned fewer outcomes than it was given items (a bug).
 package enum FoldingQueueError: Error {
     case noOutcome
+}
+
+extension Array where Element: Sendable {
+    /// A folded group's outcomes, one per member in order: members whose `deadline` has passed (they
+    /// waited in the queue that long) are answered `tooLate` without being sent, the others `send`.
+    /// The gateway's identity and collector calls use it, so a wait in the queue counts against a
+    /// call's timeout.
+    package func sendingInTime<Output>(
+        _ deadline: KeyPath<Element, NIODeadline>, tooLate: any Error, send: ([Element]) async -> [Result<Output, any Error>]
+    ) async -> [Result<Output, any Error>] {
+        let now = NIODeadline.now()
+        let live = indices.filter { self[$0][keyPath: deadline] > now }
+        guard live.count < count else { return await send(self) }
+        var outcomes = map { _ in Result<Output, any Error>.failure(tooLate) }
+        guard !live.isEmpty else { return outcomes }
+        for (position, outcome) in zip(live, await send(live.map { self[$0] })) { outcomes[position] = outcome }
+        return outcomes
+    }
 }

@@ -100,22 +100,6 @@ final class CollectorCalls: Sendable {
     }
 }
 
-extension Array where Element: Sendable {
-    /// A folded call's outcomes, one per member in order: members whose `deadline` has passed (they
-    /// waited for the call that long) are answered `tooLate` without being sent, the others `send`.
-    func sendingInTime<Output>(
-        _ deadline: KeyPath<Element, NIODeadline>, tooLate: any Error, send: ([Element]) async -> [Result<Output, any Error>]
-    ) async -> [Result<Output, any Error>] {
-        let now = NIODeadline.now()
-        let live = indices.filter { self[$0][keyPath: deadline] > now }
-        guard live.count < count else { return await send(self) }
-        var outcomes = map { _ in Result<Output, any Error>.failure(tooLate) }
-        guard !live.isEmpty else { return outcomes }
-        for (position, outcome) in zip(live, await send(live.map { self[$0] })) { outcomes[position] = outcome }
-        return outcomes
-    }
-}
-
 /// `datong_gateway_collector_calls_total` and `…_batches_total`: their ratio is how many uploads a
 /// call carries.
 struct CollectorCallMetrics: Sendable {

@@ -86,6 +86,37 @@ struct CollectorCallsTests {
         }
     }
 
+    @Test("a folded group's members past their deadline are answered too late and not sent; the others are sent, in order")
+    func sendingInTime() async {
+        struct Member: Sendable {
+            let name: String
+            let deadline: NIODeadline
+        }
+        struct TooLate: Error {}
+        let now = NIODeadline.now()
+        let group = [
+            Member(name: "a", deadline: now + .seconds(60)), Member(name: "b", deadline: now - .seconds(1)),
+            Member(name: "c", deadline: now + .seconds(60)),
+        ]
+        let sent = Mutex<[[String]]>([])
+        let outcomes = await group.sendingInTime(\.deadline, tooLate: TooLate()) { members in
+            sent.withLock { $0.append(members.map(\.name)) }
+            return members.map { .success($0.name) }
+        }
+        #expect(sent.withLock { $0 } == [["a", "c"]])
+        #expect(outcomes.map { try? $0.get() } == ["a", nil, "c"])
+        #expect(throws: TooLate.self) { try outcomes[1].get() }
+
+        let expired = [Member(name: "d", deadline: now - .seconds(1))]
+        let none = await expired.sendingInTime(\.deadline, tooLate: TooLate()) { members in
+            sent.withLock { $0.append(members.map(\.name)) }
+            return members.map { .success($0.name) }
+        }
+        #expect(sent.withLock { $0 }.count == 1, "a group whose members all expired makes no call")
+        #expect(none.count == 1)
+        #expect(throws: TooLate.self) { try none[0].get() }
+    }
+
     @Test("a collector without the route it is called on (404) makes the upload a 503 the SDK retries, never a 400 it drops")
     func routeMissing() async throws {
         let stub = Application(router: Router(), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
