@@ -44,7 +44,8 @@ port="${PGPORT:-5432}"
 analyst_sql="${DATONG_ANALYST_SQL:-/datong/analyst-role.sql}"
 export PGDATA="$home/data"
 export XDG_CONFIG_HOME="$home/config" XDG_DATA_HOME="$home/share"
-export XDG_RUNTIME_DIR="${TMPDIR:-/tmp}/datong-pg-$name"
+# The image sets it (deploy/postgres/Dockerfile), so that `docker compose exec` finds it too.
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-${TMPDIR:-/tmp}/datong-pg-$name}"
 # libpq in pg_autoctl, pg_basebackup and the standby's WAL receiver (started by pg_autoctl, so
 # with this environment) reads the passwords from here.
 export PGPASSFILE="$XDG_RUNTIME_DIR/pgpass"
