@@ -242,14 +242,18 @@ paf_node() {
 paf_deployed() {
     local net="$1" host="$2" home="$3" port="$4" role="$5" monitor="${6:-}"
     mkdir -p "$home" "$home.tmp"
-    chown postgres:postgres "$home" "$home.tmp"
+    # A copy the postgres user can read wherever this checkout is (CI's clone is in a private directory).
+    cp "$ROOT/deploy/postgres/pg-auto-failover.sh" "$ROOT/deploy/postgres/analyst-role.sql" "$home.tmp/"
+    chown -R postgres:postgres "$home" "$home.tmp"
+    cd "$home.tmp"
     setsid "$ROOT/scripts/net" exec "$net" "$host" runuser -u postgres -- env -i \
         PATH="$PG_BIN:/usr/local/bin:/usr/bin:/bin" HOME="$home.tmp" TMPDIR="$home.tmp" PGPORT="$port" \
         DATONG_PG_HOME="$home" DATONG_PG_HOSTNAME="$(paf_address "$net" "$host")" DATONG_PG_NAME="$host" \
-        DATONG_PG_MONITOR="$monitor" DATONG_ANALYST_SQL="$ROOT/deploy/postgres/analyst-role.sql" \
+        DATONG_PG_MONITOR="$monitor" DATONG_ANALYST_SQL="$home.tmp/analyst-role.sql" \
         DATONG_MONITOR_PASSWORD="$DATONG_MONITOR_PASSWORD" DATONG_REPLICATION_PASSWORD="$DATONG_REPLICATION_PASSWORD" \
         DATONG_DB_PASSWORD="$DATONG_DB_PASSWORD" DATONG_ANALYST_PASSWORD="$DATONG_ANALYST_PASSWORD" \
-        "$ROOT/deploy/postgres/pg-auto-failover.sh" "$role" >>"$home.log" 2>&1 </dev/null &
+        "$home.tmp/pg-auto-failover.sh" "$role" >>"$home.log" 2>&1 </dev/null &
+    cd - >/dev/null
 }
 
 # paf_running DIR: true while the pg_autoctl of the node in DIR runs.
