@@ -287,14 +287,14 @@ paf_wait_monitor() {
 
 # paf_stop DIR…: stops the pg_autoctl of each node (and its PostgreSQL), DIR being its cluster.
 paf_stop() {
-    local pattern
-    pattern="pg_autoctl (run|create [a-z]+) --pgdata ($(IFS='|'; echo "$*"))( |\$)"
-    # SIGTERM is `pg_autoctl stop`: its PostgreSQL stops, then the keeper.
-    pkill -TERM -f "$pattern" || true
+    local dirs dir
+    dirs="--pgdata ($(IFS='|'; echo "$*"))( |\$)"
+    # SIGTERM to each keeper is `pg_autoctl stop`: its PostgreSQL stops, then the keeper.
+    pkill -TERM -f "pg_autoctl (run|create [a-z]+) $dirs" || true
     for _ in $(seq 1 40); do
-        pgrep -f "$pattern" >/dev/null || break
+        pgrep -f "pg_autoctl (run|create [a-z]+) $dirs" >/dev/null || break
         sleep 0.25
     done
-    pkill -9 -f "pg_autoctl.*--pgdata ($(IFS='|'; echo "$*"))( |\$)" || true
+    pkill -9 -f "pg_autoctl.*$dirs" || true
     for dir in "$@"; do pg_stop "$dir"; done
 }

@@ -101,13 +101,20 @@ prepare_primary() {
     until psql -d postgres -tAXc 'SELECT 1' >/dev/null 2>&1; do sleep 1; done
     write_hba
     psql -d postgres -tAXqc 'SELECT pg_reload_conf()' >/dev/null
+    local state
     for _ in $(seq 1 600); do
-        if [ "$(psql -d postgres -tAXc 'SELECT NOT pg_is_in_recovery()' 2>/dev/null)" = t ] \
-            && [ "$(psql -d postgres -tAXc "SELECT count(*) FROM pg_roles WHERE rolname = 'pgautofailover_replicator'" 2>/dev/null)" = 1 ] \
-            && psql -d datong -tAXc 'SELECT 1' >/dev/null 2>&1; then
-            psql -d postgres -v ON_ERROR_STOP=1 -qX \
-                -v db_password="$DATONG_DB_PASSWORD" \
-                -v replication_password="$DATONG_REPLICATION_PASSWORD" <<'EOF'
+        # `standby`: it has the roles by replication; `primary`: pg_autoctl has made it one (the
+        # replicator role and the database exist); nothing yet: still starting.
+        state="$(psql -d postgres -tAXc "SELECT CASE
+            WHEN pg_is_in_recovery() THEN CASE WHEN EXISTS (SELECT FROM pg_roles WHERE rolname = 'datong') THEN 'standby' END
+            WHEN EXISTS (SELECT FROM pg_roles WHERE rolname = 'pgautofailover_replicator')
+                AND EXISTS (SELECT FROM pg_database WHERE datname = 'datong') THEN 'primary' END" 2>/dev/null)" || state=""
+        case "$state" in
+            standby) return 0 ;;
+            primary)
+                psql -d postgres -v ON_ERROR_STOP=1 -qX \
+                    -v db_password="$DATONG_DB_PASSWORD" \
+                    -v replication_password="$DATONG_REPLICATION_PASSWORD" <<'EOF'
 SELECT NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'datong') AS missing \gset
 \if :missing
 CREATE ROLE datong LOGIN SUPERUSER;
@@ -116,30 +123,26 @@ ALTER ROLE datong PASSWORD :'db_password';
 ALTER ROLE pgautofailover_replicator PASSWORD :'replication_password';
 ALTER DATABASE datong OWNER TO datong;
 EOF
-            psql -d datong -U datong -v ON_ERROR_STOP=1 -qX -f "$analyst_sql"
-            echo "ALTER ROLE datong_analyst PASSWORD :'password';" \
-                | psql -d datong -U datong -v ON_ERROR_STOP=1 -qX -v password="$DATONG_ANALYST_PASSWORD"
-            # pg_autoctl's pg_basebackup asks for a spread checkpoint, which paces any dirty
-            # buffers (these roles') over ~4.5 minutes: a standby made now would wait that long.
-            psql -d postgres -qXc 'CHECKPOINT'
-            say "the primary's roles are ready"
-            return 0
-        fi
-        # A standby with the roles: the primary has prepared them.
-        if [ "$(psql -d postgres -tAXc "SELECT count(*) FROM pg_roles WHERE rolname = 'datong'" 2>/dev/null)" = 1 ]; then
-            return 0
-        fi
+                psql -d datong -U datong -v ON_ERROR_STOP=1 -qX -f "$analyst_sql"
+                echo "ALTER ROLE datong_analyst PASSWORD :'password';" \
+                    | psql -d datong -U datong -v ON_ERROR_STOP=1 -qX -v password="$DATONG_ANALYST_PASSWORD"
+                # pg_autoctl's pg_basebackup asks for a spread checkpoint, which paces any dirty
+                # buffers (these roles') over ~4.5 minutes: a standby made now would wait that long.
+                psql -d postgres -qXc 'CHECKPOINT'
+                say "the primary's roles are ready"
+                return 0
+                ;;
+        esac
         sleep 1
     done
     say "not a primary with its roles after 600 s; they are prepared at the next start"
 }
 
-ssl="--ssl-self-signed"
 if [ "$role" = monitor ]; then
     if [ ! -s "$PGDATA/PG_VERSION" ]; then
         say "creating the monitor in $PGDATA"
         pg_autoctl create monitor --pgdata "$PGDATA" --pgport "$port" --hostname "$hostname" \
-            $ssl --skip-pg-hba --pgctl "$(command -v pg_ctl)"
+            --ssl-self-signed --skip-pg-hba --pgctl "$(command -v pg_ctl)"
     fi
     write_hba
     # The keeper's role gets its password in single-user mode, before the monitor listens.
@@ -172,7 +175,7 @@ else
     say "creating the node in $PGDATA, registered with the monitor at $monitor_host:$monitor_port"
     pg_autoctl create postgres --pgdata "$PGDATA" --pgport "$port" --listen '*' \
         --hostname "$hostname" --name "$name" --monitor "$monitor" --dbname datong \
-        $ssl --skip-pg-hba --pgctl "$(command -v pg_ctl)" --run &
+        --ssl-self-signed --skip-pg-hba --pgctl "$(command -v pg_ctl)" --run &
 fi
 keeper=$!
 # A trapped signal ends `wait` early: wait again until the keeper has ended, for its status.
