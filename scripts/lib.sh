@@ -7,6 +7,17 @@ PG_BIN="/usr/lib/postgresql/${PG_VERSION}/bin"
 
 say() { printf '==> %s\n' "$*"; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+# poll SECONDS COMMAND…: runs COMMAND every quarter second until it succeeds (true), or until
+# SECONDS have passed (false).
+poll() {
+    local tries=$(( $1 * 4 ))
+    shift
+    for _ in $(seq 1 "$tries"); do
+        "$@" && return 0
+        sleep 0.25
+    done
+    return 1
+}
 
 # Installs the system packages Datong needs when any is missing (Debian/Ubuntu, as root or with sudo).
 ensure_packages() {
@@ -100,12 +111,15 @@ pg_standby() {
     # The primary's own socket lock came with the backup; the standby has its own.
     rm -f "$dir"/.s.PGSQL.*
     pg_start "$dir" "$port" "$log" "$STANDBY_OPTIONS"
-    for _ in $(seq 1 120); do
-        [ "$(psql -h 127.0.0.1 -p "$primary" -U postgres -d postgres -tAc \
-            "SELECT count(*) FROM pg_stat_replication WHERE application_name = '$name' AND state = 'streaming'")" = 1 ] && return 0
-        sleep 0.25
-    done
-    die "the standby $name did not start streaming within 30 s; see $log"
+    poll 30 pg_streams "$(pg_url postgres "$primary")" "$name" || die "the standby $name did not start streaming within 30 s; see $log"
+}
+
+# pg_streams PRIMARY_URI NAME [sync]: true when the primary streams to the standby connected as
+# application NAME (and, with sync, counts it as a synchronous standby).
+pg_streams() {
+    local sync=""
+    [ "${3:-}" = sync ] && sync="AND sync_state IN ('sync', 'quorum')"
+    [ "$(psql "$1" -tAc "SELECT count(*) FROM pg_stat_replication WHERE application_name = '$2' AND state = 'streaming' $sync" 2>/dev/null)" = 1 ]
 }
 
 # pg_synchronous PORT NAME: from now on a commit on the primary on PORT returns only once standby
@@ -278,11 +292,7 @@ paf_wait() {
 
 # paf_wait_monitor MONITOR_URI SECONDS: waits until the monitor answers.
 paf_wait_monitor() {
-    for _ in $(seq 1 $(( $2 * 4 ))); do
-        psql "$1" -tAc "SELECT 1" >/dev/null 2>&1 && return 0
-        sleep 0.25
-    done
-    die "the pg_auto_failover monitor did not answer within $2 s"
+    poll "$2" psql "$1" -tAc "SELECT 1" >/dev/null 2>&1 || die "the pg_auto_failover monitor did not answer within $2 s"
 }
 
 # paf_stop DIR…: stops the pg_autoctl of each node (and its PostgreSQL), DIR being its cluster.
