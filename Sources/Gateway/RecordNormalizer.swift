@@ -278,7 +278,9 @@ package struct RecordNormalizer: Sendable {
         /// The fraction is the millisecond count, not padded to three digits: the JS SDK pads it to
         /// two (`formatDate`: `e<10?"0"+e:e` on `getMilliseconds()`, sensorsdata.es6.min.js), so 6 ms
         /// is `.06`; the Python SDK not at all (`int(obj.microsecond / 1000)`, sensorsanalytics/sdk.py
-        /// `DatetimeSerializer`), so 6 ms is `.6`.
+        /// `DatetimeSerializer`), so 6 ms is `.6`, nor the Ruby SDK (`strftime("%Y-%m-%d
+        /// %H:%M:%S.#{(value.to_f * 1000.0).to_i % 1000}")`, lib/sensors_analytics/client.rb), so 60
+        /// ms is `.60` and whole seconds `.0`. docs/PROTOCOL.md lists every SDK's rule.
         case milliseconds
         /// The fraction is a decimal fraction of a second with trailing zeros trimmed, and none at all
         /// for whole seconds: Go's `Format("2006-01-02 15:04:05.999")` (structs/event.go), so 670 ms
@@ -290,7 +292,7 @@ package struct RecordNormalizer: Sendable {
         /// The style of the SDK named by `lib.$lib` (or the `$lib` property).
         init(lib: String?) {
             switch lib?.lowercased() {
-            case "js", "python", "miniprogram", "mp": self = .milliseconds
+            case "js", "python", "ruby", "miniprogram", "mp": self = .milliseconds
             default: self = .decimalFraction
             }
         }

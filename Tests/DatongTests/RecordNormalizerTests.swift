@@ -275,6 +275,24 @@ struct RecordNormalizerTests {
         #expect(compared >= 10)
     }
 
+    @Test("the Ruby SDK's own date-times are stored as the times it was given")
+    func rubyFixtureTimes() throws {
+        // capture.rb sends Time values of 600 ms, 60 ms, 4 ms and whole seconds past 22:58:39.
+        let request = try #require(try Fixtures.ruby().first)
+        let records = try UploadPayload.records(
+            from: FormParameters(query: request.query, body: Array((request.body ?? "").utf8)), limits: UploadLimits())
+        let normalized = try #require(records.first.map { normalizer.normalize($0, defaultProject: "default", now: now) })
+        guard case .success(let stored) = normalized else {
+            Issue.record("the Ruby SDK's record was refused: \(normalized)")
+            return
+        }
+        let properties = try #require(try JSONSerialization.jsonObject(with: Data(stored.collect.properties.utf8)) as? [String: Any])
+        #expect(properties["ms600"] as? String == "2026-11-21 22:58:39.600")
+        #expect(properties["ms60"] as? String == "2026-11-21 22:58:39.060")
+        #expect(properties["ms4"] as? String == "2026-11-21 22:58:39.004")
+        #expect(properties["ms0"] as? String == "2026-11-21 22:58:39.000")
+    }
+
     @Test("a refused record is kept exactly as it was sent")
     func rejectedRaw() throws {
         let bad = #"{ "type" : "track", "event": "Bad", "time":1795273119736, "distinct_id":"d", "properties": {"user_id": 1} }"#
@@ -294,6 +312,14 @@ struct RecordNormalizerTests {
             ("js", "2024-01-02 03:04:05.60", "2024-01-02 03:04:05.060"),
             ("python", "2024-01-02 03:04:05.6", "2024-01-02 03:04:05.006"),
             ("python", "2024-01-02 03:04:05.67", "2024-01-02 03:04:05.067"),
+            // Ruby writes the count unpadded too: `.60` is 60 ms, `.4` is 4 ms, `.0` whole seconds.
+            ("Ruby", "2026-11-21 22:58:39.60", "2026-11-21 22:58:39.060"),
+            ("Ruby", "2026-11-21 22:58:39.4", "2026-11-21 22:58:39.004"),
+            ("Ruby", "2026-11-21 22:58:39.600", "2026-11-21 22:58:39.600"),
+            ("Ruby", "2026-11-21 22:58:39.0", "2026-11-21 22:58:39.000"),
+            // PHP writes `.0` whatever the time (`format("Y-m-d H:i:s.0")`), C++ three digits (`%03d`).
+            ("php", "2026-11-21 22:58:39.0", "2026-11-21 22:58:39.000"),
+            ("cpp", "2026-11-21 22:58:39.004", "2026-11-21 22:58:39.004"),
             // Go trims trailing zeros of a decimal fraction, and writes whole seconds without one.
             ("Golang", "2026-11-20 08:30:15.67", "2026-11-20 08:30:15.670"),
             ("Golang", "2026-11-20 08:30:15.6", "2026-11-20 08:30:15.600"),

@@ -69,6 +69,10 @@ enum Fixtures {
         try lines("python-sdk-1.11.0.jsonl").map { try JSONDecoder().decode(CapturedRequest.self, from: Data($0.utf8)) }
     }
 
+    static func ruby() throws -> [CapturedRequest] {
+        try lines("ruby-sdk-1.6.3.jsonl").map { try JSONDecoder().decode(CapturedRequest.self, from: Data($0.utf8)) }
+    }
+
     static func javascript() throws -> [JSEmission] {
         try lines("js-sdk-1.27.10.jsonl").map { try JSONDecoder().decode(JSEmission.self, from: Data($0.utf8)) }
     }
