@@ -21,7 +21,9 @@ package enum Datongctl {
             return (message, exit == .success ? 0 : CtlFailure.usage("").exitCode)
         }
         guard let step = command as? any CtlCommand else {
-            return (Root.helpMessage(), 0)
+            // `datongctl help user erase`, or a group named alone (`datongctl keys`): that command's help.
+            let named = arguments.first == "help" ? Array(arguments.dropFirst()) : arguments
+            return (Root.helpMessage(for: Root.command(at: named.filter { !$0.hasPrefix("-") }) ?? Root.self), 0)
         }
         // A service that refuses connections is reported after a few seconds, not after the default 10.
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(timeout: .init(connect: .seconds(3))))
@@ -36,6 +38,32 @@ package enum Datongctl {
         }
         try? await client.shutdown()
         return result
+    }
+}
+
+extension Datongctl {
+    /// Every command's path below `datongctl` (`["user", "erase"]`), groups included.
+    package static var commandPaths: [[String]] {
+        func walk(_ command: any ParsableCommand.Type, _ path: [String]) -> [[String]] {
+            command.configuration.subcommands.flatMap { sub in
+                let name = sub.configuration.commandName ?? sub._commandName
+                return [path + [name]] + walk(sub, path + [name])
+            }
+        }
+        return walk(Root.self, [])
+    }
+}
+
+extension Root {
+    /// The command `names` lead to from here, or nil when one of them names none.
+    static func command(at names: [String]) -> (any ParsableCommand.Type)? {
+        var command: any ParsableCommand.Type = Root.self
+        for name in names {
+            guard let next = command.configuration.subcommands.first(where: { ($0.configuration.commandName ?? $0._commandName) == name })
+            else { return nil }
+            command = next
+        }
+        return command
     }
 }
 

@@ -103,3 +103,23 @@ struct DatongctlTests {
         }
     }
 }
+
+/// Every command's options can be found from the tool itself, as `--help` and as `help …`.
+@Suite("datongctl help")
+struct DatongctlHelpTests {
+    @Test("there is a command tree to ask about")
+    func tree() {
+        #expect(Datongctl.commandPaths.contains(["user", "erase"]))
+        #expect(Datongctl.commandPaths.count >= 20)
+    }
+
+    @Test("each command's --help and help … print that command's own usage", arguments: Datongctl.commandPaths)
+    func help(path: [String]) async {
+        let usage = "USAGE: datongctl \(path.joined(separator: " "))"
+        for arguments in [path + ["--help"], ["help"] + path, path + ["-h"]] {
+            let result = await Datongctl.run(arguments, environment: [:])
+            #expect(result.exitCode == 0, "\(arguments)")
+            #expect(result.output.contains(usage), "datongctl \(arguments.joined(separator: " ")) printed: \(result.output.prefix(300))")
+        }
+    }
+}
