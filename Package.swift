@@ -19,17 +19,18 @@ let package = Package(
         .executable(name: "datongctl", targets: ["RunDatongctl"]),
         .executable(name: "datong-fuzz", targets: ["Fuzz"]),
     ],
+    // Exact versions, as tested (and `indirectDependencies` below for the image).
     dependencies: [
-        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
-        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
-        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
-        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
-        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
-        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
-        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
-        .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
-        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
-        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", exact: "2.28.1"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", exact: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-log.git", exact: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", exact: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", exact: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", exact: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", exact: "2.101.3"),
+        .package(url: "https://github.com/adam-fowler/compress-nio.git", exact: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-http-types.git", exact: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", exact: "1.8.2"),
     ],
     targets: [
         // C libraries, through pkg-config.
@@ -239,4 +240,33 @@ for target in package.targets where target.type != .system {
     settings.append(.enableUpcomingFeature("MemberImportVisibility"))
     if warningsAsErrors { settings.append(.unsafeFlags(["-warnings-as-errors"])) }
     target.swiftSettings = settings
+}
+
+// The packages ours reach through those above, at the versions tested with them. The image build
+// (deploy/Dockerfile) sets DATONG_EXACT_DEPENDENCIES=1 so that an image built anywhere, on any day,
+// compiles what CI compiled: a Package.resolved cannot fix them, since its commits would be those of
+// the package copies CI builds from, not GitHub's. Elsewhere they stay out of the manifest, where
+// SwiftPM would warn on every build that no target uses them; scripts/check-contracts checks that
+// they are what a plain resolve picks.
+let indirectDependencies: [Package.Dependency] = [
+    .package(url: "https://github.com/apple/swift-algorithms.git", exact: "1.2.1"),
+    .package(url: "https://github.com/apple/swift-asn1.git", exact: "1.7.4"),
+    .package(url: "https://github.com/apple/swift-async-algorithms.git", exact: "1.1.4"),
+    .package(url: "https://github.com/apple/swift-atomics.git", exact: "1.3.0"),
+    .package(url: "https://github.com/apple/swift-certificates.git", exact: "1.21.1"),
+    .package(url: "https://github.com/apple/swift-collections.git", exact: "1.6.0"),
+    .package(url: "https://github.com/apple/swift-configuration.git", exact: "1.4.0"),
+    .package(url: "https://github.com/apple/swift-crypto.git", exact: "4.5.2"),
+    .package(url: "https://github.com/apple/swift-distributed-tracing.git", exact: "1.7.3"),
+    .package(url: "https://github.com/apple/swift-http-structured-headers.git", exact: "1.7.0"),
+    .package(url: "https://github.com/apple/swift-nio-extras.git", exact: "1.35.2"),
+    .package(url: "https://github.com/apple/swift-nio-http2.git", exact: "1.46.0"),
+    .package(url: "https://github.com/apple/swift-nio-ssl.git", exact: "2.37.6"),
+    .package(url: "https://github.com/apple/swift-nio-transport-services.git", exact: "1.28.0"),
+    .package(url: "https://github.com/apple/swift-numerics.git", exact: "1.1.1"),
+    .package(url: "https://github.com/apple/swift-service-context.git", exact: "1.5.1"),
+    .package(url: "https://github.com/apple/swift-system", exact: "1.8.1"),
+]
+if ProcessInfo.processInfo.environment["DATONG_EXACT_DEPENDENCIES"] == "1" {
+    package.dependencies += indirectDependencies
 }

@@ -88,13 +88,16 @@ write_hba() {
     cat >"$PGDATA/pg_hba.conf" <<'EOF'
 # Written by deploy/postgres/pg-auto-failover.sh at each start; edits here are lost.
 local all all trust
+# HAProxy's checks (deploy/haproxy/compose.cfg): datong_probe, into database postgres only.
+host postgres datong_probe all trust
 host all all all scram-sha-256
 host replication pgautofailover_replicator all scram-sha-256
 EOF
 }
 
 # The primary's roles, once it accepts writes: datong owning database datong, the analysts' role,
-# and the passwords of every role other hosts log in as. Run again at each start (the passwords
+# datong_probe (no password, no rights: a balancer's health check logs in as it to read whether the
+# node is a hot standby), and the passwords of every role other hosts log in as. Run again at each start (the passwords
 # may have changed) and after a promotion; a standby has them by replication.
 prepare_primary() {
     # A new cluster's rules are initdb's (trust on this host, nothing from elsewhere) until these.
@@ -118,6 +121,10 @@ prepare_primary() {
 SELECT NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'datong') AS missing \gset
 \if :missing
 CREATE ROLE datong LOGIN SUPERUSER;
+\endif
+SELECT NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'datong_probe') AS missing_probe \gset
+\if :missing_probe
+CREATE ROLE datong_probe LOGIN;
 \endif
 ALTER ROLE datong PASSWORD :'db_password';
 ALTER ROLE pgautofailover_replicator PASSWORD :'replication_password';
