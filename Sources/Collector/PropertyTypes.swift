@@ -185,7 +185,7 @@ enum TypeCheck {
         // The batch was read with this depth bound: its record parses again.
         guard let document = try? JSONParser.parse(Array(raw), maxDepth: CollectBatch.maxDepth) else { return nil }
         let root = document.root
-        if rules.strict, kind == "event", let event = root["event"]?.stringValue, !event.hasPrefix("$"), !rules.events.contains(event) {
+        if rules.strict, kind == "event", let event = root["event"]?.stringValue, !SDKNames.isSDKEvent(event), !rules.events.contains(event) {
             return .refused(
                 "\(Self.undeclaredEvent): event '\(UntrustedText.quoted(event))' is not declared, and the project stores declared events only")
         }
@@ -201,7 +201,7 @@ enum TypeCheck {
                 guard let name = name.stringValue else { continue }
                 let key = Catalog.TypedName(kind: kind, name: name)
                 let preset = kind == "event" ? SensorsType.presets[name] : nil
-                if rules.strict, !name.hasPrefix("$"), !rules.declared.contains(key) {
+                if rules.strict, !SDKNames.isSDKProperty(name), !rules.declared.contains(key) {
                     fates[fates.count - 1] = .drop
                     dropped.append(DroppedProperty(kind: kind, name: name, reason: .undeclared))
                     continue

@@ -1,5 +1,6 @@
 import DatongContracts
 import DatongCtl
+import DatongJSON
 import DatongPostgres
 import Foundation
 import HTTPTypes
@@ -8,6 +9,7 @@ import NIOCore
 import Testing
 
 @testable import Collector
+@testable import Gateway
 
 /// The catalog (issue 38): which events and properties each project sends, typed as Sensors types
 /// them, kept while storing, from the official SDKs' own traffic.
@@ -496,5 +498,54 @@ extension CatalogTests {
         // A project that drops only the property; a strict one, which drops undeclared ones but the SDKs'.
         #expect(verdict(#"{"n":"x","k":2}"#, types: ["n": .number, "k": .number], drops: true) == #"{"k":2} -n:wrong_type"#)
         #expect(verdict(#"{"k":2,"extra":1,"$title":"t"}"#, types: ["k": .number], strict: true) == #"{"k":2,"$title":"t"} -extra:undeclared"#)
+    }
+}
+
+extension CatalogTests {
+    @Test("a strict project keeps the SDKs' own $ names undeclared, and refuses or drops made-up ones")
+    func strictDollarNames() throws {
+        var rules = Catalog.ProjectTypes(version: 0, types: [:])
+        rules.strict = true
+        rules.events = ["Buy"]
+        func verdict(event: String, properties: String) -> String {
+            var assumed: [Catalog.TypedName: SensorsType] = [:]
+            let record = #"{"project":"p","type":"track","event":"\#(event)","properties":\#(properties)}"#
+            switch TypeCheck.verdict(of: Array(record.utf8)[...], kind: "event", rules: rules, assumed: &assumed) {
+            case nil: return "kept"
+            case .refused(let reason): return reason
+            case .rewritten(let json, let dropped):
+                return String(decoding: json, as: UTF8.self) + dropped.map { " -\($0.name):\($0.reason.rawValue)" }.joined()
+            }
+        }
+        #expect(verdict(event: "$FakeEvent", properties: "{}").hasPrefix("EVENT_NOT_DECLARED"), "\(verdict(event: "$FakeEvent", properties: "{}"))")
+        #expect(verdict(event: "$appstart", properties: "{}").hasPrefix("EVENT_NOT_DECLARED"))
+        for event in ["$AppStart", "$pageview", "$WebClick", "$MPShow", "$SignUp", "Buy"] {
+            #expect(verdict(event: event, properties: "{}") == "kept", "\(event)")
+        }
+        #expect(
+            verdict(event: "Buy", properties: #"{"$my_price":1,"$os":"iOS","$latest_utm_source":"x","$url_host":"h","$carrier":"c"}"#)
+                == #"{"$os":"iOS","$latest_utm_source":"x","$url_host":"h","$carrier":"c"} -$my_price:undeclared"#)
+    }
+
+    @Test("every $ name the captured SDKs sent is one a strict project keeps")
+    func capturedDollarNamesAreSDKNames() throws {
+        var events: Set<String> = []
+        var properties: Set<String> = []
+        for file in ["python-sdk-1.11.0.jsonl", "ruby-sdk-1.6.3.jsonl", "go-sdk-2.1.6.jsonl", "java-sdk-3.6.8.jsonl", "miniprogram-sdk-1.22.8.jsonl"] {
+            for request in try Fixtures.requests(file) {
+                let form = FormParameters(query: request.query, body: Array((request.body ?? "").utf8))
+                guard let records = try? UploadPayload.records(from: form, limits: UploadLimits()) else { continue }
+                for record in records {
+                    if let event = record["event"]?.stringValue { events.insert(event) }
+                    guard let members = record["properties"]?.members else { continue }
+                    for member in members {
+                        if let name = member.key.stringValue { properties.insert(name) }
+                    }
+                }
+            }
+        }
+        #expect(events.contains("$SignUp") && properties.contains("$lib") && properties.count > 30, "\(properties.sorted())")
+        #expect(events.filter { $0.hasPrefix("$") && !SDKNames.isSDKEvent($0) }.isEmpty)
+        #expect(properties.filter { $0.hasPrefix("$") && !SDKNames.isSDKProperty($0) }.sorted() == [])
     }
 }

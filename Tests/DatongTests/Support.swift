@@ -70,7 +70,12 @@ enum Fixtures {
     }
 
     static func ruby() throws -> [CapturedRequest] {
-        try lines("ruby-sdk-1.6.3.jsonl").map { try JSONDecoder().decode(CapturedRequest.self, from: Data($0.utf8)) }
+        try requests("ruby-sdk-1.6.3.jsonl")
+    }
+
+    /// A capture of HTTP requests (the Python capture's format: the Go, Java, mini-program and Ruby ones).
+    static func requests(_ file: String) throws -> [CapturedRequest] {
+        try lines(file).map { try JSONDecoder().decode(CapturedRequest.self, from: Data($0.utf8)) }
     }
 
     static func javascript() throws -> [JSEmission] {
