@@ -138,8 +138,9 @@ struct CollectorAPI: ServiceAPI {
             projects.post("rejected/replay") { request, context in
                 let project = try authorize(request, context)
                 let asked = try await decodeJSONBody(ReplayRequest.self, from: request, limit: 1024)
-                guard ReplayRequest.limits.contains(asked.limit), asked.after >= 0 else {
-                    throw ServiceError.badRequest(.invalidValue, "limit is \(ReplayRequest.limits) records and after at least 0")
+                guard ReplayRequest.limits.contains(asked.limit), asked.after >= 0, (asked.before ?? Int64.max) > asked.after else {
+                    throw ServiceError.badRequest(
+                        .invalidValue, "limit is \(ReplayRequest.limits) records, after at least 0, and before (if given) above after")
                 }
                 return try jsonResponse(.ok, encoding: try await replay.replay(project: project, asked, keys: try await keyRule(), store: store))
             }
@@ -151,7 +152,11 @@ struct CollectorAPI: ServiceAPI {
                 try serviceToken.check(request)
                 var policy = try await retention.policy()
                 policy.days = try request.integerParameter("days", in: 0...36_500, default: retention.retentionDays)
-                if let project = request.uri.queryParameters["project"].map(String.init) {
+                let project = request.uri.queryParameters["project"].map(String.init)
+                if project == nil, request.uri.queryParameters["months"] != nil {
+                    throw ServiceError.badRequest(.invalidValue, "months is one project's retention: name it with ?project=NAME")
+                }
+                if let project {
                     guard ProjectName.isValid(project) else { throw ServiceError.invalidProject }
                     // 0: the project without its own retention.
                     let months = try request.integerParameter("months", in: 0...ProjectRetention.months.upperBound, default: 0)

@@ -15,12 +15,13 @@ package func buildConfigApplication(
     let database = ServiceDatabase(settings: settings.database, logger: runtime.logger)
     let store = PostgresConfigStore(pool: database.pool)
     let auth = AdminAuth(bootstrapToken: settings.adminToken, pool: database.pool)
+    let erasures = ErasureStore(pool: database.pool)
     let owners = OwnedDataAPI(
         auth: auth,
         collector: .init(upstream: .collector, baseURL: settings.collectorURL, serviceToken: settings.server.serviceToken),
-        identity: .init(upstream: .identity, baseURL: settings.identityURL, serviceToken: settings.server.serviceToken)
+        identity: .init(upstream: .identity, baseURL: settings.identityURL, serviceToken: settings.server.serviceToken),
+        requireProject: { try await erasures.requireProject($0) }
     )
-    let erasures = ErasureStore(pool: database.pool)
     let calls = ErasureCalls(identity: owners.identity, collector: owners.collector)
     let api = ConfigAPI(
         store: store, auth: auth, serviceToken: ServiceToken(settings.server.serviceToken), sealer: settings.sealer,

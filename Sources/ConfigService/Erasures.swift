@@ -421,8 +421,10 @@ struct ErasureAPI: ServiceAPI {
         }
         projects.get("erasures") { request, context in
             _ = try await auth.authorize(request)
+            let project = try context.project()
             let limit = try request.integerParameter("limit", in: 1...500, default: 50)
-            return try jsonResponse(.ok, encoding: try await store.jobs(project: try context.project(), limit: limit))
+            try await store.requireProject(project)
+            return try jsonResponse(.ok, encoding: try await store.jobs(project: project, limit: limit))
         }
         projects.get("erasures/:erasure") { request, context in
             _ = try await auth.authorize(request)
@@ -437,8 +439,10 @@ struct ErasureAPI: ServiceAPI {
         }
         projects.get("suppressions") { request, context in
             _ = try await auth.authorize(request)
+            let project = try context.project()
             let limit = try request.integerParameter("limit", in: 1...10_000, default: 1000)
-            return try jsonResponse(.ok, encoding: try await store.suppressions(project: try context.project(), limit: limit))
+            try await store.requireProject(project)
+            return try jsonResponse(.ok, encoding: try await store.suppressions(project: project, limit: limit))
         }
         projects.delete("suppressions") { request, context in
             let actor = try await auth.authorize(request)

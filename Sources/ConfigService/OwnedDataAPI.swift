@@ -16,6 +16,9 @@ struct OwnedDataAPI: ServiceAPI {
     let auth: AdminAuth
     let collector: Owner
     let identity: Owner
+    /// Throws the 404 `unknown_project` for a project that does not exist: a read of one answers as
+    /// a write does, not with an empty list.
+    let requireProject: @Sendable (String) async throws -> Void
 
     /// A service the admin API passes calls on to.
     struct Owner: Sendable {
@@ -96,10 +99,10 @@ struct OwnedDataAPI: ServiceAPI {
         return try await owner.call(.GET, request.uri.path + query, requestID: context.requestID, logger: context.logger)
     }
 
-    /// The admin token's name, after checking it and the project name.
+    /// The admin token's name, after checking it and that the project exists.
     private func authorizeProject(_ request: Request, _ context: DatongRequestContext) async throws -> String {
         let actor = try await auth.authorize(request)
-        _ = try context.project()
+        try await requireProject(try context.project())
         return actor
     }
 }

@@ -166,7 +166,8 @@ struct ConsoleAPITests {
             let api = OwnedDataAPI(
                 auth: AdminAuth(bootstrapToken: "t0ken", pool: .init(url: "postgresql://127.0.0.1:1/none", maxConnections: 1, logger: TestDatabase.logger)),
                 collector: .init(upstream: .collector, baseURL: "http://127.0.0.1:1", serviceToken: "s", timeout: .seconds(1)),
-                identity: .init(upstream: .identity, baseURL: "http://127.0.0.1:\(owner.port!)", serviceToken: "s", timeout: .seconds(1)))
+                identity: .init(upstream: .identity, baseURL: "http://127.0.0.1:\(owner.port!)", serviceToken: "s", timeout: .seconds(1)),
+                requireProject: { _ in })
             let router = Router(context: DatongRequestContext.self)
             router.addMiddleware { ErrorMiddleware() }
             api.register(on: router)
@@ -211,6 +212,33 @@ struct ConsoleAPITests {
             let preflight = try await config.execute(
                 uri: "/v1/projects", method: .options, headers: [.origin: "https://evil.example", .accessControlRequestMethod: "GET"])
             #expect(preflight.headers[.accessControlAllowOrigin] == nil)
+        }
+    }
+}
+
+extension ConsoleAPITests {
+    @Test("reads about an unknown project answer 404 as writes do; retention months without a project and a replay before 0 are refused")
+    func unknownProjectsAndRanges() async throws {
+        try await RunningServices.run { services in
+            let auth: HTTPFields = [.authorization: "Bearer \(RunningServices.adminToken)"]
+            for path in ["erasures", "suppressions", "metadata", "events", "rejected", "ingest-counts", "identities?key=$identity_login_id&value=u"] {
+                let answer = try await services.config.execute(uri: "/v1/projects/nosuchproject/\(path)", method: .get, headers: auth)
+                #expect(answer.status == .notFound && answer.text.contains("unknown_project"), "\(path): \(answer.status) \(answer.text)")
+                let known = try await services.config.execute(uri: "/v1/projects/default/\(path)", method: .get, headers: auth)
+                #expect(!known.text.contains("unknown_project") && known.status != .internalServerError, "\(path): \(known.status) \(known.text)")
+            }
+            let months = try await services.config.execute(uri: "/v1/retention?months=5", method: .get, headers: auth)
+            #expect(months.status == .badRequest && months.text.contains("?project="), "\(months.text)")
+            let oneProject = try await services.config.execute(uri: "/v1/retention?project=default&months=5", method: .get, headers: auth)
+            #expect(oneProject.status == .ok, "\(oneProject.text)")
+            for body in [#"{"after":0,"before":-5,"limit":10}"#, #"{"after":10,"before":10,"limit":10}"#] {
+                let replay = try await services.config.execute(
+                    uri: "/v1/projects/default/rejected/replay", method: .post, headers: auth, body: ByteBuffer(string: body))
+                #expect(replay.status == .badRequest && replay.text.contains("before"), "\(body): \(replay.status) \(replay.text)")
+            }
+            let fine = try await services.config.execute(
+                uri: "/v1/projects/default/rejected/replay", method: .post, headers: auth, body: ByteBuffer(string: #"{"after":0,"before":5,"limit":10}"#))
+            #expect(fine.status == .ok, "\(fine.text)")
         }
     }
 }
