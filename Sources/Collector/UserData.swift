@@ -7,8 +7,11 @@ import Foundation
 /// read page by page for an export, so that memory stays flat however much the person has.
 ///
 /// The rows are the events and profile and detail records stored with one of the subject's user
-/// numbers, their profiles and details, and the rejected records whose text names one of their ids
-/// as a JSON string. Items are not among them: an item record names no user (the SDKs send none).
+/// numbers, their profiles and details, and the rejected records that are theirs: whose text gives
+/// one of their ids as the record's own user (`distinct_id`, `original_id`, `login_id`,
+/// `anonymous_id`, or a value in `identities`). A refused record of another person that quotes one
+/// of their ids in a property is that other person's, not theirs. Items are not among them: an item
+/// record names no user (the SDKs send none).
 package struct UserData: Sendable {
     let pool: PostgresPool
 
@@ -28,7 +31,7 @@ package struct UserData: Sendable {
         // person's ids there goes too (as the catalog cut it).
         let samples = postgresTextArray(step.subject.identities.map { String($0.value.prefix(CatalogChanges.sampleCharacters)) })
         _ = try await delete(Self.samples, [project, samples])
-        let needles = postgresTextArray(step.subject.identities.map { Self.jsonString($0.value) })
+        let needles = postgresTextArray(step.subject.identities.map { Self.ownIDPattern($0.value) })
         let scan = try await pool.transaction { connection in
             try connection.query(Self.rejected, [project, String(step.rejectedAfter), limit, needles]).rows.first
         }
@@ -50,7 +53,7 @@ package struct UserData: Sendable {
     /// `{"end": true, "rows": N}` that says the export is whole (a stream cut short has none).
     package func export(project: String, subject: ErasureSubject, write: (String) async throws -> Void) async throws {
         let users = postgresBigintArray(subject.users)
-        let needles = postgresTextArray(subject.identities.map { Self.jsonString($0.value) })
+        let needles = postgresTextArray(subject.identities.map { Self.ownIDPattern($0.value) })
         var rows = 0
         for table in ExportTable.allCases {
             var after = table.start
@@ -91,7 +94,7 @@ package struct UserData: Sendable {
         }
 
         /// $1 project, $2 user numbers, $3 cursor, $4 page size; for rejected records, $1 project,
-        /// $2 cursor, $3 page size, $4 the ids as JSON strings.
+        /// $2 cursor, $3 page size, $4 the ids' `ownIDPattern`s.
         var page: String {
             switch self {
             case .events:
@@ -128,11 +131,26 @@ package struct UserData: Sendable {
                     SELECT json_build_object('table', 'rejected', 'row', to_jsonb(r))::text, r.id::text
                     FROM collector.rejected r
                     WHERE r.project = $1 AND r.id > $2::bigint
-                      AND EXISTS (SELECT 1 FROM unnest($4::text[]) AS n(needle) WHERE strpos(r.raw, n.needle) > 0)
+                      AND r.raw ~ ANY ($4::text[])
                     ORDER BY r.id LIMIT $3
                     """
             }
         }
+    }
+
+    /// A PostgreSQL regular expression that finds `value` in a record's JSON text where it names the
+    /// record's own user: as `distinct_id`, `original_id`, `login_id` or `anonymous_id`, or as a
+    /// value of its `identities` object. On the text, not a parse: a refused record may not be JSON.
+    static func ownIDPattern(_ value: String) -> String {
+        var literal = ""
+        for character in jsonString(value) {
+            // In PostgreSQL's regular expressions a backslash before any other than a letter or
+            // digit is that character itself.
+            if character.isASCII, !(character.isLetter || character.isNumber) { literal.append("\\") }
+            literal.append(character)
+        }
+        let space = "[[:space:]]*"
+        return #"("(distinct_id|original_id|login_id|anonymous_id)"\#(space):|"identities"\#(space):\#(space)\{[^{}]*:)\#(space)\#(literal)"#
     }
 
     /// A value as it appears in a record's JSON text: quoted, with JSON's escapes. Matching the
@@ -170,15 +188,15 @@ package struct UserData: Sendable {
              + (SELECT count(*) FROM collector.details WHERE project = $1 AND user_id = ANY($2::bigint[]))
         """
 
-    /// Scans rejected records after $2 (at most $3) and removes those naming an id; answers how
-    /// many were scanned, the last scanned and how many went.
+    /// Scans rejected records after $2 (at most $3) and removes those whose own user is one of the
+    /// ids (`ownIDPattern`s, $4); answers how many were scanned, the last scanned and how many went.
     private static let rejected = """
         WITH scanned AS (
             SELECT id, raw FROM collector.rejected WHERE project = $1 AND id > $2::bigint ORDER BY id LIMIT $3
         ), gone AS (
             DELETE FROM collector.rejected r USING scanned s
             WHERE r.project = $1 AND r.id = s.id
-              AND EXISTS (SELECT 1 FROM unnest($4::text[]) AS n(needle) WHERE strpos(s.raw, n.needle) > 0)
+              AND s.raw ~ ANY ($4::text[])
             RETURNING 1
         )
         SELECT (SELECT count(*) FROM scanned), (SELECT max(id) FROM scanned), (SELECT count(*) FROM gone)

@@ -44,7 +44,8 @@ struct ErasureTests {
             track("AppStart", "carl-phone", now - 65 * day, identities: carlIDs),
             track("Buy", "carl-phone", now - day, identities: carlIDs),
             #"{"type":"profile_set","time":\#(now - day),"distinct_id":"carl-phone","_track_id":13,"identities":\#(carlIDs),"lib":{"$lib":"iOS"},"properties":{"name":"Carl"}}"#,
-            track("Broken", "carl-phone", now - day, identities: carlIDs, extra: #","1bad":1"#),
+            // Carl's, though it quotes Ann's login id: not hers to export or erase.
+            track("Broken", "carl-phone", now - day, identities: carlIDs, extra: #","1bad":1,"referred_by":"ann""#),
         ]
         return ("[" + ann.joined(separator: ",") + "]", "[" + tablet.joined(separator: ",") + "]", "[" + carl.joined(separator: ",") + "]")
     }
@@ -70,7 +71,7 @@ struct ErasureTests {
             "analytics.profiles":
                 "SELECT count(*) FROM analytics.profiles WHERE project = 'default' AND (user_id = ANY('\(list)'::bigint[]) OR distinct_id = ANY('\(names)'::text[]))",
             "analytics.rejected":
-                "SELECT count(*) FROM analytics.rejected r WHERE project = 'default' AND EXISTS (SELECT 1 FROM unnest('\(names)'::text[]) n WHERE strpos(r.raw, '\"' || n || '\"') > 0)",
+                "SELECT count(*) FROM analytics.rejected r WHERE project = 'default' AND EXISTS (SELECT 1 FROM unnest('\(names)'::text[]) n WHERE strpos(r.raw, '\"distinct_id\":\"' || n || '\"') > 0)",
             "identity.identities":
                 "SELECT count(*) FROM identity.identities WHERE project = 'default' AND (user_id = ANY('\(list)'::bigint[]) OR value = ANY('\(names)'::text[]))",
             "identity.users": "SELECT count(*) FROM identity.users WHERE project = 'default' AND user_id = ANY('\(list)'::bigint[])",
