@@ -410,8 +410,8 @@ struct ErasureAPI: ServiceAPI {
             let asked = try await readBody(ErasureRequest.self, request)
             if let problem = asked.user.problem { throw ServiceError.badRequest(.invalidUser, problem) }
             try await store.requireProject(project)
-            guard let subject = try await calls.subject(project: project, reference: asked.user) else {
-                throw ServiceError(.notFound, .unknownUser, "project \(project) has no such user (no user holds that id, or no user has that number)")
+            guard let subject = try await person(project: project, reference: asked.user) else {
+                throw ServiceError(.notFound, .unknownUser, "project \(project) has no user with that number")
             }
             let job = try await store.create(
                 project: project, requested: asked.user, subject: subject, suppress: asked.suppress ?? true, settleSeconds: settleSeconds,
@@ -466,8 +466,8 @@ struct ErasureAPI: ServiceAPI {
                 userId: query["user"].flatMap { Int64($0) }, key: query["key"].map(String.init), value: query["value"].map(String.init))
             if let problem = reference.problem { throw ServiceError.badRequest(.invalidUser, problem.replacingOccurrences(of: "userId", with: "user")) }
             try await store.requireProject(project)
-            guard let subject = try await calls.subject(project: project, reference: reference) else {
-                throw ServiceError(.notFound, .unknownUser, "project \(project) has no such user (no user holds that id, or no user has that number)")
+            guard let subject = try await person(project: project, reference: reference) else {
+                throw ServiceError(.notFound, .unknownUser, "project \(project) has no user with that number")
             }
             try await store.pool.transaction { connection in
                 try PostgresConfigStore.audit(
@@ -568,6 +568,15 @@ struct ErasureAPI: ServiceAPI {
             return try await changeInCollector(
                 .DELETE, "retention", done: .noContent, audit: "retention.cleared", actor: actor, project: project, context: context)
         }
+    }
+
+    /// The person `reference` names: identity-service's, or for an id no user holds, that id alone
+    /// (a person may be known only from records that were refused, which name it); nil for a user
+    /// number that does not exist.
+    private func person(project: String, reference: UserReference) async throws -> ErasureSubject? {
+        if let subject = try await calls.subject(project: project, reference: reference) { return subject }
+        guard let key = reference.key, let value = reference.value else { return nil }
+        return ErasureSubject(users: [], identities: [IdentityPair(key: key, value: value)])
     }
 
     /// A change to data the collector keeps for `project` (`/v1/projects/{project}/<path>` there),

@@ -268,6 +268,37 @@ struct ErasureTests {
         }
     }
 
+    @Test("a person known only from refused records is exported and erased by their id, and suppressed after")
+    func onlyRefused() async throws {
+        try await RunningServices.run(erasureSettleSeconds: 1) { services in
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            // Refused at the gateway before any id was resolved: identity-service never heard of dora-phone.
+            let dora =
+                #"[{"type":"track","event":"Broken","time":\#(now),"distinct_id":"dora-phone","_track_id":7,"identities":{"$identity_anonymous_id":"dora-phone"},"lib":{"$lib":"iOS"},"properties":{"1bad":1}}]"#
+            #expect((try await Self.upload(dora, to: services.gateway))["rejected"] as? Int == 1)
+            let id = "key=%24identity_anonymous_id&value=dora-phone"
+            let export = try await services.config.execute(uri: "/v1/projects/default/user-data?\(id)", method: .get, headers: Self.admin)
+            #expect(export.status == .ok, "\(export.text)")
+            let lines = export.text.split(separator: "\n").map { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            #expect(lines.compactMap { $0?["table"] as? String } == ["rejected"], "\(export.text)")
+            #expect((lines.last??["end"] as? Bool) == true && (lines.last??["rows"] as? Int) == 1, "\(export.text)")
+            let asked = try await services.config.execute(
+                uri: "/v1/projects/default/erasures", method: .post, headers: Self.admin,
+                body: ByteBuffer(string: #"{"user":{"key":"$identity_anonymous_id","value":"dora-phone"}}"#))
+            #expect(asked.status == .accepted, "\(asked.text)")
+            let job = try JSONDecoder().decode(ErasureJob.self, from: Data(buffer: asked.body))
+            let done = try await Self.finished(job.erasureId, services.config)
+            #expect(done.collector?.rejected == 1)
+            let left = try await TestDatabase.rows(
+                services.databaseURL, "SELECT count(*) FROM analytics.rejected WHERE strpos(raw, 'dora-phone') > 0")
+            #expect(left.first?[0] == "0")
+            #expect((try await Self.upload(dora, to: services.gateway))["suppressed"] as? Int == 1)
+            // A user number nobody has is still a 404.
+            let nobody = try await services.config.execute(uri: "/v1/projects/default/user-data?user=999999", method: .get, headers: Self.admin)
+            #expect(nobody.status == .notFound && nobody.text.contains("unknown_user"))
+        }
+    }
+
     @Test("a project config-service does not know is a 404, even when identity-service holds users under its name")
     func unknownProject() async throws {
         try await RunningServices.run { services in
