@@ -192,8 +192,15 @@ package struct RecordNormalizer: Sendable {
     /// multi-entity record's schema and `id`; nil for a record of another type.
     static func item(_ fields: RecordFields, type: String, entity: MultiEntity?) -> Result<(type: String, id: String)?, InvalidRecord> {
         if let entity, entity.keysItem(type) {
-            guard let id = fields.entityID?.stringValue ?? fields.entityID?.int64Value.map({ String($0) }), !id.isEmpty else {
+            guard let sent = fields.entityID, sent.stringValue != "" else {
                 return .failure(.init(reason: "a \(type) record of schema '\(entity.schema)' needs an id"))
+            }
+            guard let id = sent.stringValue ?? sent.int64Value.map({ String($0) }) else {
+                return .failure(
+                    .init(
+                        reason:
+                            "the id of a \(type) record of schema '\(entity.schema)' is a string or a whole number, not \(UntrustedText.quoted(sent.rawText, limit: 40))"
+                    ))
             }
             return .success((entity.schema, id))
         }
@@ -421,6 +428,9 @@ struct MultiEntity: Sendable, Equatable {
         guard fields.version?.stringValue == "2.0" else { return .success(nil) }
         guard !bridged else { return .failure(.init(reason: "bridge: an H5 page sends no multi-entity records")) }
         // `events` and `users` are reserved as property names, and are the two schemas every project has.
+        if let sent = fields.schema?.stringValue, sent != userEvents, sent != users, [userEvents, users].contains(sent.lowercased()) {
+            return .failure(.init(reason: "schema '\(sent)' is not '\(sent.lowercased())': the schemas events and users are written in lower case"))
+        }
         guard let schema = fields.schema?.stringValue, schema == userEvents || schema == users || RecordNormalizer.nameProblem(schema) == nil else {
             return .failure(.init(reason: "a multi-entity record (version 2.0) needs a schema named like a property"))
         }

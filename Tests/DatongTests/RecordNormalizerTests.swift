@@ -122,6 +122,16 @@ struct RecordNormalizerTests {
                 "an item schema's events are track records"
             ),
             (#"{"type":"item_set","time":1795273119736,"version":"2.0","schema":"products","properties":{}}"#, "needs an id"),
+            (
+                #"{"type":"item_set","time":1795273119736,"version":"2.0","schema":"products","id":1e21,"properties":{}}"#,
+                "is a string or a whole number, not 1e21"
+            ),
+            (
+                #"{"type":"item_set","time":1795273119736,"version":"2.0","schema":"products","id":true,"properties":{}}"#,
+                "is a string or a whole number, not true"
+            ),
+            (#"{"type":"profile_set","time":1795273119736,"version":"2.0","schema":"Users","id":"u","properties":{}}"#, "schema 'Users' is not 'users'"),
+            (#"{"type":"track","event":"E","time":1795273119736,"version":"2.0","schema":"EVENTS","properties":{}}"#, "schema 'EVENTS' is not 'events'"),
             (#"{"type":"track","event":"E","time":1795273119736,"version":"2.0","properties":{}}"#, "needs a schema"),
             (#"{"type":"track","event":"E","time":1795273119736,"version":"2.0","schema":"events","properties":{"user_id":12345}}"#, "Sensors user_id"),
             (#"{"type":"track","event":"E","distinct_id":"d"}"#, "no numeric time"),
