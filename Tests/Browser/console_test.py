@@ -282,6 +282,7 @@ def run(args):
         assert status_code == 200 and answer.get("suppressed") == 1 and answer.get("stored") == 0, answer
         c.button("Show what is held")
         c.text_in("#privacy-held .notice.info", "No user of project")
+        c.text_in("#privacy-held .notice.info", "no refused record names it either")
 
         # 9. The audit trail names every change made above.
         d.get(f"{args.console}#/audit")

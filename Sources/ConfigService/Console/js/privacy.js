@@ -58,8 +58,13 @@ export async function privacyView(main, project) {
     const download = h("a.button", {
       href: URL.createObjectURL(new Blob([text], { type: "application/x-ndjson" })), download: `user-data-${project}.jsonl`,
     }, "Download the export (JSON lines)");
+    // An id no user holds may still name someone known only from refused records (docs/PRIVACY.md).
+    const refused = counts.rejected ?? 0;
     clear(held,
       last?.end ? null : notice("error", "The export stopped early; what is shown is not all. Look up again."),
+      users.length ? null : notice("info", `No user of project '${project}' is ${ref.label}; `
+        + (refused ? `${refused} refused records name it as their user. Erasing removes them and suppresses the id.`
+          : "no refused record names it either. Erasing would only suppress the id.")),
       h("h2", `What is held about ${ref.label}`),
       h("table.grid.held", h("thead", h("tr", h("th", "Data"), h("th", "Rows"))),
         h("tbody", TABLES.map(([table, label]) => h("tr", { dataset: { table } }, h("td", label), h("td", String(counts[table] ?? 0)))))),
