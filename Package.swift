@@ -31,12 +31,14 @@ let package = Package(
         .package(url: "https://github.com/adam-fowler/compress-nio.git", exact: "1.5.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", exact: "1.8.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", exact: "1.8.2"),
+        .package(url: "https://github.com/jpsim/Yams.git", exact: "6.2.2"),
     ],
     targets: [
         // C libraries, through pkg-config.
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        .systemLibrary(name: "CMaxMindDB", pkgConfig: "libmaxminddb", providers: [.apt(["libmaxminddb-dev"])]),
         // libFuzzer's driver entry, declared only; the toolchain links it into fuzz builds.
         .systemLibrary(name: "CLibFuzzer"),
 
@@ -97,11 +99,19 @@ let package = Package(
             ]
         ),
 
+        // What the server knows of a record's sender (docs/ANALYTICS.md, "Enrichment"): the client's
+        // address behind trusted proxies, its region from an IP database (MaxMind DB through
+        // libmaxminddb, ip2region's xdb), its browser, OS and device from the User-Agent (uap-core).
+        .target(
+            name: "Enrichment",
+            dependencies: ["CMaxMindDB", .product(name: "Yams", package: "Yams")]
+        ),
+
         // The four services, one library each.
         .target(
             name: "Gateway",
             dependencies: [
-                "DatongJSON", "DatongContracts", "DatongRuntime", "DatongCrypto", "IdentityCore", "CZlib",
+                "DatongJSON", "DatongContracts", "DatongRuntime", "DatongCrypto", "IdentityCore", "Enrichment", "CZlib",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),
@@ -216,7 +226,7 @@ let package = Package(
         .testTarget(
             name: "DatongTests",
             dependencies: [
-                "Gateway", "Identity", "ConfigService", "Collector", "DatongCtl",
+                "Gateway", "Identity", "ConfigService", "Collector", "DatongCtl", "Enrichment",
                 "DatongJSON", "DatongContracts", "DatongRuntime", "DatongPostgres", "DatongStorage", "DatongCrypto", "BenchSupport", "IdentityCore",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

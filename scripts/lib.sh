@@ -27,6 +27,14 @@ ensure_packages() {
     pkg-config --exists libpq 2>/dev/null || missing+=(libpq-dev)
     pkg-config --exists libcrypto 2>/dev/null || missing+=(libssl-dev)
     pkg-config --exists zlib 2>/dev/null || missing+=(zlib1g-dev)
+    pkg-config --exists libmaxminddb 2>/dev/null || missing+=(libmaxminddb-dev)
+    # The User-Agent rules the gateway reads (USER_AGENT_RULES), with uap-core's own test vectors.
+    [ -f /usr/share/uap-core/regexes.yaml ] || missing+=(uap-core)
+    if [ -n "${DATONG_NEEDS_GEO_FIXTURES:-}" ]; then
+        # MaxMind's own writer of test databases (Tests/Fixtures/geo/write-mmdb.pl).
+        perl -MMaxMind::DB::Writer::Tree -e 1 2>/dev/null || missing+=(libmaxmind-db-writer-perl)
+        python3 -c "import venv, ensurepip" 2>/dev/null || missing+=(python3-venv)
+    fi
     command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
     command -v curl >/dev/null 2>&1 || missing+=(curl)
     [ -n "${DATONG_NEEDS_HAPROXY:-}" ] && ! command -v haproxy >/dev/null 2>&1 && missing+=(haproxy)
@@ -307,4 +315,17 @@ paf_stop() {
     done
     pkill -9 -f "pg_autoctl.*$dirs" || true
     for dir in "$@"; do pg_stop "$dir"; done
+}
+
+# geo_fixtures DIR: the test IP databases (Tests/Fixtures/geo): a MaxMind DB by MaxMind's Perl
+# writer, ip2region xdb files with the answers of ip2region's own Python searcher (PyPI
+# py-ip2region, in a virtualenv in DIR).
+IP2REGION_PY_VERSION=3.0.6
+geo_fixtures() {
+    local dir="$1"
+    mkdir -p "$dir"
+    perl "$ROOT/Tests/Fixtures/geo/write-mmdb.pl" "$dir/city.mmdb"
+    python3 -m venv "$dir/venv"
+    "$dir/venv/bin/pip" install --quiet --disable-pip-version-check "py-ip2region==$IP2REGION_PY_VERSION"
+    "$dir/venv/bin/python" "$ROOT/Tests/Fixtures/geo/write-xdb.py" "$dir"
 }

@@ -1,0 +1,86 @@
+import Enrichment
+import Foundation
+import Testing
+import Yams
+
+/// uap-core's rules and its own test vectors, as Debian's `uap-core` package installs them
+/// (`scripts/test` installs it; `DATONG_UAP_CORE` names another copy).
+enum UAPCore {
+    static let directory = ProcessInfo.processInfo.environment["DATONG_UAP_CORE"] ?? "/usr/share/uap-core"
+    static var regexes: String { directory + "/regexes.yaml" }
+    static var available: Bool { FileManager.default.fileExists(atPath: regexes) }
+
+    static let parser: UserAgentParser? = try? UserAgentParser(contentsOf: regexes, cacheEntries: 0)
+
+    static func cases(_ file: String) throws -> [[String: Any]] {
+        let text = try String(contentsOfFile: directory + "/tests/" + file, encoding: .utf8)
+        let root = try #require(try Yams.load(yaml: text) as? [String: Any])
+        return try #require(root["test_cases"] as? [[String: Any]])
+    }
+
+    /// A vector's field: YAML's null and the empty string are both "none".
+    static func field(_ entry: [String: Any], _ name: String) -> String? {
+        switch entry[name] {
+        case let text as String: return text.isEmpty ? nil : text
+        case let number as Int: return String(number)
+        default: return nil
+        }
+    }
+}
+
+@Suite(
+    "User-Agent parsing: uap-core's rules against uap-core's test vectors",
+    .enabled(if: UAPCore.available, "uap-core is not installed (apt-get install uap-core)"))
+struct UserAgentTests {
+    /// Runs every vector of `file`, prints the share that match and returns the ones that did not.
+    private func run(_ file: String, _ compare: (ParsedUserAgent, [String: Any]) -> Bool) throws -> (total: Int, failed: [String]) {
+        let parser = try #require(UAPCore.parser)
+        let cases = try UAPCore.cases(file)
+        var failed: [String] = []
+        for entry in cases {
+            guard let ua = entry["user_agent_string"] as? String else { continue }
+            if !compare(parser.parse(ua), entry) { failed.append(ua) }
+        }
+        let matched = cases.count - failed.count
+        print("uap-core \(file): \(matched) of \(cases.count) match (\(String(format: "%.2f", 100 * Double(matched) / Double(cases.count)))%)")
+        return (cases.count, failed)
+    }
+
+    @Test("Every rule of regexes.yaml compiles in ICU")
+    func rulesCompile() throws {
+        let parser = try #require(UAPCore.parser)
+        #expect(parser.skippedRules == 0)
+        #expect(parser.ruleCount > 1000)
+    }
+
+    @Test("test_ua.yaml: browser family and version")
+    func browsers() throws {
+        let (total, failed) = try run("test_ua.yaml") { parsed, entry in
+            parsed.agent.family == UAPCore.field(entry, "family") && parsed.agent.major == UAPCore.field(entry, "major")
+                && parsed.agent.minor == UAPCore.field(entry, "minor") && parsed.agent.patch == UAPCore.field(entry, "patch")
+        }
+        #expect(total > 1000)
+        #expect(failed.isEmpty, "\(failed.count) differ, first: \(failed.prefix(5))")
+    }
+
+    @Test("test_os.yaml: OS family and version")
+    func systems() throws {
+        let (total, failed) = try run("test_os.yaml") { parsed, entry in
+            parsed.os.family == UAPCore.field(entry, "family") && parsed.os.major == UAPCore.field(entry, "major")
+                && parsed.os.minor == UAPCore.field(entry, "minor") && parsed.os.patch == UAPCore.field(entry, "patch")
+                && parsed.os.patchMinor == UAPCore.field(entry, "patch_minor")
+        }
+        #expect(total > 400)
+        #expect(failed.isEmpty, "\(failed.count) differ, first: \(failed.prefix(5))")
+    }
+
+    @Test("test_device.yaml: device family, brand and model")
+    func devices() throws {
+        let (total, failed) = try run("test_device.yaml") { parsed, entry in
+            parsed.device.family == UAPCore.field(entry, "family") && parsed.device.brand == UAPCore.field(entry, "brand")
+                && parsed.device.model == UAPCore.field(entry, "model")
+        }
+        #expect(total > 10000)
+        #expect(failed.isEmpty, "\(failed.count) differ, first: \(failed.prefix(5))")
+    }
+}
