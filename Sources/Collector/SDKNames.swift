@@ -22,7 +22,7 @@ enum SDKNames {
     ]
 
     /// `$` names of the SDKs' properties, and those Sensors' server adds to records
-    /// (`$ip`, `$country`, `$province`, `$city`, `$url_host`).
+    /// (`$ip`, `$country`, `$province`, `$city`, `$url_host`), and `$is_bot`, which Datong's gateway adds.
     static let properties: Set<String> = [
         "$abtest_experiment_group_id", "$abtest_experiment_id", "$ad_app_match_type", "$ad_custom_data_type", "$ad_deeplink_channel_info", "$ad_device_info",
         "$ad_dynamic_slink_channel_name", "$ad_dynamic_slink_channel_type", "$ad_dynamic_slink_data", "$ad_dynamic_slink_msg", "$ad_dynamic_slink_short_url",
@@ -36,7 +36,7 @@ enum SDKNames {
         "$first_browser_charset", "$first_browser_language", "$first_referrer", "$first_referrer_host", "$first_search_keyword", "$first_traffic_source_type",
         "$first_visit_time", "$gaid", "$geo_coordinate_system", "$identity_android_id", "$identity_android_uuid", "$identity_anonymous_id",
         "$identity_cookie_id", "$identity_email", "$identity_login", "$identity_login_id", "$identity_mobile", "$identity_mp_id",
-        "$identity_mp_openid", "$identity_mp_unionid", "$ios_install_disable_callback", "$ios_install_source", "$ip", "$is_channel_callback_event",
+        "$identity_mp_openid", "$identity_mp_unionid", "$ios_install_disable_callback", "$ios_install_source", "$ip", "$is_bot", "$is_channel_callback_event",
         "$is_first_day", "$is_first_time", "$is_login_id", "$latest_landing_page", "$latest_referrer", "$latest_referrer_host",
         "$latest_sa_utm", "$latest_scene", "$latest_search_keyword", "$latest_sf_source", "$latest_share_depth", "$latest_share_distinct_id",
         "$latest_share_method", "$latest_share_url_path", "$latest_traffic_source_type", "$latest_utm", "$latest_utm_campaign", "$latest_utm_content",

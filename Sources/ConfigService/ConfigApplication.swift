@@ -89,6 +89,7 @@ struct ConfigAPI: ServiceAPI {
         }
 
         EncryptionKeysAPI(store: store, auth: auth, serviceToken: serviceToken, sealer: sealer).register(on: router)
+        EnrichmentAPI(store: store, auth: auth).register(on: router)
         // Internal: what the gateway checks uploads against (no admin token; the digest only).
         router.get("/v1/projects/:project/ingestion") { request, context in
             try serviceToken.check(request)
@@ -102,12 +103,14 @@ struct ConfigAPI: ServiceAPI {
             // Gateways read this every few seconds: revalidated by an ETag of the token and the
             // suppression list's version, an unchanged answer is a 304, however long the list.
             let version = try await erasures.store.suppressionVersion(project: project) ?? 0
-            let etag = "\"" + SHA256Digest.hex(Array("\(tokenSHA256 ?? "-")/\(version)".utf8)).prefix(32) + "\""
+            let enrichment = try await store.enrichment(project: project) ?? .defaults
+            let etag = "\"" + SHA256Digest.hex(Array("\(tokenSHA256 ?? "-")/\(version)/\(enrichment.jsonText)".utf8)).prefix(32) + "\""
             let candidates = (request.headers[.ifNoneMatch] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
             if candidates.contains(etag) { return Response(status: .notModified, headers: [.eTag: etag]) }
             let suppressed = try await erasures.store.suppressedIDs(project: project)
             return try jsonResponse(
-                .ok, encoding: ProjectIngestion(project: project, tokenSHA256: tokenSHA256, suppressed: suppressed), headers: [.eTag: etag])
+                .ok, encoding: ProjectIngestion(project: project, tokenSHA256: tokenSHA256, suppressed: suppressed, enrichment: enrichment),
+                headers: [.eTag: etag])
         }
 
         router.put("/v1/projects/:project/:kind") { request, context in

@@ -133,5 +133,12 @@ enum ConfigSchema {
                 -- with an ETag made from it and the token, so an unchanged list costs a 304.
                 ALTER TABLE config.projects ADD COLUMN suppression_version bigint NOT NULL DEFAULT 0;
                 """),
+        Migration(
+            version: 8, name: "enrichment settings per project",
+            sql: """
+                -- What the gateways add to the project's records and how they store the client's
+                -- address (EnrichmentPolicy as JSON); NULL for the defaults, Sensors' own.
+                ALTER TABLE config.projects ADD COLUMN enrichment text;
+                """),
     ]
 }

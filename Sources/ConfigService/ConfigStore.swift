@@ -23,6 +23,10 @@ protocol ConfigStore: Sendable {
     /// What the gateway needs to accept uploads for `project`: nil when there is no such project,
     /// otherwise the hex SHA-256 of its ingestion token (nil inside when uploads need none).
     func ingestion(project: String) async throws -> ProjectAccess
+    /// The project's enrichment settings; nil when there is no such project.
+    func enrichment(project: String) async throws -> EnrichmentPolicy?
+    /// False when there is no such project.
+    func setEnrichment(project: String, policy: EnrichmentPolicy, actor: String) async throws -> Bool
     func projectExists(_ name: String) async throws -> Bool
     /// Publishes `canonical` as the next version of the document; versions are numbered per
     /// (project, kind, scope) and never reused.
@@ -108,6 +112,27 @@ struct PostgresConfigStore: ConfigStore {
             let rows = try connection.query("SELECT token_sha256 FROM config.projects WHERE name = $1", [project]).rows
             guard let row = rows.first else { return .unknown }
             return row[0].map { .token(sha256: $0) } ?? .open
+        }
+    }
+
+    func enrichment(project: String) async throws -> EnrichmentPolicy? {
+        try await pool.withConnection { connection in
+            guard let row = try connection.query("SELECT enrichment FROM config.projects WHERE name = $1", [project]).rows.first else {
+                return nil
+            }
+            // Written by `setEnrichment` only; a value this version cannot read is the defaults.
+            return row[0].flatMap { try? JSONDecoder().decode(EnrichmentPolicy.self, from: Data($0.utf8)) } ?? .defaults
+        }
+    }
+
+    func setEnrichment(project: String, policy: EnrichmentPolicy, actor: String) async throws -> Bool {
+        try await pool.transaction { connection in
+            let updated =
+                try connection.query(
+                    "UPDATE config.projects SET enrichment = $2 WHERE name = $1", [project, policy.jsonText]
+                ).affectedRows == 1
+            if updated { try Self.audit(actor, "project.enrichment_set", project: project, detail: policy.jsonText, on: connection) }
+            return updated
         }
     }
 

@@ -4,6 +4,7 @@ import DatongRuntime
 extension ErrorCode {
     package static let documentTooLarge = ErrorCode("document_too_large")
     package static let invalidAppVersion = ErrorCode("invalid_app_version")
+    package static let invalidEnrichment = ErrorCode("invalid_enrichment")
     package static let invalidKeyType = ErrorCode("invalid_key_type")
     package static let invalidPkv = ErrorCode("invalid_pkv")
     package static let invalidTokenName = ErrorCode("invalid_token_name")

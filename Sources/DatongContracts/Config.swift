@@ -147,13 +147,61 @@ package struct ProjectIngestion: Codable, Sendable, Equatable {
     /// The ids of erased users whose records the gateways drop (absent from older config-services).
     package var suppressed: [IdentityPair]?
 
-    package init(project: String, tokenSHA256: String?, suppressed: [IdentityPair]? = nil) {
+    /// What the gateways add to the project's records (absent from older config-services: the defaults).
+    package var enrichment: EnrichmentPolicy?
+
+    package init(project: String, tokenSHA256: String?, suppressed: [IdentityPair]? = nil, enrichment: EnrichmentPolicy? = nil) {
         self.project = project
         self.tokenSHA256 = tokenSHA256
         self.suppressed = suppressed
+        self.enrichment = enrichment
     }
 
     package var access: ProjectAccess { tokenSHA256.map { .token(sha256: $0) } ?? .open }
+}
+
+/// What the gateways add to a project's records from the request (docs/PRIVACY.md): its privacy
+/// settings. The defaults are what Sensors' server stores.
+package struct EnrichmentPolicy: Codable, Sendable, Equatable {
+    /// How `$ip` is stored: the client's address in full, truncated (IPv4 /24, IPv6 /48) or not at
+    /// all. The region is computed from the full address first, whichever is chosen.
+    package enum AddressStorage: String, Codable, Sendable, CaseIterable {
+        case full
+        case truncated
+        case none
+    }
+
+    /// What becomes of a record whose User-Agent is a crawler's (uap-core's `Spider`).
+    package enum Bots: String, Codable, Sendable, CaseIterable {
+        /// Stored as any other.
+        case keep
+        /// Stored with `$is_bot: true`.
+        case mark
+        /// Not stored; counted in the answer's `dropped` and in a metric.
+        case drop
+    }
+
+    package var ip: AddressStorage
+    /// `$country`, `$province` and `$city` from the gateway's IP database.
+    package var region: Bool
+    /// `$browser`, `$browser_version`, `$os`, `$os_version`, `$model`, `$manufacturer` from a
+    /// browser's User-Agent.
+    package var userAgent: Bool
+    package var bots: Bots
+
+    package init(ip: AddressStorage = .full, region: Bool = true, userAgent: Bool = true, bots: Bots = .keep) {
+        self.ip = ip
+        self.region = region
+        self.userAgent = userAgent
+        self.bots = bots
+    }
+
+    package static let defaults = EnrichmentPolicy()
+
+    /// The policy as the admin API and the ingestion answer write it, keys sorted.
+    package var jsonText: String {
+        #"{"bots":"\#(bots.rawValue)","ip":"\#(ip.rawValue)","region":\#(region),"userAgent":\#(userAgent)}"#
+    }
 }
 
 /// Who may upload to a project: none (no such project), anyone, or whoever holds its token.

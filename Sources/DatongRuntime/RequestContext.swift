@@ -2,6 +2,7 @@ import DatongContracts
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOCore
 
 /// The request context of every Datong service: Hummingbird's core context plus the request id that
 /// travels from the gateway to the services it calls.
@@ -9,9 +10,12 @@ package struct DatongRequestContext: RequestContext {
     package var coreContext: CoreRequestContextStorage
     /// The `X-Request-Id` this request came with, or one made up on arrival.
     package var requestID: String = ""
+    /// The connection's peer: the client, or the proxy in front of it.
+    package let peer: SocketAddress?
 
     package init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
+        peer = source.channel.remoteAddress
     }
 }
 

@@ -13,11 +13,12 @@ package struct BridgeHandler: Sendable {
     let whitelists: WhitelistCache
     let ingest: ResolveAndStore
     let auth: IngestionAuth
+    let enrichment: EnrichmentSources
 
     func handle(_ request: Request, context: DatongRequestContext) async throws -> Response {
         let project = try requestProject(request.uri.queryParameters["project"].map(String.init))
         // Before the body is read: a refused relay costs no parsing.
-        let suppressed = try await auth.check(project: project, token: request.uri.queryParameters["token"].map(String.init), logger: context.logger)
+        let grant = try await auth.check(project: project, token: request.uri.queryParameters["token"].map(String.init), logger: context.logger)
         let body = try await readRequestBody(request, limits: limits)
         let (app, messages) = try Self.parseRelay(body, limits: limits)
         let receivedAt = ResolveAndStore.now()
@@ -26,11 +27,11 @@ package struct BridgeHandler: Sendable {
         let projectWhitelists = needsWhitelists ? try await whitelists.whitelists(for: project) : ProjectWhitelists()
         let relay = PreparedRelay(
             messages: messages, readings: readings, app: app, project: project, whitelists: projectWhitelists,
-            limits: limits, now: receivedAt
+            limits: limits, now: receivedAt, enrichment: enrichment.request(request, context: context, policy: grant.enrichment)
         )
         var results = relay.results
         let outcome = try await ingest.store(
-            relay.accepted, rejected: relay.rejected, receivedAt: receivedAt, suppressed: [project: suppressed], context: context)
+            relay.accepted, rejected: relay.rejected, receivedAt: receivedAt, suppressed: [project: grant.suppressed], context: context)
         let stored = outcome.collected
         let duplicates = Set(stored.duplicateIndexes)
         let refused = Dictionary(stored.rejections.map { ($0.index, $0.reason) }, uniquingKeysWith: { first, _ in first })
@@ -108,7 +109,7 @@ package struct PreparedRelay: Sendable {
 
     package init(
         messages: [[UInt8]], readings: [Result<BridgeMessage, BridgeMessageProblem>], app: AppContext, project: String,
-        whitelists: ProjectWhitelists, limits: UploadLimits, now: Int64
+        whitelists: ProjectWhitelists, limits: UploadLimits, now: Int64, enrichment: RequestEnrichment? = nil
     ) {
         var app = app
         results = messages.indices.map { MessageResult(index: $0, status: .ignored) }
@@ -124,7 +125,7 @@ package struct PreparedRelay: Sendable {
             case .success(.record(let record)):
                 let fields = RecordFields(record)
                 outcome = BridgeRewriter.rewrite(record, fields: fields, app: &app, project: project, whitelists: whitelists).flatMap { overrides in
-                    normalizer.normalize(record, fields: fields, bridged: overrides, defaultProject: project, now: now)
+                    normalizer.normalize(record, fields: fields, bridged: overrides, defaultProject: project, now: now, enrichment: enrichment)
                         .mapError { BridgeMessageProblem($0.reason) }
                 }
             }

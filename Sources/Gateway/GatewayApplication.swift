@@ -40,8 +40,13 @@ package func buildGatewayApplication(
     )
     let auth = IngestionAuth(config: config, refreshInterval: .seconds(settings.whitelistRefreshSeconds))
     let keyring = EncryptionKeyring(config: config, sealer: settings.sealer, refreshInterval: .seconds(settings.whitelistRefreshSeconds))
-    let uploads = UploadHandler(limits: settings.limits, ingest: ingest, auth: auth, whitelists: whitelists, keyring: keyring)
-    let bridge = BridgeHandler(limits: settings.limits, whitelists: whitelists, ingest: ingest, auth: auth)
+    let enrichment = EnrichmentSources.load(settings, logger: runtime.logger, metrics: runtime.metrics)
+    if let regions = enrichment.regions { services.append(regions) }
+    var uploads = UploadHandler(
+        limits: settings.limits, ingest: ingest, auth: auth, whitelists: whitelists, keyring: keyring, enrichment: enrichment)
+    uploads.botsDropped = runtime.metrics.gatewayCounter(
+        "bot_records_dropped", "Records of crawlers (by their User-Agent) dropped as their project asks (docs/PRIVACY.md)")
+    let bridge = BridgeHandler(limits: settings.limits, whitelists: whitelists, ingest: ingest, auth: auth, enrichment: enrichment)
 
     let router = makeServiceRouter(
         runtime: runtime,

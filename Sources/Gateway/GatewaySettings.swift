@@ -1,6 +1,8 @@
 import DatongContracts
 import DatongCrypto
 import DatongRuntime
+import Enrichment
+import Foundation
 
 /// bridge-gateway's settings (docs/SETTINGS.md).
 package struct GatewaySettings: Sendable {
@@ -41,7 +43,17 @@ package struct GatewaySettings: Sendable {
     /// under the collector's `COLLECTOR_MAX_BATCH_BYTES`.
     package var collectorGroupBytes: Int
 
+    /// Load balancers whose `X-Forwarded-For` is believed (`TRUSTED_PROXIES`, CIDR blocks); none by default.
+    package var trustedProxies: TrustedProxies
+    /// The IP database `$country`, `$province` and `$city` come from (`GEOIP_DATABASE`): a MaxMind DB
+    /// (`.mmdb`) or an ip2region `.xdb` file; none by default, and then no region is added.
+    package var geoIPDatabase: String?
+    /// uap-core's `regexes.yaml`, the User-Agent rules (`USER_AGENT_RULES`); the Debian package's path
+    /// by default. `none` turns User-Agent parsing off for every project.
+    package var userAgentRules: String?
+
     package static let defaultPort = 8106
+    package static let defaultUserAgentRules = "/usr/share/uap-core/regexes.yaml"
 
     package init(
         server: ServerSettings = ServerSettings(port: Self.defaultPort),
@@ -50,8 +62,12 @@ package struct GatewaySettings: Sendable {
         limits: UploadLimits = UploadLimits(), maxInFlightRequests: Int = 512, appLinksProject: String = "default",
         sealer: KeySealer? = nil, identityCacheEntries: Int = 200_000, identityCacheRefreshMilliseconds: Int = 500, identityCalls: Int = 1,
         collectorCalls: Int = 2,
-        collectorGroupBytes: Int = 8 << 20
+        collectorGroupBytes: Int = 8 << 20, trustedProxies: TrustedProxies = TrustedProxies(), geoIPDatabase: String? = nil,
+        userAgentRules: String? = nil
     ) {
+        self.trustedProxies = trustedProxies
+        self.geoIPDatabase = geoIPDatabase
+        self.userAgentRules = userAgentRules
         self.identityCalls = identityCalls
         self.collectorCalls = collectorCalls
         self.collectorGroupBytes = collectorGroupBytes
@@ -104,8 +120,28 @@ package struct GatewaySettings: Sendable {
                 "IDENTITY_CACHE_REFRESH_MS", default: settings.identityCacheRefreshMilliseconds, range: 50...60_000),
             identityCalls: try reader.int("IDENTITY_CALLS", default: settings.identityCalls, range: 1...1024),
             collectorCalls: try reader.int("COLLECTOR_CALLS", default: settings.collectorCalls, range: 1...1024),
-            collectorGroupBytes: try reader.int("COLLECTOR_GROUP_BYTES", default: settings.collectorGroupBytes, range: 1024...(1 << 30))
+            collectorGroupBytes: try reader.int("COLLECTOR_GROUP_BYTES", default: settings.collectorGroupBytes, range: 1024...(1 << 30)),
+            trustedProxies: try Self.trustedProxies(reader.optionalString("TRUSTED_PROXIES")),
+            geoIPDatabase: reader.optionalString("GEOIP_DATABASE"),
+            userAgentRules: Self.userAgentRules(reader.string("USER_AGENT_RULES", default: Self.defaultUserAgentRules))
         )
+    }
+
+    private static func trustedProxies(_ text: String?) throws -> TrustedProxies {
+        guard let text else { return TrustedProxies() }
+        switch TrustedProxies.parse(text) {
+        case .success(let proxies): return proxies
+        case .failure(let invalid):
+            throw SettingsError(
+                name: "TRUSTED_PROXIES", value: invalid.text, expected: "addresses or CIDR blocks (10.0.0.0/8, fd00::/8), separated by commas")
+        }
+    }
+
+    /// `none` turns parsing off; the default path counts only when the file is there.
+    private static func userAgentRules(_ path: String) -> String? {
+        if path == "none" { return nil }
+        if path == defaultUserAgentRules, !FileManager.default.fileExists(atPath: path) { return nil }
+        return path
     }
 }
 

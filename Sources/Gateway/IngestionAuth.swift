@@ -43,6 +43,7 @@ final class IngestionAuth: Sendable {
     private struct Entry {
         var access: ProjectAccess
         var suppressed: SuppressedIDs
+        var enrichment = EnrichmentPolicy.defaults
         var fetchedAt: ContinuousClock.Instant
         /// config-service's ETag of the answer, to revalidate it.
         var etag: String? = nil
@@ -62,13 +63,20 @@ final class IngestionAuth: Sendable {
         self.maxProjects = maxProjects
     }
 
+    /// What an accepted upload of a project goes by: the ids whose records are dropped, and what
+    /// the gateway adds to its records.
+    struct Grant: Sendable {
+        var suppressed: SuppressedIDs
+        var enrichment: EnrichmentPolicy
+    }
+
     /// Throws the refusal (404, 403) for `project` and `token`, or a 503 when the project was never
-    /// seen and config-service cannot say; otherwise answers the ids whose records are dropped.
+    /// seen and config-service cannot say; otherwise answers what the upload goes by.
     @discardableResult
-    func check(project: String, token: String?, logger: Logger) async throws -> SuppressedIDs {
+    func check(project: String, token: String?, logger: Logger) async throws -> Grant {
         let entry = try await entry(project, logger: logger)
         if let refusal = entry.access.refusal(project: project, token: token) { throw refusal }
-        return entry.suppressed
+        return Grant(suppressed: entry.suppressed, enrichment: entry.enrichment)
     }
 
     /// The ids whose records are dropped in `project` (a record may name a project of its own).
@@ -94,12 +102,15 @@ final class IngestionAuth: Sendable {
                 guard let ingestion = try? JSONDecoder().decode(ProjectIngestion.self, from: Data(body)) else {
                     throw ServiceError.unavailable(.badAnswer(from: config.upstream), "config-service gave an answer the gateway cannot read")
                 }
-                fetched = Entry(access: ingestion.access, suppressed: SuppressedIDs(ingestion.suppressed ?? []), fetchedAt: now, etag: etag)
+                fetched = Entry(
+                    access: ingestion.access, suppressed: SuppressedIDs(ingestion.suppressed ?? []),
+                    enrichment: ingestion.enrichment ?? .defaults, fetchedAt: now, etag: etag)
             case .notModified:
                 guard let cached else {
                     throw ServiceError.unavailable(.badAnswer(from: config.upstream), "config-service answered 304 to a first read")
                 }
-                fetched = Entry(access: cached.access, suppressed: cached.suppressed, fetchedAt: now, etag: cached.etag)
+                fetched = Entry(
+                    access: cached.access, suppressed: cached.suppressed, enrichment: cached.enrichment, fetchedAt: now, etag: cached.etag)
             }
         } catch {
             // config-service cannot say now: the last answer stands; never seen is a 503.

@@ -8,6 +8,8 @@ package struct NormalizedRecord: Sendable, Equatable {
     var identity: IdentityRecord?
     /// The record's own ingestion token, when it names its own project (never for bridged records).
     var token: String? = nil
+    /// Sent by a crawler, by its User-Agent (`RequestEnrichment`).
+    var isBot = false
 }
 
 /// Validates one SDK record and normalizes it (docs/PROTOCOL.md section 2). Pure: the same record and
@@ -31,8 +33,10 @@ package struct RecordNormalizer: Sendable {
     ///     record's own fields (`BridgeRewriter`); nil for an ordinary upload.
     ///   - defaultProject: the request's project (`?project=`), used unless the record names its own.
     ///   - now: the server's clock in milliseconds since the Unix epoch.
+    ///   - enrichment: what the request says that the record does not (its events only).
     package func normalize(
-        _ record: JSONRef, fields: RecordFields? = nil, bridged: BridgeOverrides? = nil, defaultProject: String, now: Int64
+        _ record: JSONRef, fields: RecordFields? = nil, bridged: BridgeOverrides? = nil, defaultProject: String, now: Int64,
+        enrichment: RequestEnrichment? = nil
     ) -> Result<NormalizedRecord, RecordRejection> {
         guard record.isObject else {
             return .failure(.init(project: defaultProject, reason: "the record is not a JSON object"))
@@ -164,7 +168,13 @@ package struct RecordNormalizer: Sendable {
             if let problem = Self.idProblem(value) { return reject("identity '\(key)' \(problem)") }
         }
 
-        let presets = isEvent ? bridged?.presets ?? [] : []
+        var presets = isEvent ? bridged?.presets ?? [] : []
+        var isBot = false
+        if isEvent, let enrichment {
+            let added = enrichment.presets(lib: libName, relayed: hybrid, ip: properties.ip, url: properties.url)
+            presets = PropertyPreset.merge(presets, added.presets)
+            isBot = added.isBot
+        }
         let collect = CollectRecord(
             project: project, type: type, event: event, time: time, distinctId: distinctID, userId: nil,
             anonymousId: anonymousID, loginId: loginID, lib: libName, libVersion: libVersion, appVersion: appVersion,
@@ -185,7 +195,7 @@ package struct RecordNormalizer: Sendable {
                 originalId: originalID, identities: identities, isLoginId: isLoginID, lib: libName
             )
         let token = bridged == nil ? fields.token?.stringValue.flatMap { $0.isEmpty ? nil : $0 } : nil
-        return .success(NormalizedRecord(collect: collect, identity: identity, token: token))
+        return .success(NormalizedRecord(collect: collect, identity: identity, token: token, isBot: isBot))
     }
 
     /// The item (or detail) a record of `type` is keyed by: `item_type` and `item_id`, or a

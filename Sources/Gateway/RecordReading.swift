@@ -159,6 +159,9 @@ struct PropertiesReading {
     private(set) var distinctID: JSONRef?
     /// A Sensors user number (`user_id`) naming the record's user instead of identities.
     private(set) var sensorsUserID: JSONRef?
+    /// `$ip` and `$url`, stored as sent; read for enrichment (`RequestEnrichment`).
+    private(set) var ip: JSONRef?
+    private(set) var url: JSONRef?
 
     private init(document: JSONDocument?) { self.document = document }
 
@@ -253,6 +256,10 @@ struct PropertiesReading {
                 libVersion = value()
             } else if Self.equals(name, "$app_version") {
                 appVersion = value()
+            } else if Self.equals(name, "$ip") {
+                ip = value()
+            } else if Self.equals(name, "$url") {
+                url = value()
             } else if Self.equals(name, "$is_login_id") {
                 // A flag on the record (its distinct_id is a login id), not data: the
                 // server SDKs add it when told isLoginId (sa-sdk-go track.go TrackEvent,
@@ -342,8 +349,10 @@ struct PropertiesReading {
                     func writePresets(before key: UnsafeBufferPointer<UInt8>?, _ presetIndex: inout Int, _ out: inout [UInt8]) {
                         while presetIndex < presets.count {
                             if let key, presets[presetIndex].key.withUnsafeBufferPointer({ Self.compare($0, key) }) >= 0 { return }
-                            if out.count > 1 { out.append(UInt8(ascii: ",")) }
-                            presets[presetIndex].write(to: &out)
+                            if presets[presetIndex].value != nil {
+                                if out.count > 1 { out.append(UInt8(ascii: ",")) }
+                                presets[presetIndex].write(to: &out)
+                            }
                             presetIndex += 1
                         }
                     }
@@ -433,20 +442,57 @@ struct PropertiesReading {
 /// properties, …): in place of the page's, unless the page's own is kept (`pageWins`).
 struct PropertyPreset: Sendable, Equatable {
     let key: [UInt8]
-    let value: JSONValue
-    /// The page's value stays when it has one: what its own SDK says of itself.
+    /// nil removes the record's property of this name (`$ip` when a project stores none).
+    let value: JSONValue?
+    /// The record's value stays when it has one: what a page's own SDK says of itself, or what a
+    /// record says that the server would only guess (`RequestEnrichment`).
     let pageWins: Bool
 
-    init(key: String, value: JSONValue, pageWins: Bool = false) {
+    init(key: String, value: JSONValue?, pageWins: Bool = false) {
         self.key = Array(key.utf8)
         self.value = value
         self.pageWins = pageWins
     }
 
     func write(to out: inout [UInt8]) {
+        guard let value else { return }
         JSONValue.writeString(utf8: key, to: &out)
         out.append(UInt8(ascii: ":"))
         value.write(to: &out)
+    }
+
+    /// Two lists sorted by key as one: on a key in both, the one that replaces the record's value
+    /// wins, else the first list's (the app's presets over the server's guesses).
+    static func merge(_ first: [PropertyPreset], _ second: [PropertyPreset]) -> [PropertyPreset] {
+        if second.isEmpty { return first }
+        if first.isEmpty { return second }
+        var merged: [PropertyPreset] = []
+        merged.reserveCapacity(first.count + second.count)
+        var (i, j) = (0, 0)
+        while i < first.count || j < second.count {
+            guard i < first.count else {
+                merged.append(second[j])
+                j += 1
+                continue
+            }
+            guard j < second.count else {
+                merged.append(first[i])
+                i += 1
+                continue
+            }
+            if first[i].key.lexicographicallyPrecedes(second[j].key) {
+                merged.append(first[i])
+                i += 1
+            } else if second[j].key.lexicographicallyPrecedes(first[i].key) {
+                merged.append(second[j])
+                j += 1
+            } else {
+                merged.append(first[i].pageWins && !second[j].pageWins ? second[j] : first[i])
+                i += 1
+                j += 1
+            }
+        }
+        return merged
     }
 }
 

@@ -4,6 +4,7 @@ import DatongRuntime
 import Foundation
 import Hummingbird
 import Logging
+import Prometheus
 
 /// Handles SDK uploads (docs/PROTOCOL.md section 1): authenticate, decode once, validate each
 /// record, resolve every record's user in one identity-service call, store the batch through the
@@ -16,6 +17,9 @@ struct UploadHandler: Sendable {
     let whitelists: WhitelistCache
     /// The projects' encryption keys, for `gzip=9` / `gzip=13` uploads.
     let keyring: EncryptionKeyring
+    let enrichment: EnrichmentSources
+    /// `datong_gateway_bot_records_dropped_total`.
+    var botsDropped: Counter?
 
     /// A 1×1 transparent GIF, the answer to image beacons.
     static let pixel: [UInt8] = [
@@ -36,7 +40,8 @@ struct UploadHandler: Sendable {
         let parameters = FormParameters(query: request.uri.query, body: body)
         // Before any decoding: a refused upload costs no base64, gunzip, decryption or parsing.
         let project = try requestProject(parameters["project"])
-        let suppressed = try await auth.check(project: project, token: parameters["token"], logger: context.logger)
+        let grant = try await auth.check(project: project, token: parameters["token"], logger: context.logger)
+        let enrichment = self.enrichment.request(request, context: context, policy: grant.enrichment)
         var keys: ProjectKeys?
         if UploadPayload.isEncrypted(parameters) {
             // A request that can never succeed is refused first, whatever the keys.
@@ -52,19 +57,20 @@ struct UploadHandler: Sendable {
             }
             keys = try await keyring.keys(for: project, logger: context.logger)
         }
-        var upload = try PreparedUpload(parameters: parameters, limits: limits, now: receivedAt, keys: keys)
+        var upload = try PreparedUpload(parameters: parameters, limits: limits, now: receivedAt, keys: keys, enrichment: enrichment)
         if !upload.unknownPKVs.isEmpty {
             // A key made a moment ago: read the keys again at once, then decode again.
             keys = try await keyring.keys(for: upload.project, fresh: true, logger: context.logger)
-            upload = try PreparedUpload(parameters: parameters, limits: limits, now: receivedAt, keys: keys)
+            upload = try PreparedUpload(parameters: parameters, limits: limits, now: receivedAt, keys: keys, enrichment: enrichment)
         }
+        if upload.bots > 0 { botsDropped?.increment(by: Int64(upload.bots)) }
         try await upload.checkRecordProjects(auth, logger: context.logger)
         if upload.hasRelayedRecords {
             upload.checkRelayedPages(try await whitelists.whitelists(for: upload.project))
         }
         var problems = upload.problems
         // Records may name projects of their own (server SDKs): each is checked against its list.
-        var suppression = [project: suppressed]
+        var suppression = [project: grant.suppressed]
         for record in upload.accepted {
             guard let other = record.identity?.project, other != project, suppression[other] == nil else { continue }
             suppression[other] = try await auth.suppressed(other, logger: context.logger)
@@ -108,7 +114,7 @@ struct UploadHandler: Sendable {
                 .ok,
                 bytes: UploadAnswer(
                     stored: result.stored, duplicates: result.duplicates, rejected: result.rejected, problems: problems,
-                    suppressed: outcome.suppressed == 0 ? nil : outcome.suppressed
+                    suppressed: outcome.suppressed == 0 ? nil : outcome.suppressed, bots: upload.bots == 0 ? nil : upload.bots
                 ).jsonBytes)
         }
     }
@@ -140,6 +146,8 @@ struct UploadAnswer: Codable, Sendable, Equatable {
     let problems: [RecordProblem]
     /// Records of erased users, dropped (docs/PRIVACY.md); absent when none.
     var suppressed: Int? = nil
+    /// Records of crawlers, dropped as the project asks (`bots: drop`); absent when none.
+    var bots: Int? = nil
 }
 
 extension UploadAnswer {
@@ -149,6 +157,7 @@ extension UploadAnswer {
         var out: [UInt8] = []
         out.reserveCapacity(64 + problems.count * 64)
         var answer = JSONObjectWriter(&out)
+        answer.int("bots", bots.map(Int64.init), &out)
         answer.int("duplicates", Int64(duplicates), &out)
         answer.array("problems", count: problems.count, &out) { position, out in
             var object = JSONObjectWriter(&out)
@@ -194,14 +203,18 @@ package struct PreparedUpload: Sendable {
 
     /// pkvs of envelopes the given keys could not open for want of the key.
     private(set) var unknownPKVs: Set<Int> = []
+    /// Records of crawlers dropped as the project asks (`EnrichmentPolicy.bots`).
+    private(set) var bots = 0
 
     /// Decodes the form parameters and payload and validates each record; a request that can never
     /// succeed throws a `ServiceError`, a bad record is kept as rejected with its reason.
-    package init(query: String?, body: [UInt8], limits: UploadLimits, now: Int64, keys: ProjectKeys? = nil) throws {
-        try self.init(parameters: FormParameters(query: query, body: body), limits: limits, now: now, keys: keys)
+    package init(
+        query: String?, body: [UInt8], limits: UploadLimits, now: Int64, keys: ProjectKeys? = nil, enrichment: RequestEnrichment? = nil
+    ) throws {
+        try self.init(parameters: FormParameters(query: query, body: body), limits: limits, now: now, keys: keys, enrichment: enrichment)
     }
 
-    init(parameters: FormParameters, limits: UploadLimits, now: Int64, keys: ProjectKeys?) throws {
+    init(parameters: FormParameters, limits: UploadLimits, now: Int64, keys: ProjectKeys?, enrichment: RequestEnrichment?) throws {
         project = try requestProject(parameters["project"])
         token = parameters["token"].flatMap { $0.isEmpty ? nil : $0 }
         let payload = try UploadPayload.decode(parameters, limits: limits, project: project, keys: keys)
@@ -212,7 +225,9 @@ package struct PreparedUpload: Sendable {
         let normalizer = RecordNormalizer(limits: limits)
         accepted.reserveCapacity(values.count)
         for (index, value) in values.enumerated() {
-            switch normalizer.normalize(value, defaultProject: project, now: now) {
+            switch normalizer.normalize(value, defaultProject: project, now: now, enrichment: enrichment) {
+            case .success(let record) where record.isBot && enrichment?.policy.bots == .drop:
+                bots += 1
             case .success(let record):
                 accepted.append(record)
                 acceptedIndexes.append(index)

@@ -156,11 +156,12 @@ struct EncryptedUploadTests {
                 FROM analytics.events GROUP BY 1 ORDER BY 1
                 """)
             #expect(stored == [["Encrypted13", "6", "6", "Android"], ["Encrypted9", "8", "8", "Android"]])
-            // The catalog has the types the Android SDK meant, from the records it encrypted.
+            // The catalog has the types the Android SDK meant, from the records it encrypted, and
+            // the `$ip` the gateway adds to a device's events.
             let types = try await TestDatabase.rows(
                 services.databaseURL,
                 "SELECT name || ' ' || type FROM analytics.catalog_properties WHERE project = 'production' ORDER BY name")
-            #expect(types == [["$os STRING"], ["n NUMBER"], ["secret STRING"]])
+            #expect(types == [["$ip STRING"], ["$os STRING"], ["n NUMBER"], ["secret STRING"]])
             // Sent again (the SDK retried): every record is a duplicate.
             let again = try await Self.post(try EncryptionTests.captures()[0].body, to: services.gateway)
             #expect(try again.json()["duplicates"] as? Int == 4)

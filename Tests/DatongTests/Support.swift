@@ -3,6 +3,7 @@ import ConfigService
 import DatongCrypto
 import DatongPostgres
 import DatongRuntime
+import Enrichment
 import Foundation
 import Gateway
 import Hummingbird
@@ -170,6 +171,7 @@ struct RunningServices: Sendable {
         identityMaxRequestBytes: Int = IdentitySettings(server: ServerSettings(port: 0), database: DatabaseSettings()).maxRequestBytes,
         erasureSettleSeconds: Int = 0,
         erasureBatchRows: Int = 5000,
+        gatewayEnrichment: (trustedProxies: String, geoIP: String?, userAgentRules: String?)? = nil,
         _ body: @escaping @Sendable (RunningServices) async throws -> Void
     ) async throws {
         let url = try await TestDatabase.create()
@@ -218,7 +220,10 @@ struct RunningServices: Sendable {
                                 sealer: gatewayHasMasterKey ? try KeySealer(masterKeyBase64: masterKey) : nil,
                                 identityCacheRefreshMilliseconds: gatewayIdentityCacheRefreshMilliseconds,
                                 identityCalls: gatewayIdentityCalls,
-                                collectorCalls: gatewayCollectorCalls
+                                collectorCalls: gatewayCollectorCalls,
+                                trustedProxies: try TrustedProxies.parse(gatewayEnrichment?.trustedProxies ?? "").get(),
+                                geoIPDatabase: gatewayEnrichment?.geoIP,
+                                userAgentRules: gatewayEnrichment?.userAgentRules
                             ),
                             runtime: runtime
                         )

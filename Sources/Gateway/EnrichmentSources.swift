@@ -1,0 +1,126 @@
+import DatongContracts
+import DatongRuntime
+import Enrichment
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import Prometheus
+import ServiceLifecycle
+import Synchronization
+
+/// What the gateway reads enrichment from, shared by every request: the trusted proxies, the
+/// User-Agent rules and the IP database (`GEOIP_DATABASE`), which it reopens when the file is
+/// replaced.
+final class EnrichmentSources: Sendable {
+    let trustedProxies: TrustedProxies
+    let userAgents: UserAgentParser?
+    let regions: RegionFile?
+
+    init(trustedProxies: TrustedProxies = TrustedProxies(), userAgents: UserAgentParser? = nil, regions: RegionFile? = nil) {
+        self.trustedProxies = trustedProxies
+        self.userAgents = userAgents
+        self.regions = regions
+    }
+
+    /// Reads the settings' files; what cannot be read is logged and left out (the gateway then
+    /// adds what it can: a missing User-Agent rules file costs `$browser`, never an upload).
+    static func load(_ settings: GatewaySettings, logger: Logger, metrics: PrometheusCollectorRegistry?) -> EnrichmentSources {
+        var userAgents: UserAgentParser?
+        if let path = settings.userAgentRules {
+            do {
+                let parser = try UserAgentParser(contentsOf: path)
+                userAgents = parser
+                logger.info("enrichment.user_agent_rules", metadata: ["path": "\(path)", "rules": "\(parser.ruleCount)", "skipped": "\(parser.skippedRules)"])
+            } catch {
+                logger.error("enrichment.user_agent_rules_unreadable", metadata: ["path": "\(path)", "error": "\(error)"])
+            }
+        }
+        let regions = settings.geoIPDatabase.map { RegionFile(path: $0, logger: logger, metrics: metrics) }
+        return EnrichmentSources(trustedProxies: settings.trustedProxies, userAgents: userAgents, regions: regions)
+    }
+}
+
+/// The IP database file, opened at start and again whenever it changes on disk (checked every
+/// `interval`): a file that cannot be read leaves the one in use in place, with a log line and
+/// `datong_gateway_geoip_reloads_total{result="refused"}`.
+final class RegionFile: Service, Sendable {
+    let path: String
+    private let interval: Duration
+    private let logger: Logger
+    private let state: Mutex<(lookup: (any RegionLookup)?, signature: Signature?)>
+    private let loaded: Counter?
+    private let refused: Counter?
+
+    /// What tells a replaced file: its inode, size and modification time.
+    struct Signature: Equatable {
+        var inode: UInt64
+        var size: UInt64
+        var modified: Date
+    }
+
+    init(path: String, interval: Duration = .seconds(5), logger: Logger, metrics: PrometheusCollectorRegistry?) {
+        self.path = path
+        self.interval = interval
+        self.logger = logger
+        state = Mutex((nil, nil))
+        let name = "datong_gateway_geoip_reloads_total"
+        let help = "IP database files opened (result=loaded) or refused, the one in use kept (result=refused)"
+        loaded = metrics?.makeCounter(name: name, labels: [("result", "loaded")], help: help)
+        refused = metrics?.makeCounter(name: name, labels: [("result", "refused")], help: help)
+        reloadIfChanged()
+    }
+
+    func region(of address: IPAddress) -> Region? {
+        state.withLock { $0.lookup }?.region(of: address)
+    }
+
+    var isLoaded: Bool { state.withLock { $0.lookup != nil } }
+
+    private func signature() -> Signature? {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path) else { return nil }
+        return Signature(
+            inode: (attributes[.systemFileNumber] as? NSNumber)?.uint64Value ?? 0, size: (attributes[.size] as? NSNumber)?.uint64Value ?? 0,
+            modified: attributes[.modificationDate] as? Date ?? .distantPast)
+    }
+
+    /// Opens the file again when its signature changed since the last attempt.
+    func reloadIfChanged() {
+        let current = signature()
+        guard current != state.withLock({ $0.signature }) else { return }
+        do {
+            let lookup = try RegionDatabase.open(path)
+            state.withLock { $0 = (lookup, current) }
+            loaded?.increment()
+            logger.info("enrichment.geoip_loaded", metadata: ["path": "\(path)"])
+        } catch {
+            state.withLock { $0.signature = current }
+            refused?.increment()
+            logger.error(
+                "enrichment.geoip_refused",
+                metadata: ["path": "\(path)", "error": "\(error)", "in_use": "\(isLoaded ? "the previous file" : "none: no region is added")"])
+        }
+    }
+
+    func run() async throws {
+        while !Task.isShuttingDownGracefully {
+            try? await Task.sleep(for: interval)
+            reloadIfChanged()
+        }
+    }
+}
+
+extension EnrichmentSources {
+    /// The enrichment of one request's records: its client behind the trusted proxies, its
+    /// User-Agent, the project's policy.
+    func request(_ request: Request, context: DatongRequestContext, policy: EnrichmentPolicy) -> RequestEnrichment {
+        let forwarded = trustedProxies.blocks.isEmpty ? [] : request.headers[values: .xForwardedFor].map { Substring($0) }
+        return RequestEnrichment(
+            policy: policy, client: trustedProxies.client(peer: IPAddress(context.peer), forwardedFor: forwarded),
+            userAgent: request.headers[.userAgent], sources: self)
+    }
+}
+
+extension HTTPField.Name {
+    static let xForwardedFor = Self("X-Forwarded-For")!
+}
