@@ -126,20 +126,21 @@ public final class UserAgentParser: Sendable {
 
     /// The User-Agent's browser, OS and device; the same text gives the same answer.
     public func parse(_ userAgent: String) -> ParsedUserAgent {
-        if cacheEntries > 0, let known = cache.withLock({ $0[userAgent] }) { return known }
-        let parsed = parseUncached(userAgent)
+        // Read and kept by its first `maxLength` bytes: the cache holds at most that per entry.
+        let text = userAgent.utf8.count > Self.maxLength ? String(decoding: userAgent.utf8.prefix(Self.maxLength), as: UTF8.self) : userAgent
+        if cacheEntries > 0, let known = cache.withLock({ $0[text] }) { return known }
+        let parsed = parseUncached(text)
         if cacheEntries > 0 {
             cache.withLock { cache in
                 // Full: start again rather than track ages (the set of browsers seen is small).
                 if cache.count >= cacheEntries { cache.removeAll(keepingCapacity: true) }
-                cache[userAgent] = parsed
+                cache[text] = parsed
             }
         }
         return parsed
     }
 
-    func parseUncached(_ userAgent: String) -> ParsedUserAgent {
-        let text = userAgent.utf8.count > Self.maxLength ? String(decoding: userAgent.utf8.prefix(Self.maxLength), as: UTF8.self) : userAgent
+    func parseUncached(_ text: String) -> ParsedUserAgent {
         let agent = Self.first(agents, text).map {
             ParsedUserAgent.Family(family: $0[0] ?? "Other", major: $0[1], minor: $0[2], patch: $0[3], patchMinor: $0[4])
         }
