@@ -74,6 +74,29 @@ struct DatongctlTests {
         }
     }
 
+    @Test("enrichment show and set from the command line, refused values exit 2")
+    func enrichment() async throws {
+        try await RunningServices.run { services in
+            let environment = ["DATONG_CONFIG_URL": "http://127.0.0.1:\(services.config.port!)", "DATONG_ADMIN_TOKEN": RunningServices.adminToken]
+            func ctl(_ arguments: String...) async -> (output: String, exitCode: Int32) {
+                await Datongctl.run(arguments, environment: environment)
+            }
+            #expect(
+                await ctl("enrichment", "default").output
+                    == "default: $ip stored in full; region on; browser from the User-Agent on; crawlers' events kept")
+            let set = await ctl("enrichment", "set", "default", "--ip", "truncated", "--user-agent", "off", "--bots", "drop")
+            #expect(set.exitCode == 0, "\(set.output)")
+            #expect(
+                set.output
+                    == "default: $ip stored truncated (IPv4 /24, IPv6 /48); region on; browser from the User-Agent off; crawlers' events dropped")
+            #expect(await ctl("enrichment", "show", "default").output == set.output)
+            #expect(await ctl("enrichment", "set", "default", "--ip", "half").exitCode == 2)
+            #expect(await ctl("enrichment", "set", "default", "--region", "yes").exitCode == 2)
+            #expect(await ctl("enrichment", "set", "default").exitCode == 2)
+            #expect(await ctl("enrichment", "show", "nope").exitCode == 1)
+        }
+    }
+
     @Test("refusals and mistakes exit with their codes and say why")
     func failures() async throws {
         try await RunningServices.run { services in
