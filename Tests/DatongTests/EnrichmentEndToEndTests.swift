@@ -69,6 +69,7 @@ struct EnrichmentEndToEndTests {
                     Self.record("ServerWithIP", lib: "Java", properties: ["$ip": "1.2.4.7"], trackID: 3),
                     Self.record("OwnBrowser", lib: "js", properties: ["$browser": "Custom", "$province": "自填"], trackID: 4),
                     Self.record("App", lib: "iOS", trackID: 5),
+                    Self.record("$pageview", lib: "js", trackID: 6),
                 ],
                 // The device sent a made-up address first; the balancer appended the one it saw.
                 forwardedFor: "6.6.6.6, 1.2.3.4", userAgent: Self.wechat, to: services.gateway)
@@ -80,6 +81,15 @@ struct EnrichmentEndToEndTests {
             #expect(events["OwnBrowser"] == ["1.2.3.4", "中国", "自填", "长沙", "Custom", "iOS", nil, nil])
             // An app's own record gets the address and region, never a browser from its HTTP client.
             #expect(events["App"] == ["1.2.3.4", "中国", "湖南", "长沙", nil, nil, nil, nil])
+
+            // docs/ANALYTICS.md's queries on what the server adds, as written there.
+            let documented = try AnalystQueryTests.sqlBlock("docs/ANALYTICS.md", after: "## What the server adds")
+            let statements = documented.components(separatedBy: ";\n").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+                .filter { !$0.isEmpty }
+            #expect(statements.count == 2)
+            let byProvince = try await TestDatabase.rows(services.databaseURL, statements[0])
+            #expect(byProvince == [["湖南", "3"], ["广西", "1"], ["自填", "1"]] || byProvince == [["湖南", "3"], ["自填", "1"], ["广西", "1"]])
+            #expect(try await TestDatabase.rows(services.databaseURL, statements[1]) == [["WeChat", "1"]])
 
             // A relay of a real page's message: the app's device, the page's URL; the request's
             // User-Agent is the app's HTTP client, never read as a browser.
