@@ -84,6 +84,11 @@ final class IngestionAuth: Sendable {
         try await entry(project, logger: logger).suppressed
     }
 
+    /// What the gateway adds to `project`'s records (a record may name a project of its own).
+    func enrichment(_ project: String, logger: Logger) async throws -> EnrichmentPolicy {
+        try await entry(project, logger: logger).enrichment
+    }
+
     func access(_ project: String, logger: Logger) async throws -> ProjectAccess {
         try await entry(project, logger: logger).access
     }

@@ -29,6 +29,11 @@ package final class RequestEnrichment {
         self.sources = sources
     }
 
+    /// The same request's enrichment under another project's settings.
+    func with(policy: EnrichmentPolicy) -> RequestEnrichment {
+        RequestEnrichment(policy: policy, client: client, userAgent: userAgent, sources: sources)
+    }
+
     /// The `$lib` of the official server SDKs, read from their code (docs/SDKS.md): their requests
     /// come from the customer's servers, so the request's address is not the user's.
     static let serverLibs: Set<String> = ["java", "python", "golang", "php", "ruby", "cpp", "node", "csharp", "dotnet"]

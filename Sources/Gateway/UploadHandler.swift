@@ -64,7 +64,7 @@ struct UploadHandler: Sendable {
             upload = try PreparedUpload(parameters: parameters, limits: limits, now: receivedAt, keys: keys, enrichment: enrichment)
         }
         if upload.bots > 0 { botsDropped?.increment(by: Int64(upload.bots)) }
-        try await upload.checkRecordProjects(auth, logger: context.logger)
+        try await upload.checkRecordProjects(auth, enrichment: enrichment, limits: limits, now: receivedAt, logger: context.logger)
         if upload.hasRelayedRecords {
             upload.checkRelayedPages(try await whitelists.whitelists(for: upload.project))
         }
@@ -194,7 +194,7 @@ package struct PreparedUpload: Sendable {
     var problems: [RecordProblem] = []
     /// The text of accepted records that name another project than the request's, by position:
     /// kept in case that project refuses them.
-    private var foreignRecords: [Int: String] = [:]
+    private var foreignRecords: [Int: JSONRef] = [:]
     /// Accepted records an app relayed from an H5 page (`_hybrid_h5: true`), by position, for the H5
     /// domain whitelist (read only when the project has one).
     private var relayedRecords: [Int: JSONRef] = [:]
@@ -226,12 +226,13 @@ package struct PreparedUpload: Sendable {
         accepted.reserveCapacity(values.count)
         for (index, value) in values.enumerated() {
             switch normalizer.normalize(value, defaultProject: project, now: now, enrichment: enrichment) {
-            case .success(let record) where record.isBot && enrichment?.policy.bots == .drop:
+            // A record of another project goes by that project's settings (`checkRecordProjects`).
+            case .success(let record) where record.isBot && enrichment?.policy.bots == .drop && record.collect.project == project:
                 bots += 1
             case .success(let record):
                 accepted.append(record)
                 acceptedIndexes.append(index)
-                if record.collect.project != project { foreignRecords[index] = value.rawText }
+                if record.collect.project != project { foreignRecords[index] = value }
                 if record.collect.hybridH5 { relayedRecords[index] = value }
             case .failure(let rejection):
                 rejected.append(RejectedRecord(project: rejection.project, reason: rejection.reason, raw: value.rawText))
@@ -246,18 +247,45 @@ extension PreparedUpload {
     /// Records that name a project of their own must name one that exists, with its token (theirs,
     /// or the request's); the others are kept as rejected with the reason, under the project they
     /// name when it exists (its operators are the ones to see a wrong token), else the request's.
-    mutating func checkRecordProjects(_ auth: IngestionAuth, logger: Logger) async throws {
+    /// An accepted one goes by its own project's enrichment settings: made again with them when
+    /// they are not the request's project's (a project that stores no `$ip` stores none, whichever
+    /// project's URL its records came through).
+    mutating func checkRecordProjects(
+        _ auth: IngestionAuth, enrichment: RequestEnrichment? = nil, limits: UploadLimits = UploadLimits(), now: Int64 = 0, logger: Logger
+    ) async throws {
         guard !foreignRecords.isEmpty else { return }
         var refusals: [Int: (reason: String, raw: String)] = [:]
         var filedUnder: [Int: String] = [:]
-        for (record, index) in zip(accepted, acceptedIndexes) {
-            if let raw = foreignRecords[index],
-                let refusal = try await auth.access(record.collect.project, logger: logger)
-                    .refusal(project: record.collect.project, token: record.token ?? token)
+        // Crawlers' records their own project drops: counted, not refused.
+        var droppedBots: Set<Int> = []
+        for (position, index) in acceptedIndexes.enumerated() {
+            guard let value = foreignRecords[index] else { continue }
+            let record = accepted[position]
+            if let refusal = try await auth.access(record.collect.project, logger: logger)
+                .refusal(project: record.collect.project, token: record.token ?? token)
             {
-                refusals[index] = (refusal.message, raw)
+                refusals[index] = (refusal.message, value.rawText)
                 if refusal.code != .unknownProject { filedUnder[index] = record.collect.project }
+                continue
             }
+            guard let enrichment else { continue }
+            let policy = try await auth.enrichment(record.collect.project, logger: logger)
+            var isBot = record.isBot
+            // Read with the same limits and clock, it normalizes again; only its presets differ.
+            if policy != enrichment.policy,
+                case .success(let again) = RecordNormalizer(limits: limits)
+                    .normalize(value, defaultProject: project, now: now, enrichment: enrichment.with(policy: policy))
+            {
+                accepted[position] = again
+                isBot = again.isBot
+            }
+            if isBot, policy.bots == .drop { droppedBots.insert(index) }
+        }
+        if !droppedBots.isEmpty {
+            bots += droppedBots.count
+            let kept = zip(accepted, acceptedIndexes).filter { !droppedBots.contains($0.1) }
+            accepted = kept.map(\.0)
+            acceptedIndexes = kept.map(\.1)
         }
         refuse(refusals, project: project, filedUnder: filedUnder)
     }

@@ -168,6 +168,24 @@ struct EnrichmentEndToEndTests {
             let audit = try await TestDatabase.rows(
                 services.databaseURL, "SELECT count(*)::text FROM config.audit WHERE action = 'project.enrichment_set' AND project = 'default'")
             #expect(audit == [["4"]])
+
+            // A record naming a project of its own goes by that project's settings, whichever
+            // project's URL it came through (here: default, which stores $ip in full).
+            let elsewhere = try await services.config.execute(
+                uri: "/v1/projects/proj_x/enrichment", method: .put, headers: [.authorization: "Bearer \(RunningServices.adminToken)"],
+                body: ByteBuffer(string: #"{"ip": "none"}"#))
+            #expect(elsewhere.status == .ok)
+            var page = Self.record("Elsewhere", lib: "js", trackID: 8)
+            page["project"] = "proj_x"
+            var server = Self.record("ElsewhereOwn", lib: "python", properties: ["$ip": "1.2.4.7"], trackID: 9)
+            server["project"] = "proj_x"
+            let mixed = try await Self.upload([page, server], forwardedFor: "1.2.3.4", userAgent: Self.wechat, to: services.gateway)
+            #expect(try mixed.json()["stored"] as? Int == 2, "\(String(buffer: mixed.body))")
+            let inOther = try await TestDatabase.rows(
+                services.databaseURL,
+                "SELECT event, properties->>'$ip', properties->>'$province', properties->>'$browser' FROM analytics.events WHERE project = 'proj_x' ORDER BY event"
+            )
+            #expect(inOther == [["Elsewhere", nil, "湖南", "WeChat"], ["ElsewhereOwn", nil, "广西", nil]])
         }
     }
 }
