@@ -226,6 +226,8 @@ def run(args):
         c.button("details")
         c.text_in("tr.event-detail", "sku-42")
         c.text_in("tr.event-detail", "iOS 4.8.0")
+        # The address the gateway added: this test's connection, from loopback (no region for it).
+        c.text_in("tr.event-detail dl", "127.0.0.1")
         reason = c.find(".rejected-table td.reason", timeout=20).text
         assert "distinct_id" in reason, f"the rejected record's reason names what was wrong: {reason!r}"
         c.find(".chart svg polyline.received")
@@ -283,13 +285,25 @@ def run(args):
         c.button("Show what is held")
         c.text_in("#privacy-held .notice.info", "No user of project")
         c.text_in("#privacy-held .notice.info", "no refused record names it either")
+        # What the gateways add: the address truncated and crawlers marked, saved, and read back
+        # after a reload (the page shows what config-service holds).
+        Select(c.find("#enrichment-ip")).select_by_value("truncated")
+        Select(c.find("#enrichment-bots")).select_by_value("mark")
+        c.button("Save")
+        c.text_in("#enrichment-note .notice.ok", "Saved")
+        d.refresh()
+        c.text_in("main h1", "Privacy")
+        c.wait(lambda driver: Select(driver.find_element(By.CSS_SELECTOR, "#enrichment-ip")).first_selected_option.get_attribute("value")
+               == "truncated", "the saved $ip setting shown after a reload")
+        assert Select(c.find("#enrichment-bots")).first_selected_option.get_attribute("value") == "mark"
+        c.shot("privacy-enrichment")
 
         # 9. The audit trail names every change made above.
         d.get(f"{args.console}#/audit")
         c.text_in("main h1", "Audit trail")
         audit = c.find("table.audit").text
         for action in ("project.created", "project.token_set", "document.published", "document.rolled_back",
-                       "user.exported", "user.erasure_requested", "user.erased"):
+                       "user.exported", "user.erasure_requested", "user.erased", "project.enrichment_set"):
             assert action in audit, f"{action} is in the audit trail"
         c.shot("audit-trail")
 

@@ -78,6 +78,9 @@ export async function liveView(main, project) {
 
 /** A row per event; a click opens its properties, lib, identities and H5 flag. */
 function eventRows(e, open) {
+  // What the gateway added from the request (docs/ANALYTICS.md, "What the server adds").
+  const p = e.properties && typeof e.properties === "object" ? e.properties : {};
+  const joined = (...parts) => parts.filter((part) => part !== undefined && part !== null && part !== "").join(" ") || "—";
   const detail = h("tr.event-detail", { hidden: !open.has(e.event_id) },
     h("td", { colspan: 7 }, h("div.detail-grid",
       h("div", h("h4", "Properties"), h("pre.code", pretty(e.properties))),
@@ -89,6 +92,9 @@ function eventRows(e, open) {
           h("dt", "lib method"), h("dd", e.lib_method ?? "—"),
           h("dt", "H5 in app"), h("dd", e.hybrid_h5 ? "yes (relayed by the app)" : "no"),
           h("dt", "received"), h("dd", time(e.received_at)),
+          h("dt", "address"), h("dd", p.$ip ?? "—"),
+          h("dt", "region"), h("dd", joined(p.$country, p.$province, p.$city)),
+          h("dt", "browser"), h("dd", joined(p.$browser, p.$browser_version, p.$os ? `on ${p.$os}` : null, p.$os_version)),
           h("dt", "stored user"), h("dd", e.stored_user_id ?? "—"),
           h("dt", "anonymous id"), h("dd", e.anonymous_id ?? "—"),
           h("dt", "login id"), h("dd", e.login_id ?? "—"),

@@ -127,6 +127,38 @@ export async function privacyView(main, project) {
     }
   }
 
+  // What the gateways add to this project's events from the request (docs/PRIVACY.md), audited.
+  const choice = (id, label, options) => h(`label`, label, " ",
+    h(`select#${id}`, options.map(([value, text]) => h("option", { value }, text))));
+  const enrichmentNote = h("div#enrichment-note", { "aria-live": "polite" });
+  const enrichment = h("form.inline#enrichment", {
+    onsubmit: async (event) => {
+      event.preventDefault();
+      const read = (id) => enrichment.querySelector(`#${id}`).value;
+      try {
+        const now = await api.put(`${base}/enrichment`, {
+          ip: read("enrichment-ip"), region: read("enrichment-region") === "on",
+          userAgent: read("enrichment-ua") === "on", bots: read("enrichment-bots"),
+        });
+        show(now);
+        clear(enrichmentNote, notice("ok", "Saved. The gateways apply it within seconds; the change is in the audit trail."));
+      } catch (error) {
+        clear(enrichmentNote, notice("error", error.message));
+      }
+    },
+  },
+  choice("enrichment-ip", "$ip", [["full", "stored in full"], ["truncated", "truncated (IPv4 /24, IPv6 /48)"], ["none", "not stored"]]),
+  choice("enrichment-region", "Region", [["on", "from the address"], ["off", "off"]]),
+  choice("enrichment-ua", "Browser and device", [["on", "from the User-Agent"], ["off", "off"]]),
+  choice("enrichment-bots", "Crawlers", [["keep", "kept"], ["mark", "marked $is_bot"], ["drop", "dropped"]]),
+  h("button.primary", { type: "submit" }, "Save"));
+  function show(policy) {
+    enrichment.querySelector("#enrichment-ip").value = policy.ip;
+    enrichment.querySelector("#enrichment-region").value = policy.region ? "on" : "off";
+    enrichment.querySelector("#enrichment-ua").value = policy.userAgent ? "on" : "off";
+    enrichment.querySelector("#enrichment-bots").value = policy.bots;
+  }
+
   const form = h("form.inline.privacy-lookup", {
     onsubmit: async (event) => {
       event.preventDefault();
@@ -136,7 +168,11 @@ export async function privacyView(main, project) {
 
   clear(main, h("h1", `Privacy · ${project}`),
     h("p.muted", "A user's data on request: what Datong holds about a person, an export of it, and its erasure. Erasures run as jobs; their ids stay suppressed (their later records dropped at the gateway) until lifted."),
-    form, held, h("h2", "Erasures"), jobs, h("h2", "Suppressed ids"), suppressed);
+    form, held, h("h2", "Erasures"), jobs, h("h2", "Suppressed ids"), suppressed,
+    h("h2", "What the gateways add"),
+    h("p.muted", "The client's address ($ip) is personal data; the region, browser and device are derived from it and the User-Agent. The region is looked up from the full address whatever is stored."),
+    enrichment, enrichmentNote);
+  show(await api.get(`${base}/enrichment`));
   await refresh();
   value.focus();
   return () => { if (polling) clearInterval(polling); };
