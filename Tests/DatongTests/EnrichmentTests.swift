@@ -1,5 +1,6 @@
 import Enrichment
 import Foundation
+import Logging
 import Testing
 
 @testable import Gateway
@@ -179,5 +180,37 @@ struct InAppBrowserTests {
             !parser.parse(
                 "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1"
             ).isBot)
+    }
+}
+
+@Suite("The IP database file, replaced while the gateway runs", .enabled(if: GeoFixtures.available, "scripts/test writes the test databases"))
+struct RegionFileTests {
+    @Test("a replaced file is opened again; a bad one is refused and the one in use kept")
+    func replaced() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("geo-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("in-use.xdb").path
+        func replace(with source: String) throws {
+            // As geoipupdate does: written beside it, then moved over it.
+            let next = directory.appendingPathComponent("next").path
+            try FileManager.default.copyItem(atPath: source, toPath: next)
+            _ = rename(next, path)
+        }
+        try replace(with: GeoFixtures.directory + "/v4.xdb")
+        let file = RegionFile(path: path, logger: .init(label: "test"), metrics: nil)
+        let beijing = IPAddress("2400:da00::1")!
+        let changsha = IPAddress("1.2.3.4")!
+        #expect(file.region(of: changsha)?.city == "长沙")
+        #expect(file.region(of: beijing) == nil)
+
+        try replace(with: GeoFixtures.directory + "/xdb-answers.json")
+        file.reloadIfChanged()
+        #expect(file.region(of: changsha)?.city == "长沙", "the bad file was refused, the one in use kept")
+
+        try replace(with: GeoFixtures.directory + "/v6.xdb")
+        file.reloadIfChanged()
+        #expect(file.region(of: beijing)?.city == "北京")
+        #expect(file.region(of: changsha) == nil)
     }
 }
