@@ -111,6 +111,20 @@ struct EnrichmentEndToEndTests {
         }
     }
 
+    @Test("the JS SDK's image beacon (GET /sa.gif) is enriched as its POST is")
+    func imageBeacon() async throws {
+        try await RunningServices.run(gatewayEnrichment: Self.behindBalancer) { services in
+            let record = Self.record("Beacon", lib: "js", properties: ["$url": "https://m.example.cn/a?b=1"], trackID: 1)
+            let data = try JSONSerialization.data(withJSONObject: record).base64EncodedString()
+                .addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+            let response = try await services.gateway.execute(
+                uri: "/sa.gif?project=default&data=\(data)", method: .get,
+                headers: [.userAgent: Self.wechat, HTTPField.Name("X-Forwarded-For")!: "1.2.4.9"])
+            #expect(response.status == .ok)
+            #expect(try await Self.stored(services)["Beacon"] == ["1.2.4.9", "中国", "广西", "南宁", "WeChat", "iOS", "m.example.cn", nil])
+        }
+    }
+
     @Test("an X-Forwarded-For from a peer that is not a trusted proxy changes nothing")
     func untrustedPeer() async throws {
         try await RunningServices.run(gatewayEnrichment: ("10.0.0.0/8", GeoFixtures.mmdb, UAPCore.regexes)) { services in
