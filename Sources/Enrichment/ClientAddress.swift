@@ -38,35 +38,33 @@ public struct TrustedProxies: Sendable, Equatable {
         var current = peer
         var hops = 0
         for header in headers.reversed() {
-            for entry in header.split(separator: ",", omittingEmptySubsequences: false).reversed() {
+            // Entries from the right, without splitting the header into a list.
+            var end = header.utf8.endIndex
+            while true {
+                let start = header.utf8[..<end].lastIndex(of: UInt8(ascii: ",")).map { header.utf8.index(after: $0) } ?? header.utf8.startIndex
                 hops += 1
-                guard hops <= Self.maxHops, let address = Self.address(entry) else { return current }
+                guard hops <= Self.maxHops, let address = Self.address(header.utf8[start..<end]) else { return current }
                 if !trusts(address) { return address }
                 current = address
+                guard start > header.utf8.startIndex else { break }
+                end = header.utf8.index(before: start)
             }
         }
         return current
     }
 
     /// An address as proxies write it: trimmed, an IPv6 one maybe in brackets, maybe with a port.
-    static func address(_ entry: Substring) -> IPAddress? {
-        var text = entry.trimmingSpaces
-        if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]") else { return nil }
+    static func address(_ entry: Substring.UTF8View.SubSequence) -> IPAddress? {
+        var text = entry
+        while let first = text.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") { text = text.dropFirst() }
+        while let last = text.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { text = text.dropLast() }
+        if text.first == UInt8(ascii: "[") {
+            guard let close = text.firstIndex(of: UInt8(ascii: "]")) else { return nil }
             text = text[text.index(after: text.startIndex)..<close]
-        } else if text.utf8.filter({ $0 == UInt8(ascii: ":") }).count == 1, let colon = text.firstIndex(of: ":") {
-            // `192.0.2.1:4711`: an IPv4 address with a port.
+        } else if let colon = text.firstIndex(of: UInt8(ascii: ":")), text[text.index(after: colon)...].firstIndex(of: UInt8(ascii: ":")) == nil {
+            // `192.0.2.1:4711`: an IPv4 address with a port (one colon; IPv6 has more).
             text = text[..<colon]
         }
-        return IPAddress(text)
-    }
-}
-
-extension Substring {
-    var trimmingSpaces: Substring {
-        var text = self
-        while let first = text.first, first == " " || first == "\t" { text = text.dropFirst() }
-        while let last = text.last, last == " " || last == "\t" { text = text.dropLast() }
-        return text
+        return IPAddress(Substring(text))
     }
 }

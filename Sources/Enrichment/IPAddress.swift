@@ -17,6 +17,10 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible {
     /// Parses `text` as an IPv4 or IPv6 address (no port, no brackets, no zone); nil when it is none.
     public init?(_ text: some StringProtocol) {
         guard !text.isEmpty, text.utf8.count <= Self.maxTextLength else { return nil }
+        if let value = Self.dottedQuad(text.utf8) {
+            self = .v4(value)
+            return
+        }
         let string = String(text)
         if string.utf8.contains(UInt8(ascii: ":")) {
             var raw = in6_addr()
@@ -28,6 +32,32 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible {
             guard inet_pton(AF_INET, string, &raw) == 1 else { return nil }
             self = .v4(UInt32(bigEndian: raw.s_addr))
         }
+    }
+
+    /// `a.b.c.d` read from its bytes, the common case (no String, no C call); nil for anything
+    /// else, which `inet_pton` then reads or refuses. Leading zeros are left to `inet_pton` too.
+    private static func dottedQuad(_ bytes: some Collection<UInt8>) -> UInt32? {
+        var value: UInt32 = 0
+        var part: UInt32 = 0
+        var digits = 0
+        var parts = 0
+        for byte in bytes {
+            if byte == UInt8(ascii: ".") {
+                guard digits > 0, parts < 3 else { return nil }
+                value = value << 8 | part
+                parts += 1
+                (part, digits) = (0, 0)
+            } else if (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) {
+                if digits > 0, part == 0 { return nil }
+                part = part * 10 + UInt32(byte - UInt8(ascii: "0"))
+                digits += 1
+                guard digits <= 3, part <= 255 else { return nil }
+            } else {
+                return nil
+            }
+        }
+        guard digits > 0, parts == 3 else { return nil }
+        return value << 8 | part
     }
 
     /// The address of 16 network-order bytes; an IPv4-mapped one is IPv4.
@@ -60,7 +90,17 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .v4(let value):
-            return "\(value >> 24).\(value >> 16 & 0xFF).\(value >> 8 & 0xFF).\(value & 0xFF)"
+            // Written as bytes: one is made for every event from a device.
+            var text: [UInt8] = []
+            text.reserveCapacity(15)
+            for shift in stride(from: 24, through: 0, by: -8) {
+                let octet = UInt8(truncatingIfNeeded: value >> UInt32(shift))
+                if shift != 24 { text.append(UInt8(ascii: ".")) }
+                if octet >= 100 { text.append(UInt8(ascii: "0") + octet / 100) }
+                if octet >= 10 { text.append(UInt8(ascii: "0") + octet / 10 % 10) }
+                text.append(UInt8(ascii: "0") + octet % 10)
+            }
+            return String(decoding: text, as: UTF8.self)
         case .v6:
             var raw = in6_addr()
             withUnsafeMutableBytes(of: &raw) { $0.copyBytes(from: bytes) }
@@ -97,7 +137,12 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible {
     /// multicast, documentation, benchmarking or otherwise reserved (IANA's special-purpose
     /// registries). A region is looked up for these only.
     public var isGlobal: Bool {
-        !Self.special.contains { $0.contains(self) }
+        if case .v4(let value) = self {
+            // Most IPv4 addresses are in none of the special blocks' first octets: decided at once.
+            let first = value >> 24
+            guard [0, 10, 100, 127, 169, 172, 192, 198, 203].contains(first) || first >= 224 else { return true }
+        }
+        return !Self.special.contains { $0.contains(self) }
     }
 
     /// IANA's IPv4 and IPv6 special-purpose address blocks that are not globally reachable, plus

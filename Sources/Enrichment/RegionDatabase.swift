@@ -21,11 +21,12 @@ public struct Region: Sendable, Equatable {
 
     public var isEmpty: Bool { country == nil && province == nil && city == nil }
 
-    /// Placeholders databases write for "unknown": ip2region's `0`, and the like.
+    /// Placeholders databases write for "unknown": ip2region's `0`, and the like. Names are compared
+    /// as written: databases do not pad them.
+    private static let placeholders: Set<String> = ["", "0", "-", "未知", "保留"]
+
     private static func known(_ name: String?) -> String? {
-        guard let name = name?.trimmingCharacters(in: .whitespaces), !name.isEmpty, !["0", "未知", "保留", "-"].contains(name) else {
-            return nil
-        }
+        guard let name, !placeholders.contains(name) else { return nil }
         return name
     }
 
@@ -35,16 +36,27 @@ public struct Region: Sendable, Equatable {
         "香港特别行政区": "香港", "澳门特别行政区": "澳门",
     ]
 
+    /// 省 and 市 in UTF-8: a suffix is dropped as its three bytes.
+    private static let provinceSuffix: [UInt8] = Array("省".utf8)
+    private static let citySuffix: [UInt8] = Array("市".utf8)
+
     /// 湖南省 → 湖南, 北京市 → 北京: Sensors' short form of a Chinese province.
     static func shortProvince(_ name: String) -> String {
         if let short = provinceNames[name] { return short }
-        for suffix in ["省", "市"] where name.hasSuffix(suffix) && name.count > 2 { return String(name.dropLast()) }
-        return name
+        return dropping(provinceSuffix, from: name) ?? dropping(citySuffix, from: name) ?? name
     }
 
     /// 长沙市 → 长沙; other names (自治州, 地区, English) as they are.
     static func shortCity(_ name: String) -> String {
-        name.hasSuffix("市") && name.count > 2 ? String(name.dropLast()) : name
+        dropping(citySuffix, from: name) ?? name
+    }
+
+    /// `name` without `suffix` when it ends with it and keeps more than one character before it.
+    private static func dropping(_ suffix: [UInt8], from name: String) -> String? {
+        let bytes = name.utf8
+        // More than the suffix and one more CJK character (3 bytes): 市 alone stays 市.
+        guard bytes.count >= suffix.count + 6, bytes.suffix(suffix.count).elementsEqual(suffix) else { return nil }
+        return String(decoding: bytes.dropLast(suffix.count), as: UTF8.self)
     }
 }
 
@@ -115,34 +127,55 @@ public final class MaxMindDatabase: RegionLookup, @unchecked Sendable {
         }
         guard error == MMDB_SUCCESS, result.found_entry else { return nil }
         var entry = result.entry
-        func name(_ path: [String]) -> String? {
-            for language in ["zh-CN", "en"] {
-                if let text = string(&entry, path + ["names", language]) { return text }
-            }
-            return nil
-        }
+        let paths = MMDBPath.all
         let region = Region(
-            country: name(["country"]) ?? string(&entry, ["country_name"]) ?? string(&entry, ["country"]),
-            province: name(["subdivisions", "0"]) ?? string(&entry, ["region"]),
-            city: name(["city"]) ?? string(&entry, ["city"])
+            country: string(&entry, paths.countryZH) ?? string(&entry, paths.countryEN) ?? string(&entry, paths.countryName)
+                ?? string(&entry, paths.countryFlat),
+            province: string(&entry, paths.provinceZH) ?? string(&entry, paths.provinceEN) ?? string(&entry, paths.regionFlat),
+            city: string(&entry, paths.cityZH) ?? string(&entry, paths.cityEN) ?? string(&entry, paths.cityFlat)
         )
         return region.isEmpty ? nil : region
     }
 
     /// The UTF-8 string at `path` under `entry`, or nil when there is none there.
-    private func string(_ entry: inout MMDB_entry_s, _ path: [String]) -> String? {
+    private func string(_ entry: inout MMDB_entry_s, _ path: MMDBPath) -> String? {
         var data = MMDB_entry_data_s()
-        let pointers = path.map { strdup($0) }
-        defer { for pointer in pointers { free(pointer) } }
-        let status = (pointers.map { UnsafePointer($0) } + [nil]).withUnsafeBufferPointer {
-            MMDB_aget_value(&entry, &data, $0.baseAddress)
-        }
+        let status = MMDB_aget_value(&entry, &data, path.pointers)
         guard status == MMDB_SUCCESS, data.has_data, data.type == UInt32(MMDB_DATA_TYPE_UTF8_STRING), let text = data.utf8_string else {
             return nil
         }
         let bytes = UnsafeRawBufferPointer(start: text, count: Int(data.data_size))
         return String(decoding: bytes, as: UTF8.self)
     }
+}
+
+/// A path into a MaxMind DB record as libmaxminddb takes one: C strings ending in a null pointer,
+/// made once for the process (a lookup then allocates nothing for its paths).
+struct MMDBPath: @unchecked Sendable {
+    // Allocated once and never freed or written: the paths live as long as the process.
+    let pointers: UnsafePointer<UnsafePointer<CChar>?>
+
+    init(_ components: [String]) {
+        let list = UnsafeMutablePointer<UnsafePointer<CChar>?>.allocate(capacity: components.count + 1)
+        for (index, component) in components.enumerated() { list[index] = UnsafePointer(strdup(component)) }
+        list[components.count] = nil
+        pointers = UnsafePointer(list)
+    }
+
+    struct Paths: Sendable {
+        let countryZH = MMDBPath(["country", "names", "zh-CN"])
+        let countryEN = MMDBPath(["country", "names", "en"])
+        let countryName = MMDBPath(["country_name"])
+        let countryFlat = MMDBPath(["country"])
+        let provinceZH = MMDBPath(["subdivisions", "0", "names", "zh-CN"])
+        let provinceEN = MMDBPath(["subdivisions", "0", "names", "en"])
+        let regionFlat = MMDBPath(["region"])
+        let cityZH = MMDBPath(["city", "names", "zh-CN"])
+        let cityEN = MMDBPath(["city", "names", "en"])
+        let cityFlat = MMDBPath(["city"])
+    }
+
+    static let all = Paths()
 }
 
 /// An ip2region `.xdb` file (its format 2.0, IPv4; and 3.0, IPv4 or IPv6), read whole into memory

@@ -12,10 +12,17 @@ import Synchronization
 /// What the gateway reads enrichment from, shared by every request: the trusted proxies, the
 /// User-Agent rules and the IP database (`GEOIP_DATABASE`), which it reopens when the file is
 /// replaced.
-final class EnrichmentSources: Sendable {
+package final class EnrichmentSources: Sendable {
     let trustedProxies: TrustedProxies
     let userAgents: UserAgentParser?
     let regions: RegionFile?
+
+    /// The sources as a gateway with these settings reads them (for gateway-bench: no metrics).
+    package convenience init(trustedProxies: TrustedProxies, geoIPDatabase: String?, userAgentRules: String?, logger: Logger) {
+        let settings = GatewaySettings(trustedProxies: trustedProxies, geoIPDatabase: geoIPDatabase, userAgentRules: userAgentRules)
+        let loaded = Self.load(settings, logger: logger, metrics: nil)
+        self.init(trustedProxies: loaded.trustedProxies, userAgents: loaded.userAgents, regions: loaded.regions)
+    }
 
     init(trustedProxies: TrustedProxies = TrustedProxies(), userAgents: UserAgentParser? = nil, regions: RegionFile? = nil) {
         self.trustedProxies = trustedProxies
@@ -49,6 +56,10 @@ final class RegionFile: Service, Sendable {
     private let interval: Duration
     private let logger: Logger
     private let state: Mutex<(lookup: (any RegionLookup)?, signature: Signature?)>
+    /// Regions by address: a device sends from one address for a while, and its events then cost a
+    /// hash lookup instead of the database's. Emptied when full and when the file is replaced.
+    private let cache = Mutex<[IPAddress: Region?]>([:])
+    static let cacheEntries = 100_000
     private let loaded: Counter?
     private let refused: Counter?
 
@@ -72,7 +83,13 @@ final class RegionFile: Service, Sendable {
     }
 
     func region(of address: IPAddress) -> Region? {
-        state.withLock { $0.lookup }?.region(of: address)
+        if let known = cache.withLock({ $0[address] }) { return known }
+        let found = state.withLock { $0.lookup }?.region(of: address)
+        cache.withLock { cache in
+            if cache.count >= Self.cacheEntries { cache.removeAll(keepingCapacity: true) }
+            cache[address] = .some(found)
+        }
+        return found
     }
 
     var isLoaded: Bool { state.withLock { $0.lookup != nil } }
@@ -91,6 +108,7 @@ final class RegionFile: Service, Sendable {
         do {
             let lookup = try RegionDatabase.open(path)
             state.withLock { $0 = (lookup, current) }
+            cache.withLock { $0.removeAll() }
             loaded?.increment()
             logger.info("enrichment.geoip_loaded", metadata: ["path": "\(path)"])
         } catch {
@@ -115,9 +133,12 @@ extension EnrichmentSources {
     /// User-Agent, the project's policy.
     func request(_ request: Request, context: DatongRequestContext, policy: EnrichmentPolicy) -> RequestEnrichment {
         let forwarded = trustedProxies.blocks.isEmpty ? [] : request.headers[values: .xForwardedFor].map { Substring($0) }
-        return RequestEnrichment(
-            policy: policy, client: trustedProxies.client(peer: IPAddress(context.peer), forwardedFor: forwarded),
-            userAgent: request.headers[.userAgent], sources: self)
+        return self.request(peer: IPAddress(context.peer), forwardedFor: forwarded, userAgent: request.headers[.userAgent], policy: policy)
+    }
+
+    /// The same from the request's parts (gateway-bench enters here).
+    package func request(peer: IPAddress?, forwardedFor: [Substring], userAgent: String?, policy: EnrichmentPolicy) -> RequestEnrichment {
+        RequestEnrichment(policy: policy, client: trustedProxies.client(peer: peer, forwardedFor: forwardedFor), userAgent: userAgent, sources: self)
     }
 }
 

@@ -36,7 +36,11 @@ package final class RequestEnrichment {
 
     /// The `$lib` of the official server SDKs, read from their code (docs/SDKS.md): their requests
     /// come from the customer's servers, so the request's address is not the user's.
-    static let serverLibs: Set<String> = ["java", "python", "golang", "php", "ruby", "cpp", "node", "csharp", "dotnet"]
+    /// As the SDKs spell them, and in lower case (compared as written: no case folding per event).
+    static let serverLibs: Set<String> = [
+        "Java", "python", "Golang", "php", "Ruby", "cpp", "Node", "CSharp", "dotnet",
+        "java", "golang", "ruby", "node", "csharp", "Python", "PHP", "CPP",
+    ]
 
     /// The presets for one event (sorted by key), and whether its User-Agent is a crawler's.
     /// - Parameters:
@@ -45,8 +49,35 @@ package final class RequestEnrichment {
     ///     User-Agent is the app's HTTP client, and the app says what the device is.
     ///   - ip: the record's own `$ip`, `url` its `$url`.
     func presets(lib: String?, relayed: Bool, ip: JSONRef?, url: JSONRef?) -> (presets: [PropertyPreset], isBot: Bool) {
+        // Records of one request that carry no `$ip` of their own get the same presets but for
+        // `$url_host`, which sorts after every other: made once, the host appended.
+        guard ip == nil else { return make(lib: lib, relayed: relayed, ip: ip, url: url) }
+        let browser = !relayed && lib == "js"
+        let kind = browser ? 0 : relayed || lib.map { !Self.serverLibs.contains($0) } ?? true ? 1 : 2
+        let shared: (presets: [PropertyPreset], isBot: Bool)
+        if let made = made[kind] {
+            shared = made
+        } else {
+            shared = make(lib: lib, relayed: relayed, ip: nil, url: nil)
+            made[kind] = shared
+        }
+        guard let url, url.kind == .string, let host = Self.host(bytes: url.textBytes) else { return shared }
+        // The pages of one upload are mostly on one host: its presets are made once.
+        if let last = withHost[kind], last.host.elementsEqual(host) { return (last.presets, shared.isBot) }
+        let presets = shared.presets + [PropertyPreset(key: Keys.urlHost, value: .string(String(decoding: host, as: UTF8.self)), pageWins: true)]
+        withHost[kind] = (Array(host), presets)
+        return (presets, shared.isBot)
+    }
+
+    /// The shared presets by kind of record: a browser's own, another device's, a server SDK's;
+    /// and those of the last `$url_host` seen for each kind.
+    private var made: [(presets: [PropertyPreset], isBot: Bool)?] = [nil, nil, nil]
+    private var withHost: [(host: [UInt8], presets: [PropertyPreset])?] = [nil, nil, nil]
+
+    private func make(lib: String?, relayed: Bool, ip: JSONRef?, url: JSONRef?) -> (presets: [PropertyPreset], isBot: Bool) {
         var presets: [PropertyPreset] = []
-        let fromDevice = relayed || !Self.serverLibs.contains((lib ?? "").lowercased())
+        presets.reserveCapacity(8)
+        let fromDevice = relayed || lib.map { !Self.serverLibs.contains($0) } ?? true
         let ownText = ip?.stringValue
         let own = ownText.flatMap { IPAddress($0) }
         let address = own ?? (fromDevice ? client : nil)
@@ -60,54 +91,93 @@ package final class RequestEnrichment {
                 region = sources.regions?.region(of: address)
             }
             if let region {
-                if let country = region.country { presets.append(PropertyPreset(key: "$country", value: .string(country), pageWins: true)) }
-                if let province = region.province { presets.append(PropertyPreset(key: "$province", value: .string(province), pageWins: true)) }
-                if let city = region.city { presets.append(PropertyPreset(key: "$city", value: .string(city), pageWins: true)) }
+                if let country = region.country { presets.append(PropertyPreset(key: Keys.country, value: .string(country), pageWins: true)) }
+                if let province = region.province { presets.append(PropertyPreset(key: Keys.province, value: .string(province), pageWins: true)) }
+                if let city = region.city { presets.append(PropertyPreset(key: Keys.city, value: .string(city), pageWins: true)) }
             }
         }
         switch policy.ip {
         case .full:
-            if ip == nil, let address { presets.append(PropertyPreset(key: "$ip", value: .string(address.description), pageWins: true)) }
+            if ip == nil, let address { presets.append(PropertyPreset(key: Keys.ip, value: .string(text(of: address)), pageWins: true)) }
         case .truncated:
             // The record's own address is truncated too; a `$ip` that is no address is not one to keep.
             if let address {
-                presets.append(PropertyPreset(key: "$ip", value: .string(address.truncated.description)))
+                presets.append(PropertyPreset(key: Keys.ip, value: .string(address.truncated.description)))
             } else if ip != nil {
-                presets.append(PropertyPreset(key: "$ip", value: nil))
+                presets.append(PropertyPreset(key: Keys.ip, value: nil))
             }
         case .none:
-            if ip != nil { presets.append(PropertyPreset(key: "$ip", value: nil)) }
+            if ip != nil { presets.append(PropertyPreset(key: Keys.ip, value: nil)) }
         }
         if let host = url?.stringValue.flatMap(Self.host) {
-            presets.append(PropertyPreset(key: "$url_host", value: .string(host), pageWins: true))
+            presets.append(PropertyPreset(key: Keys.urlHost, value: .string(host), pageWins: true))
         }
         var isBot = false
         if !relayed, lib == "js", let userAgent, let parser = sources.userAgents, policy.userAgent || policy.bots != .keep {
-            let parsed = parser.parse(userAgent)
+            let parsed = parsedUserAgent ?? parser.parse(userAgent)
+            parsedUserAgent = parsed
             isBot = parsed.isBot
             if policy.userAgent {
                 for (name, value) in parsed.properties { presets.append(PropertyPreset(key: name, value: .string(value), pageWins: true)) }
             }
-            if isBot, policy.bots == .mark { presets.append(PropertyPreset(key: "$is_bot", value: .bool(true))) }
+            if isBot, policy.bots == .mark { presets.append(PropertyPreset(key: Keys.isBot, value: .bool(true))) }
         }
         presets.sort { $0.key.lexicographicallyPrecedes($1.key) }
         return (presets, isBot)
     }
 
+    /// The client's address as text, and its User-Agent read, made once a request.
+    private var clientText: String?
+    private var parsedUserAgent: ParsedUserAgent?
+
+    private func text(of address: IPAddress) -> String {
+        guard address == client else { return address.description }
+        if let clientText { return clientText }
+        let text = address.description
+        clientText = text
+        return text
+    }
+
+    /// The presets' names, as bytes made once.
+    enum Keys {
+        static let country = Array("$country".utf8)
+        static let province = Array("$province".utf8)
+        static let city = Array("$city".utf8)
+        static let ip = Array("$ip".utf8)
+        static let urlHost = Array("$url_host".utf8)
+        static let isBot = Array("$is_bot".utf8)
+    }
+
     /// The host of an absolute URL (`https://user@Shop.example.com:8443/a?b` → `Shop.example.com`),
     /// as Sensors' server fills `$url_host`; nil for a URL without one.
     static func host(_ url: String) -> String? {
-        guard let scheme = url.range(of: "://") else { return nil }
-        var rest = url[scheme.upperBound...]
-        if let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) { rest = rest[..<end] }
-        if let at = rest.lastIndex(of: "@") { rest = rest[rest.index(after: at)...] }
-        if rest.hasPrefix("[") {
-            guard let close = rest.firstIndex(of: "]") else { return nil }
-            rest = rest[...close]
-        } else if let colon = rest.firstIndex(of: ":") {
-            rest = rest[..<colon]
+        host(bytes: ArraySlice(url.utf8)).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// `host(_:)` on the URL's UTF-8 bytes, answering the slice of them that is the host.
+    static func host(bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8>? {
+        let (colon, slash) = (UInt8(ascii: ":"), UInt8(ascii: "/"))
+        let (question, hash) = (UInt8(ascii: "?"), UInt8(ascii: "#"))
+        var start = bytes.startIndex
+        let last = bytes.endIndex
+        while start + 2 < last, !(bytes[start] == colon && bytes[start + 1] == slash && bytes[start + 2] == slash) {
+            // The scheme comes first: a path, query or fragment before any `://` means none.
+            guard bytes[start] != slash, bytes[start] != question, bytes[start] != hash else { return nil }
+            start += 1
         }
-        return rest.isEmpty ? nil : String(rest)
+        guard start + 2 < last else { return nil }
+        start += 3
+        var end = start
+        while end < last, bytes[end] != slash, bytes[end] != question, bytes[end] != hash { end += 1 }
+        // user:password@ before the host.
+        if let at = bytes[start..<end].lastIndex(of: UInt8(ascii: "@")) { start = at + 1 }
+        if start < end, bytes[start] == UInt8(ascii: "[") {
+            guard let close = bytes[start..<end].firstIndex(of: UInt8(ascii: "]")) else { return nil }
+            end = close + 1
+        } else if let port = bytes[start..<end].firstIndex(of: colon) {
+            end = port
+        }
+        return start < end ? bytes[start..<end] : nil
     }
 }
 

@@ -447,18 +447,28 @@ struct PropertyPreset: Sendable, Equatable {
     /// The record's value stays when it has one: what a page's own SDK says of itself, or what a
     /// record says that the server would only guess (`RequestEnrichment`).
     let pageWins: Bool
+    /// `"key":value` as stored, written once: a preset goes on every record of its upload or relay.
+    private let rendered: [UInt8]
 
     init(key: String, value: JSONValue?, pageWins: Bool = false) {
-        self.key = Array(key.utf8)
+        self.init(key: Array(key.utf8), value: value, pageWins: pageWins)
+    }
+
+    init(key: [UInt8], value: JSONValue?, pageWins: Bool = false) {
+        self.key = key
         self.value = value
         self.pageWins = pageWins
+        var rendered: [UInt8] = []
+        if let value {
+            JSONValue.writeString(utf8: key, to: &rendered)
+            rendered.append(UInt8(ascii: ":"))
+            value.write(to: &rendered)
+        }
+        self.rendered = rendered
     }
 
     func write(to out: inout [UInt8]) {
-        guard let value else { return }
-        JSONValue.writeString(utf8: key, to: &out)
-        out.append(UInt8(ascii: ":"))
-        value.write(to: &out)
+        out.append(contentsOf: rendered)
     }
 
     /// Two lists sorted by key as one: on a key in both, the one that replaces the record's value
