@@ -179,11 +179,12 @@ let package = Package(
             ]
         ),
         // The gateway's decode path entered without HTTP or storage, for gateway-bench and the fuzzer.
-        .target(name: "GatewayHarness", dependencies: ["Gateway", "DatongJSON", "DatongContracts", "DatongCrypto", "DatongRuntime"]),
+        .target(name: "GatewayHarness", dependencies: ["Gateway", "DatongJSON", "DatongContracts", "DatongCrypto", "DatongRuntime", "Enrichment"]),
         .executableTarget(
             name: "GatewayBench",
             dependencies: [
-                "GatewayHarness", "Gateway", "Collector", "BenchSupport", "DatongCrypto", "DatongContracts", .product(name: "NIOCore", package: "swift-nio"),
+                "GatewayHarness", "Gateway", "Collector", "BenchSupport", "DatongCrypto", "DatongContracts", "Enrichment",
+                .product(name: "Logging", package: "swift-log"), .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
         // The four services as separate processes (release builds), driven like SDKs drive them.

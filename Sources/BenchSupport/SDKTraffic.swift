@@ -129,9 +129,19 @@ package enum SDKTraffic {
         case beacon
     }
 
-    /// The JS SDK's request for one `record` to `project`: base64 of the JSON, no gzip, `ext=crc=N`.
+    /// Browsers' User-Agents, one per device in turn: what the JS SDK's requests carry, and what
+    /// the gateway reads `$browser` and `$os` from.
+    package static let browserUserAgents = [
+        "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile/15E148 MicroMessenger/8.0.49(0x18003129) NetType/WIFI Language/zh_CN",
+        "Mozilla/5.0 (Linux; Android 14; 23049RAD8C Build/UKQ1.230804.001; wv) AppleWebKit/537.36 (KHTML, like Gecko) Version/4.0 Chrome/122.0.6261.120 Mobile Safari/537.36",
+        "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36",
+        "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Safari/605.1.15",
+    ]
+
+    /// The JS SDK's request for one `record` to `project`: base64 of the JSON, no gzip, `ext=crc=N`,
+    /// from a browser whose User-Agent is `userAgent`.
     package static func webRequest(
-        _ record: [String: Any], project: String, transport: WebTransport
+        _ record: [String: Any], project: String, transport: WebTransport, userAgent: String = browserUserAgents[0]
     ) -> (
         method: String, uri: String, body: [UInt8], headers: [(String, String)]
     ) {
@@ -139,9 +149,12 @@ package enum SDKTraffic {
         let parameters = "data=\(formEncoded(base64))&ext=\(formEncoded("crc=\(javaHashCode(base64))"))"
         switch transport {
         case .image:
-            return ("GET", "/sa.gif?project=\(project)&\(parameters)", [], [])
+            return ("GET", "/sa.gif?project=\(project)&\(parameters)", [], [("User-Agent", userAgent)])
         case .beacon:
-            return ("POST", "/sa.gif?project=\(project)", Array(parameters.utf8), [("Content-Type", "text/plain;charset=UTF-8")])
+            return (
+                "POST", "/sa.gif?project=\(project)", Array(parameters.utf8),
+                [("Content-Type", "text/plain;charset=UTF-8"), ("User-Agent", userAgent)]
+            )
         }
     }
 

@@ -118,10 +118,16 @@ struct Traffic {
     func request(_ index: Int, device number: Int) throws -> HTTPLoad.Request {
         let device = device(number)
         let first = index * (webMix ? 50 : recordsPerRequest)
+        // The device's public address, as a load balancer in front of the gateways passes it on
+        // (read only by a gateway whose TRUSTED_PROXIES names this host: `--set
+        // bridge-gateway:TRUSTED_PROXIES=127.0.0.1`, the enrichment cost in docs/BENCHMARKS.md).
+        let forwardedFor = ("X-Forwarded-For", "1.2.\(3 + number % 2).\(1 + number % 250)")
         if webMix, index % 10 < 8 {
             let record = SDKTraffic.webEvent(device, sequence: first, time: now - Int64(first))
-            let web = SDKTraffic.webRequest(record, project: "default", transport: index % 2 == 0 ? .image : .beacon)
-            return HTTPLoad.Request(web.method, web.uri, body: web.body, headers: web.headers)
+            let web = SDKTraffic.webRequest(
+                record, project: "default", transport: index % 2 == 0 ? .image : .beacon,
+                userAgent: SDKTraffic.browserUserAgents[number % SDKTraffic.browserUserAgents.count])
+            return HTTPLoad.Request(web.method, web.uri, body: web.body, headers: web.headers + [forwardedFor])
         }
         if !isAppUpload(index) {
             let records = (0..<recordsPerRequest).map {
@@ -129,7 +135,7 @@ struct Traffic {
             }
             return HTTPLoad.Request(
                 "POST", "/v1/bridge?project=default", body: SDKTraffic.relayBody(device, records: records, serverURL: serverURL),
-                headers: [("Content-Type", "application/json")]
+                headers: [("Content-Type", "application/json"), forwardedFor]
             )
         }
         let records = (0..<records(index)).map { position -> [String: Any] in
@@ -142,7 +148,7 @@ struct Traffic {
         }
         return HTTPLoad.Request(
             "POST", "/sa?project=default", body: try SDKTraffic.uploadBody(records),
-            headers: [("Content-Type", "application/x-www-form-urlencoded")]
+            headers: [("Content-Type", "application/x-www-form-urlencoded"), forwardedFor]
         )
     }
 

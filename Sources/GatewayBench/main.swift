@@ -9,9 +9,11 @@ import BenchSupport
 import Collector
 import DatongContracts
 import DatongCrypto
+import Enrichment
 import Foundation
 import Gateway
 import GatewayHarness
+import Logging
 import NIOCore
 
 let rounds = Bench.option("--rounds", default: 7)
@@ -107,6 +109,10 @@ let collectorBatches = try uploads.map { upload in
 }
 let collectorBodies = collectorBatches.map(\.jsonBytes)
 
+let enrichmentSources = EnrichmentSources(
+    trustedProxies: try TrustedProxies.parse("127.0.0.1").get(), geoIPDatabase: ProcessInfo.processInfo.environment["GEOIP_DATABASE"],
+    userAgentRules: GatewaySettings.defaultUserAgentRules, logger: Logger(label: "gateway-bench"))
+
 struct Path {
     let name: String
     let run: () throws -> Int
@@ -149,6 +155,18 @@ let allPaths: [Path] = [
         var count = 0
         for upload in uploads {
             count += try GatewayHarness.upload(query: "project=production", body: upload.body, limits: limits, now: now)
+        }
+        return count
+    },
+    // The same uploads from a device behind a trusted balancer, with what Sensors' server adds
+    // ($ip, region from GEOIP_DATABASE when set, browser from uap-core's rules when installed).
+    Path(name: "Datong: full upload, enriched (address, region, User-Agent)") {
+        var count = 0
+        for (index, upload) in uploads.enumerated() {
+            count += try GatewayHarness.enrichedUpload(
+                query: "project=production", body: upload.body, limits: limits, now: now, sources: enrichmentSources,
+                peer: IPAddress("127.0.0.1")!, forwardedFor: "1.2.\(3 + index % 2).\(1 + index % 50)",
+                userAgent: SDKTraffic.browserUserAgents[index % SDKTraffic.browserUserAgents.count])
         }
         return count
     },

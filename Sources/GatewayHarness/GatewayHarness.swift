@@ -2,6 +2,7 @@ import DatongContracts
 import DatongCrypto
 import DatongJSON
 import DatongRuntime
+import Enrichment
 import Foundation
 import Gateway
 
@@ -59,6 +60,16 @@ package enum GatewayHarness {
     /// many were accepted.
     package static func upload(query: String?, body: [UInt8], limits: UploadLimits, now: Int64) throws -> Int {
         try PreparedUpload(query: query, body: body, limits: limits, now: now).accepted.count
+    }
+
+    /// `upload`, enriched as a gateway behind a trusted balancer enriches it (`RequestEnrichment`):
+    /// the request's parts are read for each upload, as the handler reads them.
+    package static func enrichedUpload(
+        query: String?, body: [UInt8], limits: UploadLimits, now: Int64, sources: EnrichmentSources, peer: IPAddress,
+        forwardedFor: String, userAgent: String
+    ) throws -> Int {
+        let enrichment = sources.request(peer: peer, forwardedFor: [Substring(forwardedFor)], userAgent: userAgent, policy: .defaults)
+        return try PreparedUpload(query: query, body: body, limits: limits, now: now, enrichment: enrichment).accepted.count
     }
 
     /// Parses decoded JSON payload bytes and validates the records, as `upload` does after base64
