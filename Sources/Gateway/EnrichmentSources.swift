@@ -75,10 +75,12 @@ final class RegionFile: Service, Sendable {
         self.interval = interval
         self.logger = logger
         state = Mutex((nil, nil))
-        let name = "datong_gateway_geoip_reloads_total"
-        let help = "IP database files opened (result=loaded) or refused, the one in use kept (result=refused)"
-        loaded = metrics?.makeCounter(name: name, labels: [("result", "loaded")], help: help)
-        refused = metrics?.makeCounter(name: name, labels: [("result", "refused")], help: help)
+        // datong_gateway_geoip_reloads_total{result="loaded"|"refused"}
+        let descriptor = MetricNameDescriptor(
+            namespace: "datong", subsystem: "gateway", metricName: "geoip_reloads", unitName: "total",
+            helpText: "IP database files opened (result=loaded) or refused, the one in use kept (result=refused)")
+        loaded = metrics?.makeCounter(descriptor: descriptor, labels: [("result", "loaded")])
+        refused = metrics?.makeCounter(descriptor: descriptor, labels: [("result", "refused")])
         reloadIfChanged()
     }
 

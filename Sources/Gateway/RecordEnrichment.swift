@@ -52,8 +52,7 @@ package final class RequestEnrichment {
         // Records of one request that carry no `$ip` of their own get the same presets but for
         // `$url_host`, which sorts after every other: made once, the host appended.
         guard ip == nil else { return make(lib: lib, relayed: relayed, ip: ip, url: url) }
-        let browser = !relayed && lib == "js"
-        let kind = browser ? 0 : relayed || lib.map { !Self.serverLibs.contains($0) } ?? true ? 1 : 2
+        let kind = kind(lib: lib, relayed: relayed)
         let shared: (presets: [PropertyPreset], isBot: Bool)
         if let made = made[kind] {
             shared = made
@@ -68,6 +67,18 @@ package final class RequestEnrichment {
         withHost[kind] = (Array(host), presets)
         return (presets, shared.isBot)
     }
+
+    /// 0 for a browser's own record, 1 for another device's, 2 for a server SDK's; the last `$lib`
+    /// seen is kept with its kind (an upload's records come from one SDK).
+    private func kind(lib: String?, relayed: Bool) -> Int {
+        if relayed { return 1 }
+        if let last = lastLib, last.lib == lib { return last.kind }
+        let kind = lib == "js" ? 0 : lib.map { Self.serverLibs.contains($0) } == true ? 2 : 1
+        lastLib = (lib, kind)
+        return kind
+    }
+
+    private var lastLib: (lib: String?, kind: Int)?
 
     /// The shared presets by kind of record: a browser's own, another device's, a server SDK's;
     /// and those of the last `$url_host` seen for each kind.

@@ -314,7 +314,8 @@ struct PropertiesReading {
     /// a number keeps every digit.
     func canonicalText(replacing presets: [PropertyPreset] = [], dateTimes: RecordNormalizer.DateTimeStyle = .milliseconds) -> String {
         var out: [UInt8] = []
-        out.reserveCapacity(estimatedSize)
+        // The presets too: outgrowing the estimate would copy the whole text once more.
+        out.reserveCapacity(estimatedSize + presets.reduce(0) { $0 + $1.size + 1 })
         out.append(UInt8(ascii: "{"))
         let bytes = document?.bytes ?? []
         let entries = document?.entries ?? []
@@ -470,6 +471,9 @@ struct PropertyPreset: Sendable, Equatable {
     func write(to out: inout [UInt8]) {
         out.append(contentsOf: rendered)
     }
+
+    /// The bytes `write` adds.
+    var size: Int { rendered.count }
 
     /// Two lists sorted by key as one: on a key in both, the one that replaces the record's value
     /// wins, else the first list's (the app's presets over the server's guesses).
