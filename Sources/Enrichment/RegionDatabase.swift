@@ -107,23 +107,22 @@ public final class MaxMindDatabase: RegionLookup, @unchecked Sendable {
 
     public func region(of address: IPAddress) -> Region? {
         var error: Int32 = 0
-        var result: MMDB_lookup_result_s
+        func lookup<Socket>(_ socket: Socket) -> MMDB_lookup_result_s {
+            withUnsafePointer(to: socket) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { MMDB_lookup_sockaddr(mmdb, $0, &error) } }
+        }
+        let result: MMDB_lookup_result_s
         switch address {
         case .v4:
             var socket = sockaddr_in()
             socket.sin_family = sa_family_t(AF_INET)
             withUnsafeMutableBytes(of: &socket.sin_addr) { $0.copyBytes(from: address.bytes) }
-            result = withUnsafePointer(to: &socket) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { MMDB_lookup_sockaddr(mmdb, $0, &error) }
-            }
+            result = lookup(socket)
         case .v6:
             // An IPv4-only database has no answer for an IPv6 address (libmaxminddb says so).
             var socket = sockaddr_in6()
             socket.sin6_family = sa_family_t(AF_INET6)
             withUnsafeMutableBytes(of: &socket.sin6_addr) { $0.copyBytes(from: address.bytes) }
-            result = withUnsafePointer(to: &socket) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { MMDB_lookup_sockaddr(mmdb, $0, &error) }
-            }
+            result = lookup(socket)
         }
         guard error == MMDB_SUCCESS, result.found_entry else { return nil }
         var entry = result.entry
