@@ -222,7 +222,9 @@ let package = Package(
         // libFuzzer targets for every parser of untrusted bytes (scripts/fuzz, docs/RELIABILITY.md).
         .executableTarget(
             name: "Fuzz",
-            dependencies: ["GatewayHarness", "Gateway", "Collector", "DatongJSON", "DatongContracts", "DatongCrypto", "IdentityCore", "CLibFuzzer"]),
+            dependencies: [
+                "GatewayHarness", "Gateway", "Collector", "DatongJSON", "DatongContracts", "DatongCrypto", "IdentityCore", "Enrichment", "CLibFuzzer",
+            ]),
 
         .testTarget(
             name: "DatongTests",

@@ -15,6 +15,9 @@
 //   json    the tape parser and its readers: unescaping, integers, numbers, entry links in bounds;
 //           every string reads as Foundation reads it, where Foundation reads it
 //   url     the WHATWG-style URL reader for server_url and page hosts; hosts hold no forbidden byte
+//   address X-Forwarded-For lines (one per input line) from a trusted balancer, and the same text
+//           as a $url: the client found reads back as itself from its text and its truncation is
+//           stable; a $url_host holds no / ? # and is in the URL
 //   batch   the collector's batch decoding and the batch writer: what decodes writes back the same;
 //           the collector's one-pass reading (`IncomingBatch`, over the contract's one record
 //           reader, `CollectRecordReader`) agrees with the typed batch on what is a batch, on every
@@ -32,6 +35,7 @@ import Collector
 import DatongContracts
 import DatongCrypto
 import DatongJSON
+import Enrichment
 import Foundation
 import Gateway
 import GatewayHarness
@@ -39,6 +43,8 @@ import IdentityCore
 
 let limits = UploadLimits(maxDecompressedBytes: 1 << 20, maxRecordsPerRequest: 200, timeWindowPastDays: 36_500)
 let now: Int64 = 1_795_273_119_736
+/// The balancers the `address` target's peer is one of.
+let balancers = try! TrustedProxies.parse("10.0.0.0/8, fd00::/8").get()
 
 /// Stops the run the way libFuzzer reports a crash: the input is saved and the reason printed.
 func violated(_ what: String, _ input: [UInt8]) -> Never {
@@ -207,6 +213,19 @@ let targets: [String: ([UInt8]) -> Void] = [
         guard let host = GatewayHarness.host(ofURL: String(decoding: input, as: UTF8.self)) else { return }
         if host.isEmpty || host.utf8.contains(where: { $0 <= 0x20 || $0 >= 0x7F || "/\\?#@%".utf8.contains($0) && !host.hasPrefix("[") }) {
             violated("a host with a forbidden byte: \(host.debugDescription)", input)
+        }
+    },
+    "address": { input in
+        let text = String(decoding: input, as: UTF8.self)
+        let peer = IPAddress("10.0.0.1")!
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        guard let client = balancers.client(peer: peer, forwardedFor: lines) else { violated("no client for a known peer", input) }
+        if IPAddress(client.description) != client { violated("\(client) does not read back as itself", input) }
+        if client.truncated.truncated != client.truncated { violated("truncating \(client) twice moves it", input) }
+        if let host = GatewayHarness.urlHost(text) {
+            if host.isEmpty || host.utf8.contains(where: { "/?#".utf8.contains($0) }) || !text.contains(host) {
+                violated("a $url_host that is not the URL's host: \(host.debugDescription)", input)
+            }
         }
     },
     "group": { input in

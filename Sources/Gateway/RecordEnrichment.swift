@@ -163,7 +163,7 @@ package final class RequestEnrichment {
     /// as Sensors' server fills `$url_host`: as written, of any scheme; nil for a URL without one.
     /// Not `WebURL`, the whitelists' reading, which is the browser's (http and https only, the host
     /// lowercased, tabs removed) and copies the URL: this one runs on every web event's `$url`.
-    static func host(_ url: String) -> String? {
+    package static func host(_ url: String) -> String? {
         host(bytes: ArraySlice(url.utf8)).map { String(decoding: $0, as: UTF8.self) }
     }
 

@@ -53,6 +53,9 @@ package enum GatewayHarness {
         try GzipInflater.inflate(bytes, limit: limit)
     }
 
+    /// `$url_host` as the gateway adds it for `url`, or nil (`RequestEnrichment.host`).
+    package static func urlHost(_ url: String) -> String? { RequestEnrichment.host(url) }
+
     /// The host a browser would connect to for `url`, or nil (`WebURL`).
     package static func host(ofURL url: String) -> String? { WebURL(url)?.host }
 
