@@ -102,7 +102,9 @@ package struct RecordNormalizer: Sendable {
         }
 
         let user = isItem ? nil : bridged?.user
-        // A multi-entity record's user is among its properties; its own top-level fields win.
+        // A multi-entity record's user is among its properties (events, details) or at its top
+        // level (users); one that names it in both places must name the same user.
+        if entity != nil, let problem = Self.userNamedTwice(fields, properties) { return reject(problem) }
         let distinctField = fields.distinctID ?? (entity == nil ? nil : properties.distinctID)
         let identitiesField = fields.identities ?? (entity == nil ? nil : properties.identities)
         var distinctID: String?
@@ -229,6 +231,21 @@ package struct RecordNormalizer: Sendable {
         }
         for key in identities.keys {
             if let problem = nameProblem(key) { return "identity key '\(UntrustedText.quoted(key))': \(problem)" }
+        }
+        return nil
+    }
+
+    /// Why a multi-entity record's top-level `distinct_id` or `identities` and those in its
+    /// properties name different users, or nil (either absent, or the same).
+    static func userNamedTwice(_ fields: RecordFields, _ properties: PropertiesReading) -> String? {
+        func text(_ value: JSONRef) -> String? { value.stringValue ?? value.int64Value.map { String($0) } }
+        if let top = fields.distinctID, let inner = properties.distinctID, text(top) != text(inner) {
+            return "the record names two users: distinct_id '\(UntrustedText.quoted(text(top) ?? "?"))' and properties.distinct_id '\(UntrustedText.quoted(text(inner) ?? "?"))'"
+        }
+        if let top = fields.identities, let inner = properties.identities,
+            case .success(let topPairs) = identities(top), (try? identities(inner).get()) != topPairs
+        {
+            return "the record names two users: its identities and properties.identities differ"
         }
         return nil
     }

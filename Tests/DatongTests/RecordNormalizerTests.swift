@@ -96,6 +96,15 @@ struct RecordNormalizerTests {
         #expect(signup.identity?.originalId == "a")
     }
 
+    @Test("a multi-entity record naming its user at the top and in its properties alike is the one user")
+    func userNamedTwiceAlike() throws {
+        let profile = try normalize(
+            #"{"type":"profile_set","time":1795273119736,"version":"2.0","schema":"users","distinct_id":"a","identities":{"$identity_login_id":"a"},"properties":{"distinct_id":"a","identities":{"$identity_login_id":"a"},"n":1}}"#
+        ).get()
+        #expect(profile.identity?.identities == ["$identity_login_id": "a"])
+        #expect(profile.collect.properties == #"{"n":1}"#)
+    }
+
     @Test("item records have no user", arguments: [#"{"type":"item_set","time":1795273119736,"item_type":"book","item_id":"42","properties":{"name":"x"}}"#])
     func itemRecords(json: String) throws {
         let item = try normalize(json).get()
@@ -134,6 +143,19 @@ struct RecordNormalizerTests {
             (#"{"type":"track","event":"E","time":1795273119736,"version":"2.0","schema":"EVENTS","properties":{}}"#, "schema 'EVENTS' is not 'events'"),
             (#"{"type":"track","event":"E","time":1795273119736,"version":"2.0","properties":{}}"#, "needs a schema"),
             (#"{"type":"track","event":"E","time":1795273119736,"version":"2.0","schema":"events","properties":{"user_id":12345}}"#, "Sensors user_id"),
+            // A user named at the top and in the properties: one user, or the record is refused.
+            (
+                #"{"type":"profile_set","time":1795273119736,"version":"2.0","schema":"users","distinct_id":"a","identities":{"$identity_login_id":"a"},"properties":{"identities":{"$identity_login_id":"b"}}}"#,
+                "its identities and properties.identities differ"
+            ),
+            (
+                #"{"type":"profile_set","time":1795273119736,"version":"2.0","schema":"users","distinct_id":"a","properties":{"distinct_id":"b"}}"#,
+                "distinct_id 'a' and properties.distinct_id 'b'"
+            ),
+            (
+                #"{"type":"track","event":"E","time":1795273119736,"version":"2.0","schema":"events","distinct_id":7,"properties":{"distinct_id":"8"}}"#,
+                "names two users"
+            ),
             (#"{"type":"track","event":"E","distinct_id":"d"}"#, "no numeric time"),
             (#"{"type":"track","event":"E","time":1795273119736}"#, "no distinct_id"),
             (#"{"type":"track","event":"1E","time":1795273119736,"distinct_id":"d"}"#, "event name"),
