@@ -265,6 +265,9 @@ struct ErasureCalls: Sendable {
     func subject(project: String, reference: UserReference) async throws -> ErasureSubject? {
         let (status, body) = try await post(identity, "/v1/projects/\(project)/erasures/subject", reference)
         if status == 404 { return nil }
+        if status == 409, let problem = try? JSONDecoder().decode(ProblemBody.self, from: Data(buffer: body)) {
+            throw ServiceError(.conflict, .ambiguousId, problem.message)
+        }
         return try decode(ErasureSubject.self, status, body, from: identity)
     }
 
@@ -411,7 +414,7 @@ struct ErasureAPI: ServiceAPI {
             if let problem = asked.user.problem { throw ServiceError.badRequest(.invalidUser, problem) }
             try await store.requireProject(project)
             guard let subject = try await person(project: project, reference: asked.user) else {
-                throw ServiceError(.notFound, .unknownUser, "project \(project) has no user with that number")
+                throw Self.noSuchUser(project)
             }
             let job = try await store.create(
                 project: project, requested: asked.user, subject: subject, suppress: asked.suppress ?? true, settleSeconds: settleSeconds,
@@ -463,11 +466,15 @@ struct ErasureAPI: ServiceAPI {
             let project = try context.project()
             let query = request.uri.queryParameters
             let reference = UserReference(
-                userId: query["user"].flatMap { Int64($0) }, key: query["key"].map(String.init), value: query["value"].map(String.init))
-            if let problem = reference.problem { throw ServiceError.badRequest(.invalidUser, problem.replacingOccurrences(of: "userId", with: "user")) }
+                userId: query["user"].flatMap { Int64($0) }, key: query["key"].map(String.init), value: query["value"].map(String.init),
+                distinctId: query["distinct_id"].map(String.init))
+            if let problem = reference.problem {
+                throw ServiceError.badRequest(
+                    .invalidUser, problem.replacingOccurrences(of: "userId", with: "user").replacingOccurrences(of: "distinctId", with: "distinct_id"))
+            }
             try await store.requireProject(project)
             guard let subject = try await person(project: project, reference: reference) else {
-                throw ServiceError(.notFound, .unknownUser, "project \(project) has no user with that number")
+                throw Self.noSuchUser(project)
             }
             try await store.pool.transaction { connection in
                 try PostgresConfigStore.audit(
@@ -570,6 +577,12 @@ struct ErasureAPI: ServiceAPI {
         }
     }
 
+    private static func noSuchUser(_ project: String) -> ServiceError {
+        ServiceError(
+            .notFound, .unknownUser,
+            "project \(project) has no such user: no user has that number, or no user holds that distinct_id (a person known only from refused records is named by key and value)")
+    }
+
     /// The person `reference` names: identity-service's, or for an id no user holds, that id alone
     /// (a person may be known only from records that were refused, which name it); nil for a user
     /// number that does not exist.
@@ -604,7 +617,8 @@ struct ErasureAPI: ServiceAPI {
         let body = try await collectBody(request, limit: 8192)
         guard let value = try? JSONDecoder().decode(T.self, from: Data(buffer: body)) else {
             throw ServiceError.badRequest(
-                .invalidBody, #"send {"user": {"userId": N}} or {"user": {"key": "…", "value": "…"}}, and "suppress": false to keep later records"#)
+                .invalidBody,
+                #"send {"user": {"userId": N}}, {"user": {"key": "…", "value": "…"}} or {"user": {"distinctId": "…"}}, and "suppress": false to keep later records"#)
         }
         return value
     }

@@ -9,25 +9,33 @@ package struct UserReference: Codable, Sendable, Equatable {
     /// An identity key (`$identity_login_id`, …) with `value`.
     package var key: String?
     package var value: String?
+    /// A `distinct_id` as `analytics.events` holds it: the value of one of the user's ids, under
+    /// whichever key; it names a user when every id holding that value is one person's.
+    package var distinctId: String?
 
-    package init(userId: Int64? = nil, key: String? = nil, value: String? = nil) {
+    package init(userId: Int64? = nil, key: String? = nil, value: String? = nil, distinctId: String? = nil) {
         self.userId = userId
         self.key = key
         self.value = value
+        self.distinctId = distinctId
     }
 
     /// Why the reference cannot name anyone, or nil.
     package var problem: String? {
-        switch (userId, key, value) {
-        case (let user?, nil, nil): return user > 0 ? nil : "userId must be a user number (1, 2, …)"
-        case (nil, let key?, let value?):
-            guard (1...255).contains(key.utf8.count), (1...1024).contains(value.utf8.count), !value.utf8.contains(0) else {
+        switch (userId, key, value, distinctId) {
+        case (let user?, nil, nil, nil): return user > 0 ? nil : "userId must be a user number (1, 2, …)"
+        case (nil, let key?, let value?, nil):
+            guard (1...255).contains(key.utf8.count), Self.isIDValue(value) else {
                 return "key is 1 to 255 bytes and value 1 to 1024 bytes without NUL"
             }
             return nil
-        default: return "name the user by userId, or by key and value (one of its ids), not both"
+        case (nil, nil, nil, let distinct?):
+            return Self.isIDValue(distinct) ? nil : "distinctId is 1 to 1024 bytes without NUL"
+        default: return "name the user by userId, by key and value (one of its ids), or by distinctId, one of them"
         }
     }
+
+    private static func isIDValue(_ value: String) -> Bool { (1...1024).contains(value.utf8.count) && !value.utf8.contains(0) }
 }
 
 /// The person an erasure or export covers, as identity-service knows it: the user a reference

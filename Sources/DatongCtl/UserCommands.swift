@@ -20,26 +20,33 @@ struct UserOptions: ParsableArguments {
     var project: String
     @Option(help: "The user number (analytics.events.user_id).")
     var user: Int64?
-    @Option(help: "One of the user's ids, as KEY=VALUE (e.g. '$identity_login_id=13800000000').")
+    @Option(
+        help: ArgumentHelp(
+            "One of the user's ids: KEY=VALUE (e.g. '$identity_login_id=13800000000'), or a distinct_id as analytics.events holds it.",
+            discussion: "A distinct_id names a user when every id holding that value is that person's (told otherwise). One with '=' in it is given as '=VALUE'."))
     var id: String?
 
     func reference() throws -> UserReference {
         guard ProjectName.isValid(project) else { throw CtlFailure.usage("datongctl: '\(project)' is not a project name") }
         var reference = UserReference(userId: user)
-        if let id { (reference.key, reference.value) = try Self.keyAndValue(id) }
+        if let id {
+            switch Self.keyAndValue(id) {
+            case let (key?, value): (reference.key, reference.value) = (key, value)
+            case let (nil, distinct): reference.distinctId = distinct
+            }
+        }
         if let problem = reference.problem {
             throw CtlFailure.usage(
-                "datongctl: \(problem.replacingOccurrences(of: "userId", with: "--user").replacingOccurrences(of: "key and value", with: "--id"))")
+                "datongctl: \(problem.replacingOccurrences(of: "userId", with: "--user").replacingOccurrences(of: "key and value", with: "--id").replacingOccurrences(of: "distinctId", with: "--id"))")
         }
         return reference
     }
 
-    /// `--id KEY=VALUE` as its key and value.
-    static func keyAndValue(_ id: String) throws -> (String, String) {
-        guard let equals = id.firstIndex(of: "="), equals != id.startIndex else {
-            throw CtlFailure.usage("datongctl: --id is KEY=VALUE, e.g. '$identity_login_id=13800000000'")
-        }
-        return (String(id[..<equals]), String(id[id.index(after: equals)...]))
+    /// `--id KEY=VALUE` as its key and value; `--id VALUE` and `--id =VALUE` as a distinct_id alone.
+    static func keyAndValue(_ id: String) -> (key: String?, value: String) {
+        guard let equals = id.firstIndex(of: "=") else { return (nil, id) }
+        let value = String(id[id.index(after: equals)...])
+        return equals == id.startIndex ? (nil, value) : (String(id[..<equals]), value)
     }
 }
 
@@ -117,6 +124,7 @@ struct ExportUser: CtlCommand {
         var query: [(String, String)] = []
         if let user = reference.userId { query.append(("user", String(user))) }
         if let key = reference.key, let value = reference.value { query += [("key", key), ("value", value)] }
+        if let distinct = reference.distinctId { query.append(("distinct_id", distinct)) }
         let handle: FileHandle
         if let out {
             guard FileManager.default.createFile(atPath: out, contents: nil), let file = FileHandle(forWritingAtPath: out) else {
@@ -172,7 +180,9 @@ struct LiftSuppression: CtlCommand {
         switch (erasure, id) {
         case (let erasure?, nil): query.append(("erasure", String(erasure)))
         case (nil, let id?):
-            let (key, value) = try UserOptions.keyAndValue(id)
+            guard case let (key?, value) = UserOptions.keyAndValue(id) else {
+                throw CtlFailure.usage("datongctl: a suppression is one id: --id KEY=VALUE, as 'datongctl user suppressions' lists it")
+            }
             query += [("key", key), ("value", value)]
         default: throw CtlFailure.usage("datongctl: give --erasure N or --id KEY=VALUE")
         }

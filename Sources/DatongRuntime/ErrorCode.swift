@@ -39,6 +39,8 @@ extension ErrorCode {
     /// identity-service and config-service (erasures, exports) name users the same way.
     package static let unknownUser = ErrorCode("unknown_user")
     package static let invalidUser = ErrorCode("invalid_user")
+    /// A `distinct_id` that is an id of more than one user (identity-service, passed on by config-service).
+    package static let ambiguousId = ErrorCode("ambiguous_id")
 
     /// `<service>_unavailable`: another service cannot be reached or answered 5xx (503 to the caller).
     package static func unavailable(_ service: Upstream) -> ErrorCode { ErrorCode("\(service.rawValue)_unavailable") }

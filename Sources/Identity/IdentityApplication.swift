@@ -114,7 +114,7 @@ struct IdentityAPI: ServiceAPI {
             let reference = try await decodeJSONBody(UserReference.self, from: request, limit: Self.maxCallBytes)
             if let problem = reference.problem { throw ServiceError.badRequest(.invalidUser, problem) }
             return try Self.found(
-                try await store.erasureSubject(project: project, reference: reference), .unknownUser,
+                try await refusing { try await store.erasureSubject(project: project, reference: reference) }, .unknownUser,
                 "project \(project) has no such user (no user holds that id, or no user has that number)")
         }
         projects.post("erasures/apply") { request, context in
@@ -172,7 +172,7 @@ struct IdentityAPI: ServiceAPI {
             let status: HTTPResponse.Status
             switch refusal.code {
             case .unknownUser, .unknownMerge: status = .notFound
-            case .loginConflict, .alreadyMerged, .alreadyUndone, .mergedSince: status = .conflict
+            case .loginConflict, .alreadyMerged, .alreadyUndone, .mergedSince, .ambiguousId: status = .conflict
             default: status = .unprocessableContent
             }
             throw ServiceError(status, refusal.code, refusal.message)

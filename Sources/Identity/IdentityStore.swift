@@ -336,6 +336,9 @@ package struct PostgresIdentityStore: IdentityStore {
                     "SELECT user_id FROM identity.identities WHERE project = $1 AND key = $2 AND value = $3", [project, key, value]
                 ).scalar.flatMap(Int64.init)
             }
+            if let distinct = reference.distinctId {
+                start = try Self.holder(project: project, distinctId: distinct, on: connection)
+            }
             guard let start,
                 let canonical = try connection.query(
                     """
@@ -360,6 +363,25 @@ package struct PostgresIdentityStore: IdentityStore {
             }
             return ErasureSubject(users: users, identities: identities)
         }
+    }
+
+    /// The user whose ids hold `distinctId` as their value, under any key; nil when none does, and
+    /// a 409 naming each holder when they are different people (merged users are one person).
+    static func holder(project: String, distinctId: String, on connection: PostgresConnection) throws -> Int64? {
+        let rows = try connection.query(
+            """
+            SELECT coalesce(m.canonical_user_id, i.user_id), i.key FROM identity.identities i
+            LEFT JOIN identity.user_map m ON m.project = i.project AND m.user_id = i.user_id
+            WHERE i.project = $1 AND i.value = $2 ORDER BY 1, 2 LIMIT 20
+            """,
+            [project, distinctId]
+        ).rows.compactMap { row in row[0].flatMap(Int64.init).flatMap { user in row[1].map { (user, $0) } } }
+        let users = Set(rows.map(\.0))
+        guard users.count > 1 else { return users.first }
+        let holders = rows.map { "\($0.1) of user \($0.0)" }.joined(separator: ", ")
+        throw GraphRefusal(
+            code: .ambiguousId,
+            message: "'\(distinctId)' is an id of \(users.count)\(rows.count == 20 ? " or more" : "") users (\(holders)): name one by key and value, or by user number")
     }
 
     func erase(project: String, subject: ErasureSubject) async throws -> IdentityErasure {

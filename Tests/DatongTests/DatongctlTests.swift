@@ -59,6 +59,22 @@ struct DatongctlTests {
             #expect(lines.filter { $0.contains(#""table" : "events""#) }.count == 4)
             #expect(lines.last == #"{"end":true,"rows":7}"#)
 
+            // A distinct_id as analytics.events holds it, given as it is: Ann's phone is hers.
+            let byDistinct = await ctl("user", "export", "default", "--id", "ann-phone", "--out", out)
+            #expect(byDistinct.exitCode == 0, "\(byDistinct.output)")
+            #expect(try String(contentsOfFile: out, encoding: .utf8).split(separator: "\n").last == #"{"end":true,"rows":7}"#)
+            // Another device whose anonymous id happens to be "ann": the bare value is two people's.
+            _ = try await ErasureTests.upload(
+                #"[{"type":"track","event":"AppStart","time":\#(now),"distinct_id":"ann","_track_id":5,"identities":{"$identity_anonymous_id":"ann"},"lib":{"$lib":"iOS"},"properties":{}}]"#,
+                to: services.gateway)
+            let ambiguous = await ctl("user", "erase", "default", "--id", "ann", "--wait")
+            #expect(ambiguous.exitCode == 1)
+            #expect(ambiguous.output.contains("HTTP 409"), "\(ambiguous.output)")
+            #expect(ambiguous.output.contains("'ann' is an id of 2 users ($identity_"), "\(ambiguous.output)")
+            #expect(ambiguous.output.contains("$identity_anonymous_id of user") && ambiguous.output.contains("$identity_login_id of user"))
+            #expect(await ctl("user", "status", "default").output == "default has no erasures", "nothing was started")
+            #expect(await ctl("user", "export", "default", "--id", "nobody-holds-this").output.contains("404"))
+            #expect(await ctl("user", "lift", "default", "--id", "ann").exitCode == 2)
             #expect(await ctl("user", "erase", "default", "--user", "1", "--id", "a=b").exitCode == 2)
             // A user number nobody has (an id nobody holds still names a person: PRIVACY.md).
             #expect(await ctl("user", "erase", "default", "--user", "999999").exitCode == 1)

@@ -5,6 +5,7 @@ import { h, clear, notice, time, empty } from "./dom.js";
 
 const KEYS = [
   ["#user", "user number"],
+  ["#distinct", "distinct_id (any id)"],
   ["$identity_login_id", "login id"],
   ["$identity_anonymous_id", "anonymous id"],
   ["$identity_cookie_id", "H5 cookie id"],
@@ -34,6 +35,7 @@ export async function privacyView(main, project) {
       if (!/^\d+$/.test(text)) throw new ApiError(400, "invalid_value", "A user number is digits only.");
       return { query: { user: text }, body: { userId: +text }, label: `user ${text}` };
     }
+    if (key.value === "#distinct") return { query: { distinct_id: text }, body: { distinctId: text }, label: `distinct_id ${text}` };
     return { query: { key: key.value, value: text }, body: { key: key.value, value: text }, label: `${key.value}=${text}` };
   }
 
@@ -46,7 +48,10 @@ export async function privacyView(main, project) {
     if (!response.ok) {
       let problem = {};
       try { problem = JSON.parse(text); } catch { /* not JSON */ }
-      if (problem.error === "unknown_user") return clear(held, notice("info", `No user of project '${project}' is ${ref.label}.`));
+      if (problem.error === "unknown_user") {
+        return clear(held, notice("info", `No user of project '${project}' is ${ref.label}.`
+          + (ref.body.distinctId ? " Records refused under an id are found by its kind." : "")));
+      }
       throw new ApiError(response.status, problem.error ?? "http", problem.message ?? `the export answered ${response.status}`);
     }
     const lines = text.split("\n").filter(Boolean).map((line) => JSON.parse(line));
