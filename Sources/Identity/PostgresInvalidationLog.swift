@@ -16,10 +16,11 @@ package final class PostgresInvalidationLog: InvalidationSource {
 
     package init(pool: PostgresPool) { self.pool = pool }
 
-    /// Entries older than this are deleted (a cache that could not look for this long has
-    /// cleared itself anyway).
-    static let retention = "1 hour"
-    static let pruneEvery: Duration = .seconds(300)
+    /// Entries older than this are deleted: every cache that answers has read them (a cache that
+    /// has not looked for `CacheFeed.maxGap` forgets everything when it does). Erased ids leave
+    /// the log with them (docs/PRIVACY.md).
+    static let retention = "5 minutes"
+    static let pruneEvery: Duration = .seconds(60)
 
     package func look(after horizon: String?) async throws -> InvalidationLog {
         let rows = try await pool.withConnection { connection in

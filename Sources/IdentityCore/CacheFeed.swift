@@ -14,18 +14,28 @@ package protocol InvalidationSource: Sendable {
 
 /// Keeps an `IdentityCache` fresh: every `interval` it reads the invalidation log from `source` and
 /// forgets what changed. From the first failed look until one succeeds the cache neither answers
-/// nor learns; failing for the cache's `maxStaleness` forgets everything.
+/// nor learns; failing for the cache's `maxStaleness` forgets everything, and so does a look that
+/// ends more than `maxGap` after the last good one began (one that hung): the log keeps its entries
+/// only `PostgresInvalidationLog.retention`, and such a look may have missed some.
 package final class CacheFeed: Service, Sendable {
     private let cache: IdentityCache
     private let source: any InvalidationSource
     private let interval: Duration
+    private let maxGap: Duration
     private let logger: Logger
     private let horizon = Mutex<String?>(nil)
+    /// When the last look that succeeded began.
+    private let lastLook = Mutex<ContinuousClock.Instant?>(nil)
+
+    /// Below the log's retention (5 minutes) by more than the longest interval (1 minute) and
+    /// than any transaction that writes the log runs.
+    package static let maxGap: Duration = .seconds(120)
     /// `datong_identity_cache_server_changes_total`: looks that found a different server.
     private let serverChanges: Counter?
 
     package init(
-        cache: IdentityCache, source: any InvalidationSource, interval: Duration, logger: Logger, metrics: PrometheusCollectorRegistry? = nil
+        cache: IdentityCache, source: any InvalidationSource, interval: Duration, maxGap: Duration = CacheFeed.maxGap, logger: Logger,
+        metrics: PrometheusCollectorRegistry? = nil
     ) {
         self.serverChanges = metrics?.makeCounter(
             descriptor: MetricNameDescriptor(
@@ -35,6 +45,7 @@ package final class CacheFeed: Service, Sendable {
         self.cache = cache
         self.source = source
         self.interval = interval
+        self.maxGap = maxGap
         self.logger = logger
     }
 
@@ -63,9 +74,17 @@ package final class CacheFeed: Service, Sendable {
         let started = ContinuousClock.now
         let log = try await source.look(after: horizon.withLock { $0 })
         horizon.withLock { $0 = log.horizon }
+        let previous = lastLook.withLock { last in
+            let previous = last
+            last = started
+            return previous
+        }
         if !log.complete {
             cache.clear()
             logger.notice("identity.cache_cleared", metadata: ["reason": "more identities changed than one look carries"])
+        } else if let previous, ContinuousClock.now - previous > maxGap {
+            cache.clear()
+            logger.notice("identity.cache_cleared", metadata: ["reason": "no look succeeded for \(maxGap): the log may have pruned what changed"])
         }
         let forgetting = log.identities.map { ScopedIdentity(project: $0.project, identity: IdentityKey(key: $0.key, value: $0.value)) }
         if cache.refreshed(forgetting: forgetting, at: started, server: log.server) {

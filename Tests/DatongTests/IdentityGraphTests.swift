@@ -2,6 +2,7 @@ import DatongContracts
 import DatongPostgres
 import Foundation
 import IdentityCore
+import Synchronization
 import Testing
 
 @testable import Collector
@@ -351,6 +352,52 @@ struct IdentityGraphTests {
         // The same server again forgets only what its log says.
         #expect(cache.refreshed(forgetting: [], at: .now, server: "standby started 09:00") == false)
         #expect(cache.users(of: [[known]]) == [9])
+    }
+
+    @Test("an erased person's ids leave the invalidation log once every cache has read it (5 minutes), not an hour later")
+    func erasedIDsLeaveTheLog() async throws {
+        let url = try await TestDatabase.create()
+        try await TestDatabase.withPool(url) { pool in
+            try await Migrator.migrate(schema: IdentitySchema.name, migrations: IdentitySchema.migrations, pool: pool, logger: TestDatabase.logger)
+            let store = PostgresIdentityStore(pool: pool)
+            let user = try #require(try await Self.user(store, [Self.login: "ann@example.com", Self.idfv: "ann-phone"]))
+            let subject = try #require(try await store.erasureSubject(project: "default", reference: UserReference(userId: user)))
+            _ = try await store.erase(project: "default", subject: subject)
+            let held = "SELECT value FROM identity.invalidations ORDER BY value"
+            #expect(try await TestDatabase.rows(url, held) == [["ann-phone"], ["ann@example.com"]], "caches must be told")
+            func age(_ minutes: Int) async throws {
+                try await pool.withConnection { connection in
+                    try connection.query("UPDATE identity.invalidations SET created_at = now() - make_interval(mins => \(minutes))")
+                }
+                _ = try await PostgresInvalidationLog(pool: pool).look(after: nil)  // a new log prunes on its first look
+            }
+            try await age(4)
+            #expect(try await TestDatabase.rows(url, held).count == 2, "a cache may not have read them yet")
+            try await age(6)
+            #expect(try await TestDatabase.rows(url, held).isEmpty)
+        }
+    }
+
+    @Test("a look that ends long after the last good one began forgets everything: the log may have pruned what it missed")
+    func cacheForgetsAfterAHungLook() async throws {
+        final class SlowSource: InvalidationSource {
+            let delay = Mutex<Duration>(.zero)
+            func look(after horizon: String?) async throws -> InvalidationLog {
+                try await Task.sleep(for: delay.withLock { $0 })
+                return InvalidationLog(server: "s", horizon: "1", identities: [], complete: true)
+            }
+        }
+        let cache = IdentityCache(capacity: 100, maxStaleness: .seconds(60))
+        let known = ScopedIdentity(project: "p", identity: IdentityKey(key: Self.cookie, value: "known"))
+        let source = SlowSource()
+        let feed = CacheFeed(cache: cache, source: source, interval: .milliseconds(10), maxGap: .milliseconds(300), logger: TestDatabase.logger)
+        try await feed.refresh()
+        cache.update(learned: [(known, 7)], readAt: cache.epoch, forgetting: [])
+        try await feed.refresh()
+        #expect(cache.users(of: [[known]]) == [7], "a look on time forgets only what the log says")
+        source.delay.withLock { $0 = .milliseconds(400) }
+        try await feed.refresh()
+        #expect(cache.users(of: [[known]]) == [nil], "kept an owner across a look that may have missed pruned entries")
     }
 
     @Test("analytics.events follows merges and undos also when the collector migrated before identity-service")
