@@ -676,5 +676,34 @@ package enum CollectorSchema {
                     FROM collector.catalog_properties p
                     LEFT JOIN collector.catalog_notes n ON n.project = p.project AND n.kind = p.kind || '_property' AND n.name = p.name;
                 """),
+        Migration(
+            version: 14, name: "hidden properties hidden from details, items and catalog samples",
+            sql: """
+                -- A hidden event property leaves every record that is not a profile: events (13),
+                -- details and items (the multi-entity protocol's properties are not catalogued
+                -- apart); a hidden property's catalog entry shows no sample.
+                CREATE OR REPLACE VIEW analytics.details AS
+                    SELECT d.project, d.schema, d.detail_id, COALESCE(c.canonical_user_id, d.user_id) AS user_id,
+                           CASE WHEN h.names IS NULL THEN d.properties ELSE d.properties - h.names END AS properties, d.updated_at
+                    FROM collector.details d
+                    LEFT JOIN analytics.user_canonical c ON c.project = d.project AND c.user_id = d.user_id
+                    LEFT JOIN (SELECT project, array_agg(name) AS names FROM collector.catalog_notes
+                               WHERE kind = 'event_property' AND hidden GROUP BY project) h ON h.project = d.project;
+                CREATE OR REPLACE VIEW analytics.items AS
+                    SELECT i.project, i.item_type, i.item_id,
+                           CASE WHEN h.names IS NULL THEN i.properties ELSE i.properties - h.names END AS properties, i.updated_at
+                    FROM collector.items i
+                    LEFT JOIN (SELECT project, array_agg(name) AS names FROM collector.catalog_notes
+                               WHERE kind = 'event_property' AND hidden GROUP BY project) h ON h.project = i.project;
+                CREATE OR REPLACE VIEW analytics.catalog_properties AS
+                    SELECT p.project, p.kind, p.name, p.type, p.first_day, p.last_day,
+                           CASE WHEN coalesce(n.hidden, false) THEN NULL ELSE p.sample END AS sample,
+                           ARRAY(SELECT DISTINCT e.event FROM collector.catalog_event_properties e
+                                 WHERE e.project = p.project AND e.name = p.name AND p.kind = 'event' ORDER BY e.event) AS events,
+                           nullif(n.display_name, '') AS display_name, nullif(n.description, '') AS description,
+                           p.declared_at, coalesce(n.hidden, false) AS hidden
+                    FROM collector.catalog_properties p
+                    LEFT JOIN collector.catalog_notes n ON n.project = p.project AND n.kind = p.kind || '_property' AND n.name = p.name;
+                """),
     ]
 }

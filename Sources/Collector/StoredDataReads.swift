@@ -70,21 +70,20 @@ package struct PostgresStoredDataReads: StoredDataReads {
     }
 
     package func events(_ query: EventQuery) async throws -> String {
-        // The user filter follows merges: the user's own events and those of every user merged
-        // into it (analytics.user_canonical), found through the (project, user_id) index.
+        // What analysts see (analytics.events: hidden events and properties left out, users
+        // followed through merges). The user filter: the user's own events and those of every
+        // user merged into it, found through the (project, user_id) index.
         let sql = """
             WITH page AS (
-                SELECT e.event_id, e.type, e.event, e.time, e.received_at, e.distinct_id,
-                       COALESCE(c.canonical_user_id, e.user_id) AS user_id, e.user_id AS stored_user_id,
+                SELECT e.event_id, e.type, e.event, e.time, e.received_at, e.distinct_id, e.user_id, e.stored_user_id,
                        e.anonymous_id, e.login_id, e.lib, e.lib_version, e.app_version, e.hybrid_h5,
                        e.lib_method, e.lib_detail, e.original_id, e.identities, e.properties
-                FROM collector.events e
-                LEFT JOIN analytics.user_canonical c ON c.project = e.project AND c.user_id = e.user_id
+                FROM analytics.events e
                 WHERE e.project = $1
                   AND ($2::text IS NULL OR e.event = $2)
                   AND ($3::text IS NULL OR e.distinct_id = $3)
-                  AND ($4::bigint IS NULL OR e.user_id = $4
-                       OR e.user_id IN (SELECT u.user_id FROM analytics.user_canonical u WHERE u.project = $1 AND u.canonical_user_id = $4))
+                  AND ($4::bigint IS NULL OR e.stored_user_id = $4
+                       OR e.stored_user_id IN (SELECT u.user_id FROM analytics.user_canonical u WHERE u.project = $1 AND u.canonical_user_id = $4))
                   AND ($5::bigint IS NULL OR (e.time, e.event_id) < ('epoch'::timestamptz + $5::bigint * interval '1 microsecond', $6::uuid))
                 ORDER BY e.time DESC, e.event_id DESC
                 LIMIT $7
@@ -146,7 +145,7 @@ package struct PostgresStoredDataReads: StoredDataReads {
                 'properties', COALESCE((
                     SELECT json_agg(json_build_object(
                         'kind', p.kind, 'name', p.name, 'type', p.type, 'firstDay', coalesce(p.first_day::text, ''), 'lastDay', coalesce(p.last_day::text, ''),
-                        'sample', p.sample, 'events', p.events, 'displayName', p.display_name, 'description', p.description,
+                        'sample', coalesce(p.sample, ''), 'events', p.events, 'displayName', p.display_name, 'description', p.description,
                         'declared', p.declared_at IS NOT NULL, 'hidden', nullif(p.hidden, false),
                         'conflicts', COALESCE((
                             SELECT json_agg(json_build_object('name', x.event, 'type', x.type) ORDER BY x.event, x.type)

@@ -188,6 +188,26 @@ struct CatalogTests {
                        (SELECT count(*) FROM analytics.events WHERE project = 'production' AND properties ? 'paid_at')::text,
                        (SELECT count(*) FROM collector.events WHERE project = 'production' AND event = '$SignUp')::text
                 """
+            // An item and a user's detail (the multi-entity protocol) carrying paid_at too.
+            let multiEntity: [[String: Any]] = [
+                [
+                    "type": "item_set", "version": "2.0", "schema": "orders_items", "id": "o-1", "time": now,
+                    "properties": ["paid_at": "2026-11-01 10:00:00.000", "sku": "pen"],
+                ],
+                [
+                    "type": "detail_set", "version": "2.0", "schema": "orders", "id": "d-1", "time": now,
+                    "properties": ["identities": ["$identity_login_id": "server-1"], "distinct_id": "server-1", "paid_at": "2026-11-01 10:00:00.000"],
+                ],
+            ]
+            #expect(try await CompatibilityTests.upload(multiEntity, to: services.gateway)["stored"] as? Int == 2)
+            let elsewhere = """
+                SELECT (SELECT count(*) FROM analytics.items WHERE project = 'production' AND properties ? 'paid_at')::text,
+                       (SELECT count(*) FROM analytics.details WHERE project = 'production' AND properties ? 'paid_at')::text,
+                       (SELECT count(*) FROM analytics.catalog_properties WHERE project = 'production' AND name = 'paid_at' AND sample IS NOT NULL)::text
+                """
+            #expect(try await TestDatabase.rows(db, elsewhere) == [["1", "1", "1"]])
+            let liveBefore = try await services.config.execute(uri: "/v1/projects/production/events?limit=200", method: .get, headers: ErasureTests.admin)
+            #expect(liveBefore.text.contains(#""paid_at""#) && liveBefore.text.contains(#""$SignUp""#), "the console's live view shows them")
             let before = try await TestDatabase.rows(db, visible)
             #expect(before[0][0] != "0" && before[0][1] != "0" && before[0][0] == before[0][2], "\(before)")
             for (kind, name) in [("event", "$SignUp"), ("event_property", "paid_at"), ("event", "BuyProduct")] {
@@ -195,6 +215,11 @@ struct CatalogTests {
                 #expect(hidden.exitCode == 0 && hidden.output.contains("\(kind) \(name) hidden from analysts"), "\(hidden.output)")
             }
             #expect(try await TestDatabase.rows(db, visible) == [["0", "0", before[0][2]]])
+            // Hidden wherever analysts or the console read: items, details, the catalog's sample, the live view.
+            #expect(try await TestDatabase.rows(db, elsewhere) == [["0", "0", "0"]])
+            let liveHidden = try await services.config.execute(uri: "/v1/projects/production/events?limit=200", method: .get, headers: ErasureTests.admin)
+            #expect(liveHidden.status == .ok && liveHidden.text.contains(#""events""#), "\(liveHidden.text)")
+            #expect(!liveHidden.text.contains(#""paid_at""#) && !liveHidden.text.contains(#""$SignUp""#) && !liveHidden.text.contains(#""BuyProduct""#))
             let hiddenEntries = try JSONDecoder().decode(
                 ProjectMetadata.self,
                 from: Data(try await services.config.execute(uri: "/v1/projects/production/metadata", method: .get, headers: ErasureTests.admin).text.utf8))
@@ -206,6 +231,7 @@ struct CatalogTests {
                 #expect(await Datongctl.run(["metadata", "hide", "production", kind, name, "--show"], environment: environment).exitCode == 0)
             }
             #expect(try await TestDatabase.rows(db, visible) == before)
+            #expect(try await TestDatabase.rows(db, elsewhere) == [["1", "1", "1"]])
             #expect(
                 try await TestDatabase.rows(
                     db, "SELECT display_name, hidden::text FROM analytics.catalog_events WHERE project = 'production' AND event = 'BuyProduct'")
