@@ -387,8 +387,8 @@ final class PostgresEventStore: EventStore {
     private static let refoldProfiles = """
         WITH folded AS (
             SELECT r.project, r.user_id,
-                   (array_agg(r.distinct_id ORDER BY r.time DESC, r.received_at DESC, r.seq DESC NULLS LAST))[1] AS distinct_id,
-                   collector.profile_fold(r.type, r.properties ORDER BY r.time, r.received_at, r.seq NULLS FIRST, r.record_id) AS properties,
+                   (array_agg(r.distinct_id ORDER BY r.time DESC, r.seq DESC NULLS LAST, r.received_at DESC))[1] AS distinct_id,
+                   collector.profile_fold(r.type, r.properties ORDER BY r.time, r.seq NULLS FIRST, r.received_at, r.record_id) AS properties,
                    max(r.time) AS updated_at
             FROM collector.profile_records r
             JOIN unnest($1::text[], $2::bigint[]) AS u(project, user_id) ON r.project = u.project AND r.user_id = u.user_id
@@ -420,7 +420,7 @@ final class PostgresEventStore: EventStore {
             JOIN unnest($1::text[], $2::bigint[]) AS u(project, user_id) ON r.project = u.project AND r.user_id = u.user_id
             WHERE r.item_type IS NULL
             WINDOW earlier AS (
-                PARTITION BY r.project, r.user_id ORDER BY r.time, r.received_at, r.seq NULLS FIRST, r.record_id
+                PARTITION BY r.project, r.user_id ORDER BY r.time, r.seq NULLS FIRST, r.received_at, r.record_id
                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
             )
         ) checked
@@ -430,7 +430,7 @@ final class PostgresEventStore: EventStore {
     private static let refoldItems = """
         WITH folded AS (
             SELECT r.project, r.item_type, r.item_id,
-                   collector.profile_fold(r.type, r.properties ORDER BY r.time, r.received_at, r.seq NULLS FIRST, r.record_id) AS properties,
+                   collector.profile_fold(r.type, r.properties ORDER BY r.time, r.seq NULLS FIRST, r.received_at, r.record_id) AS properties,
                    max(r.time) AS updated_at
             FROM collector.profile_records r
             JOIN unnest($1::text[], $2::text[], $3::text[]) AS u(project, item_type, item_id)
@@ -451,8 +451,8 @@ final class PostgresEventStore: EventStore {
     private static let refoldDetails = """
         WITH folded AS (
             SELECT r.project, r.item_type AS schema, r.item_id AS detail_id,
-                   (array_agg(r.user_id ORDER BY r.time DESC, r.received_at DESC, r.seq DESC NULLS LAST))[1] AS user_id,
-                   collector.profile_fold(r.type, r.properties ORDER BY r.time, r.received_at, r.seq NULLS FIRST, r.record_id) AS properties,
+                   (array_agg(r.user_id ORDER BY r.time DESC, r.seq DESC NULLS LAST, r.received_at DESC))[1] AS user_id,
+                   collector.profile_fold(r.type, r.properties ORDER BY r.time, r.seq NULLS FIRST, r.received_at, r.record_id) AS properties,
                    max(r.time) AS updated_at
             FROM collector.profile_records r
             JOIN unnest($1::text[], $2::text[], $3::text[]) AS u(project, schema, detail_id)

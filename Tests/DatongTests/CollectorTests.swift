@@ -281,6 +281,45 @@ struct CollectorTests {
                 _ = try await write(store, [set])
             }
             #expect(try await profileJSON(url, user: 9)?["last"] as? String == "z")
+
+            // A request received earlier but written later (two gateways, or one slow to reach the
+            // collector) is still the later one: the order is the order written, not of receipt.
+            for (index, (value, receivedLater)) in [("early-written", Int64(5)), ("late-written", Int64(1))].enumerated() {
+                var set = profile("profile_set", user: 10, at: 0, #"{"last":"\#(value)"}"#)
+                set.trackId = Int64(200 + index)
+                _ = try await store.write(CollectBatch(receivedAt: Self.base + 60_000 + receivedLater, records: [set]))
+            }
+            #expect(try await profileJSON(url, user: 10)?["last"] as? String == "late-written")
+        }
+    }
+
+    @Test("concurrent requests of one millisecond's profile_set: the profile holds the value of the record numbered last")
+    func sameMillisecondRace() async throws {
+        try await withStore { store, url in
+            // Rounds of 6 writers each setting one user's property in the same millisecond, with
+            // receipt times that disagree with the order they reach PostgreSQL in.
+            for round in Int64(0)..<20 {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for writer in Int64(0)..<6 {
+                        group.addTask {
+                            var set = self.profile("profile_set", user: 100 + round, at: round, #"{"v":"w\#(writer)"}"#)
+                            set.trackId = round * 10 + writer
+                            _ = try await store.write(CollectBatch(receivedAt: Self.base + 60_000 + (5 - writer), records: [set]))
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+            }
+            let disagreeing = try await TestDatabase.rows(
+                url,
+                """
+                SELECT p.user_id::text, p.properties ->> 'v', last.v FROM collector.profiles p
+                JOIN LATERAL (SELECT r.properties ->> 'v' AS v FROM collector.profile_records r
+                              WHERE r.project = p.project AND r.user_id = p.user_id ORDER BY r.seq DESC LIMIT 1) last ON true
+                WHERE p.properties ->> 'v' IS DISTINCT FROM last.v
+                """)
+            #expect(try await TestDatabase.rows(url, "SELECT count(*)::text FROM collector.profiles") == [["20"]])
+            #expect(disagreeing.isEmpty, "profiles whose value is not the last written record's: \(disagreeing)")
         }
     }
 
