@@ -225,9 +225,12 @@ final class Catalog: Sendable {
     func learn(_ shapes: Set<UInt64>, day: Int64) {
         guard !shapes.isEmpty else { return }
         known.withLock { known in
-            // Shapes hash their day: yesterday's will not come again (only late uploads).
+            // Shapes hash their day: yesterday's will not come again (only late uploads). Misfits
+            // stay (bounded on their own): one noted before this commit, perhaps of a shape it
+            // adds, must still be checked, or its next records would be stored unconverted.
             if day > known.day || known.shapes.count + shapes.count > Self.maxKnownShapes {
-                known.forget()
+                known.shapes.removeAll(keepingCapacity: true)
+                known.droppedNames.removeAll()
                 known.day = max(known.day, day)
             }
             known.shapes.formUnion(shapes)

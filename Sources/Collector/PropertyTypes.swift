@@ -252,8 +252,9 @@ enum TypeCheck {
 
     /// Checks, in the transaction that stores them, that the types `assumed` are the ones the
     /// catalog has (written by this transaction, or committed by another first): throws
-    /// `PropertyTypesMoved` if not. Returns the types found (a property past its project's bound
-    /// has none, and no type is enforced for it).
+    /// `PropertyTypesMoved` if not, also when batches of one group assumed two types for one
+    /// property (the catalog got one of them; the group is then written batch by batch). Returns
+    /// the types found (a property past its project's bound has none, and no type is enforced for it).
     static func confirm(_ assumed: [AssumedType], on connection: PostgresConnection) throws -> [AssumedType] {
         let rows = try connection.query(
             """
@@ -266,8 +267,10 @@ enum TypeCheck {
             guard let project = row[0], let kind = row[1], let name = row[2], let type = row[3].flatMap(SensorsType.init(rawValue:)) else { return nil }
             return AssumedType(project: project, kind: kind, name: name, type: type)
         }
-        let wanted = Set(assumed)
-        let moved = found.filter { !wanted.contains($0) }
+        // Every assumption about a property must be its type: one matching it is not enough.
+        let moved = found.filter { type in
+            assumed.contains { $0.name == type.name && $0.kind == type.kind && $0.project == type.project && $0.type != type.type }
+        }
         if !moved.isEmpty { throw PropertyTypesMoved(actual: moved) }
         return found
     }

@@ -293,6 +293,55 @@ struct CollectorTests {
         }
     }
 
+    @Test("writers and replicas racing to send a new property's first values of four types store only values of the type the catalog settles on")
+    func firstTypeRace() async throws {
+        let url = try await TestDatabase.create()
+        let pools = (0..<2).map { _ in PostgresPool(url: url, maxConnections: 4, logger: TestDatabase.logger) }
+        do {
+            try await Migrator.migrate(schema: CollectorSchema.name, migrations: CollectorSchema.migrations, pool: pools[0], logger: TestDatabase.logger)
+            // Two replicas, each with its own memory of the catalog and group commit, 4 writers each.
+            let replicas = pools.map { PostgresEventStore(pool: $0, writers: 2) }
+            let values = ["1.5", #""abc""#, #"["x"]"#, "true"]
+            let rounds = 12
+            for round in 0..<rounds {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for writer in 0..<8 {
+                        group.addTask {
+                            let records = (0..<3).map { n in
+                                CollectRecord(
+                                    project: "default", type: "track", event: "E", time: Self.base + Int64(round * 100 + writer * 10 + n),
+                                    distinctId: "d", userId: 1, properties: #"{"p\#(round)":\#(values[(writer + round) % 4])}"#)
+                            }
+                            _ = try await replicas[writer % 2].write(CollectBatch(receivedAt: Self.base + 60_000, records: records))
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+            }
+            let misfits = try await TestDatabase.rows(
+                url,
+                """
+                SELECT c.name, c.type, jsonb_typeof(e.properties -> c.name) AS sent, count(*)::text
+                FROM collector.catalog_properties c
+                JOIN collector.events e ON e.project = c.project AND e.properties ? c.name
+                WHERE c.kind = 'event' AND c.name LIKE 'p%'
+                  AND jsonb_typeof(e.properties -> c.name) <> CASE c.type WHEN 'NUMBER' THEN 'number' WHEN 'STRING' THEN 'string'
+                                                                         WHEN 'LIST' THEN 'array' WHEN 'BOOL' THEN 'boolean' END
+                GROUP BY 1, 2, 3 ORDER BY 1, 3
+                """)
+            #expect(misfits.isEmpty, "rows holding another type than the catalog's: \(misfits)")
+            let accounted = try await TestDatabase.rows(
+                url,
+                "SELECT (SELECT count(*) FROM collector.events) + (SELECT count(*) FROM collector.rejected)")
+            #expect(accounted == [[String(rounds * 8 * 3)]], "every record stored or refused")
+            #expect(try await TestDatabase.rows(url, "SELECT count(*)::text FROM collector.catalog_properties WHERE name LIKE 'p%'") == [[String(rounds)]])
+            for pool in pools { await pool.close() }
+        } catch {
+            for pool in pools { await pool.close() }
+            throw error
+        }
+    }
+
     @Test("concurrent requests of one millisecond's profile_set: the profile holds the value of the record numbered last")
     func sameMillisecondRace() async throws {
         try await withStore { store, url in
