@@ -182,6 +182,28 @@ final class GraphTransaction {
             owners[ScopedIdentity(project: project, identity: identity)] = user
             if IdentityRules.isLoginClass(identity.key), logins[ref] != nil { logins[ref]?[identity.key] = identity.value }
         }
+        try forgetFlaglessForms(of: identities.filter { $0.key == IdentityRules.loginKey }.map(\.value), project: project)
+    }
+
+    /// A value that just became a login id may be held as a device id, linked by an old SDK's
+    /// record before the sign-up: caches answering such records from those owners must forget
+    /// them, so that the next one finds the login id (`IdentityPlan.loginAlias`).
+    private func forgetFlaglessForms(of logins: [String], project: String) throws {
+        guard !logins.isEmpty else { return }
+        let rows = try connection.queryPrepared(
+            "identity.flagless_forms",
+            """
+            WITH forms AS (
+                SELECT key, value FROM identity.identities WHERE project = $1 AND value = ANY($2::text[]) AND key = ANY($3::text[])
+            )
+            INSERT INTO identity.invalidations (project, key, value) SELECT $1, key, value FROM forms RETURNING key, value
+            """,
+            [project, postgresTextArray(logins), postgresTextArray(IdentityRules.flaglessKeys)]
+        ).rows
+        for row in rows {
+            guard let key = row[0], let value = row[1] else { continue }
+            invalidated.append(ScopedIdentity(project: project, identity: IdentityKey(key: key, value: value)))
+        }
     }
 
     /// Moves every identity of `from` to `into`, marks `from` merged, points everything that
@@ -282,7 +304,10 @@ final class GraphTransaction {
     /// the same people in another order.
     func prepare(_ plans: [(plan: IdentityPlan, project: String)]) throws {
         var all: [ScopedIdentity] = []
-        for (plan, project) in plans { for identity in plan.identities { all.append(ScopedIdentity(project: project, identity: identity)) } }
+        for (plan, project) in plans {
+            for identity in plan.identities { all.append(ScopedIdentity(project: project, identity: identity)) }
+            if let alias = plan.loginAlias { all.append(ScopedIdentity(project: project, identity: alias)) }
+        }
         try lookUpOwners(all)
         var identities: Set<ScopedIdentity> = []
         var users: Set<UserRef> = []
@@ -295,9 +320,15 @@ final class GraphTransaction {
         try loadLogins(users)
     }
 
+    /// The identities to lock and the users to load before `plan` may change the graph; nil
+    /// when it changes nothing (its user is known, by its login alias or its identities). A plan
+    /// with a login alias nobody holds locks the alias too: a sign-up making it a login id waits,
+    /// or is waited for and then seen.
     private func needs(_ plan: IdentityPlan, project: String) -> (identities: [ScopedIdentity], users: [UserRef])? {
+        let alias = plan.loginAlias.map { ScopedIdentity(project: project, identity: $0) }
+        if let alias, owners[alias] != nil { return nil }
         guard let needs = MergeRule.needs(plan, owner: { self.owners[ScopedIdentity(project: project, identity: $0)] }) else { return nil }
-        return (needs.link.map { ScopedIdentity(project: project, identity: $0) }, needs.users.map { UserRef(project: project, id: $0) })
+        return (needs.link.map { ScopedIdentity(project: project, identity: $0) } + (alias.map { [$0] } ?? []), needs.users.map { UserRef(project: project, id: $0) })
     }
 
     /// Applies one record's plan: takes any lock it still needs, lets `MergeRule` decide on the
@@ -307,16 +338,18 @@ final class GraphTransaction {
     func apply(_ plan: IdentityPlan, project: String, cause: Cause, strict: Bool = false) throws -> ResolvedUser {
         guard !plan.identities.isEmpty else { return ResolvedUser(userId: nil, created: false) }
         let scoped = plan.identities.map { ScopedIdentity(project: project, identity: $0) }
+        let alias = plan.loginAlias.map { ScopedIdentity(project: project, identity: $0) }
         // Normally `prepare` took every lock already; a lock is taken here only when the graph
         // changed between the batch's lookup and its locks.
         var users: [UserRef]
         while true {
             guard let needs = needs(plan, project: project) else {
-                return ResolvedUser(userId: scoped.lazy.compactMap { self.owners[$0] }.first, created: false)
+                let owner = alias.flatMap { owners[$0] } ?? scoped.lazy.compactMap { self.owners[$0] }.first
+                return ResolvedUser(userId: owner, created: false)
             }
             users = needs.users
             if holds(identities: needs.identities, users: needs.users) { break }
-            try lock(identities: needs.identities, users: needs.users, lookAgain: scoped)
+            try lock(identities: needs.identities, users: needs.users, lookAgain: scoped + (alias.map { [$0] } ?? []))
         }
         try loadLogins(users)
         var view = GraphView()

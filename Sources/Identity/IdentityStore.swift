@@ -72,14 +72,18 @@ package struct PostgresIdentityStore: IdentityStore {
         // older than the invalidations that caller has already read. Records after an unbind are
         // resolved after it, never from memory (the unbind may detach one of their identities).
         let firstChange = plans.firstIndex { !$0.answerableFromCache && !$0.identities.isEmpty } ?? plans.endIndex
+        let cacheable = plans.indices.map { plans[$0].answerableFromCache && $0 < firstChange }
         let known =
             request.forCache
             ? nil
             : cache?.users(
                 of: plans.indices.map { index in
-                    let plan = plans[index]
-                    guard plan.answerableFromCache, index < firstChange else { return [] }
-                    return plan.identities.map { ScopedIdentity(project: records[index].project, identity: $0) }
+                    guard cacheable[index] else { return [] }
+                    return plans[index].identities.map { ScopedIdentity(project: records[index].project, identity: $0) }
+                },
+                aliases: plans.indices.map { index in
+                    guard cacheable[index] else { return nil }
+                    return plans[index].loginAlias.map { ScopedIdentity(project: records[index].project, identity: $0) }
                 })
         for index in records.indices {
             if plans[index].identities.isEmpty {
@@ -103,6 +107,15 @@ package struct PostgresIdentityStore: IdentityStore {
             }
             var learned: [(ScopedIdentity, Int64)] = []
             for (position, index) in toResolve.enumerated() {
+                // A record that is its login alias's: this replica learns the alias's owner; the
+                // caller is not told the record's identities are that user's (they are not).
+                if let alias = plans[index].loginAlias.map({ ScopedIdentity(project: records[index].project, identity: $0) }),
+                    let owner = transaction.owners[alias]
+                {
+                    learned.append((alias, owner))
+                    users[position].owned = false
+                    continue
+                }
                 var owned = users[position].userId != nil && plans[index].answerableFromCache
                 for identity in plans[index].identities {
                     let scoped = ScopedIdentity(project: records[index].project, identity: identity)

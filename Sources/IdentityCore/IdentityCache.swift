@@ -56,22 +56,25 @@ package final class IdentityCache: Sendable {
     package var count: Int { state.withLock { $0.young.count + $0.old.count } }
 
     /// For each list of identities, the user that owns all of them, when the cache knows every
-    /// one and they agree; nil otherwise (and for empty lists).
-    package func users(of records: [[ScopedIdentity]]) -> [Int64?] {
+    /// one and they agree; nil otherwise (and for empty lists). A record with an alias (an old
+    /// SDK's `distinct_id` as a login id, `IdentityPlan.loginAlias`) is the alias's owner first.
+    package func users(of records: [[ScopedIdentity]], aliases: [ScopedIdentity?] = []) -> [Int64?] {
         let now = ContinuousClock.now
         return state.withLock { state in
             guard let refreshed = state.refreshedAt, refreshed.advanced(by: maxStaleness) > now else {
                 return [Int64?](repeating: nil, count: records.count)
             }
-            return records.map { identities in
+            func owner(_ identity: ScopedIdentity) -> Int64? {
+                if let owner = state.young[identity] { return owner }
+                guard let aged = state.old[identity] else { return nil }
+                Self.insert(identity, aged, into: &state, generationSize: generationSize)
+                return aged
+            }
+            return records.indices.map { index in
+                if index < aliases.count, let alias = aliases[index], let user = owner(alias) { return user }
                 var user: Int64?
-                for identity in identities {
-                    var owner = state.young[identity]
-                    if owner == nil, let aged = state.old[identity] {
-                        owner = aged
-                        Self.insert(identity, aged, into: &state, generationSize: generationSize)
-                    }
-                    guard let owner, user == nil || user == owner else { return nil }
+                for identity in records[index] {
+                    guard let owner = owner(identity), user == nil || user == owner else { return nil }
                     user = owner
                 }
                 return user

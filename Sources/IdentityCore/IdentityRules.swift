@@ -54,6 +54,11 @@ package struct IdentityPlan: Sendable, Equatable {
     package var unbind: IdentityKey? = nil
     /// Why part of the record was refused (a forbidden unbind), for the history.
     package var refused: [String] = []
+    /// For a record of an old SDK (no `identities`, no `$is_login_id`): its `distinct_id` as a
+    /// login id. When some user holds that login id the record is that user's and links nothing
+    /// (the Ruby SDK's `track(login, …)` after `track_signup(login, anonymous)`); otherwise its
+    /// `identities` (a device id) apply.
+    package var loginAlias: IdentityKey? = nil
 
     package init(
         identities: [IdentityKey], neverMerged: Set<IdentityKey> = [], linksNothing: Bool = false, unbind: IdentityKey? = nil,
@@ -191,6 +196,7 @@ package enum IdentityRules {
     package static func plan(for record: IdentityRecord) -> IdentityPlan {
         let identities = identities(of: record)
         var plan = IdentityPlan(identities: identities)
+        if isFlagless(record), !identities.isEmpty { plan.loginAlias = IdentityKey(key: loginKey, value: record.distinctId) }
         switch record.type {
         case "track_id_bind":
             plan.neverMerged = Set(identities.filter { unbindableByBind.contains($0.key) })
@@ -210,6 +216,17 @@ package enum IdentityRules {
         }
         return plan
     }
+
+    /// A record whose `distinct_id` alone names its user, as a device id unless it is a known
+    /// login id: no `identities`, no login flag, not a sign-up, a bind or an unbind.
+    static func isFlagless(_ record: IdentityRecord) -> Bool {
+        (record.identities ?? [:]).isEmpty && !record.isLoginId && splitKeyedDistinctID(record.distinctId) == nil
+            && !["track_signup", "track_id_bind", "track_id_unbind"].contains(record.type)
+    }
+
+    /// The keys under which an old SDK's records may have linked a value that later becomes a
+    /// login id (`deviceKey(lib:)` and the anonymous id): caches must forget those owners then.
+    package static let flaglessKeys: [String] = [anonymousKey, cookieKey, "$identity_idfv", "$identity_android_id"]
 
     /// `distinct_id` of the form `$identity_key+value` (what `loginWithKey` produces).
     package static func splitKeyedDistinctID(_ distinctID: String) -> IdentityKey? {

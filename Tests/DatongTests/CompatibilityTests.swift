@@ -103,6 +103,47 @@ struct CompatibilityTests {
         }
     }
 
+    @Test("the Ruby SDK's documented sign-up, which has no login flag: the login id's later events and profile are the signed-up user's")
+    func rubySignUpWithoutFlag() async throws {
+        try await RunningServices.run(limits: Self.limits) { services in
+            // Requests 2 to 6: track(device), track_signup(login, device), track(login),
+            // profile_set(login), then a BatchConsumer's track(login) and profile_increment(login).
+            _ = try await RecordMeaningTests.sendAll(Array(try Fixtures.ruby().dropFirst()), to: services)
+            let db = services.databaseURL
+            let users = try await TestDatabase.rows(
+                db,
+                """
+                SELECT event, distinct_id, user_id::text FROM analytics.events
+                WHERE event IN ('BrowseBeforeSignup', '$SignUp', 'BuyAfterSignup', 'Batched') ORDER BY time
+                """)
+            #expect(users.count == 4 && Set(users.map { $0[2] }).count == 1, "one user for the device and its login: \(users)")
+            let profile = try await TestDatabase.rows(
+                db, "SELECT user_id::text, properties->>'name', properties->>'orders' FROM analytics.profiles WHERE distinct_id = 'ruby-login-2'")
+            #expect(profile == [[users.first?[2] ?? "?", "Bob", "1"]], "the profile is the signed-up user's")
+            // No second user was made of the login id read as a device id.
+            #expect(try await TestDatabase.rows(db, "SELECT count(*)::text FROM identity.users") == [["1"]])
+            #expect(
+                try await TestDatabase.rows(db, "SELECT key FROM identity.identities WHERE value = 'ruby-login-2'") == [["$identity_login_id"]])
+
+            // A device that never signed up keeps the device-id rule; a later sign-up of an id an
+            // old record already used as a device id wins from then on, in every cache.
+            func track(_ distinct: String, _ event: String, lib: String = "Ruby") -> [String: Any] {
+                ["type": "track", "event": event, "time": Self.now, "distinct_id": distinct, "lib": ["$lib": lib], "properties": [:] as [String: Any]]
+            }
+            for _ in 0..<2 { _ = try await CompatibilityTests.upload([track("ruby-device-9", "Before")], to: services.gateway, project: "default") }
+            let signup: [String: Any] = [
+                "type": "track_signup", "event": "$SignUp", "time": Self.now, "distinct_id": "ruby-device-9", "original_id": "ruby-device-8",
+                "lib": ["$lib": "Ruby"], "properties": [:] as [String: Any],
+            ]
+            _ = try await CompatibilityTests.upload([track("ruby-device-8", "Browse"), signup], to: services.gateway, project: "default")
+            _ = try await CompatibilityTests.upload([track("ruby-device-9", "After")], to: services.gateway, project: "default")
+            let byEvent = try await TestDatabase.rows(
+                db, "SELECT event, user_id::text FROM analytics.events WHERE event IN ('Before', 'Browse', 'After') ORDER BY time, event")
+            let user = Dictionary(byEvent.map { ($0[0] ?? "", $0[1] ?? "") }, uniquingKeysWith: { a, _ in a })
+            #expect(user["After"] == user["Browse"] && user["Before"] != user["Browse"], "\(byEvent)")
+        }
+    }
+
     @Test("an empty project or token in a record means 'not given', in uploads and in /debug")
     func emptyProject() async throws {
         try await RunningServices.run(limits: Self.limits) { services in
