@@ -557,7 +557,10 @@ extension CatalogTests {
     func capturedDollarNamesAreSDKNames() throws {
         var events: Set<String> = []
         var properties: Set<String> = []
-        for file in ["python-sdk-1.11.0.jsonl", "ruby-sdk-1.6.3.jsonl", "go-sdk-2.1.6.jsonl", "java-sdk-3.6.8.jsonl", "miniprogram-sdk-1.22.8.jsonl"] {
+        for file in [
+            "python-sdk-1.11.0.jsonl", "ruby-sdk-1.6.3.jsonl", "go-sdk-2.1.6.jsonl", "java-sdk-3.6.8.jsonl", "miniprogram-sdk-1.22.8.jsonl",
+            "php-sdk-2.0.4.jsonl", "cpp-sdk-1.0.3.jsonl",
+        ] {
             for request in try Fixtures.requests(file) {
                 let form = FormParameters(query: request.query, body: Array((request.body ?? "").utf8))
                 guard let records = try? UploadPayload.records(from: form, limits: UploadLimits()) else { continue }

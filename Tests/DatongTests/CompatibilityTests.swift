@@ -144,6 +144,59 @@ struct CompatibilityTests {
         }
     }
 
+    @Test("the PHP SDK's own traffic: one user across its sign-up, its profile operations in order, its bind and unbind")
+    func phpSDK() async throws {
+        try await RunningServices.run(limits: Self.limits) { services in
+            let answers = try await RecordMeaningTests.sendAll(try Fixtures.requests("php-sdk-2.0.4.jsonl"), to: services)
+            #expect(answers.map { $0["stored"] as? Int } == [3, 3, 1, 3])
+            let db = services.databaseURL
+            let users = try await TestDatabase.rows(db, "SELECT event, user_id::text FROM analytics.events ORDER BY time, event")
+            #expect(users.count == 6 && Set(users.map { $0[1] }).count == 1, "one user for the device, its login and its mobile: \(users)")
+            #expect(
+                try await TestDatabase.rows(
+                    db, "SELECT properties->>'paid_at', properties->>'price', login_id FROM analytics.events WHERE event = 'BuyAfterSignup'")
+                    == [["2026-11-20 08:30:15.123", "9.9", "php-login-1"]])
+            #expect(try await TestDatabase.rows(db, "SELECT properties->>'tags' FROM analytics.events WHERE event = 'BrowseBeforeSignup'") == [[#"["a", "b"]"#]])
+            #expect(
+                try await TestDatabase.rows(
+                    db, "SELECT properties->>'name', properties->>'orders', properties->>'labels' FROM analytics.profiles WHERE distinct_id = 'php-login-1'")
+                    == [["Ann", "2", #"["vip"]"#]])
+            #expect(try await TestDatabase.rows(db, "SELECT properties->>'title' FROM analytics.items WHERE item_id = 'php-item-1'") == [["Datong"]])
+            // The unbind detached the mobile the bind linked; $is_login_id is a flag, not a property.
+            #expect(try await TestDatabase.rows(db, "SELECT count(*)::text FROM identity.identities WHERE key = '$identity_mobile'") == [["0"]])
+            #expect(try await TestDatabase.rows(db, "SELECT count(*)::text FROM analytics.events WHERE properties ? '$is_login_id'") == [["0"]])
+        }
+    }
+
+    @Test("the C++ SDK's own traffic: its date-times, its login, one millisecond's profile operations in the order called")
+    func cppSDK() async throws {
+        try await RunningServices.run(limits: Self.limits) { services in
+            let answers = try await RecordMeaningTests.sendAll(try Fixtures.requests("cpp-sdk-1.0.3.jsonl"), to: services)
+            #expect(answers.map { $0["stored"] as? Int } == [7])
+            let db = services.databaseURL
+            #expect(try await TestDatabase.rows(db, "SELECT count(DISTINCT user_id)::text FROM analytics.events") == [["1"]])
+            #expect(
+                try await TestDatabase.rows(
+                    db,
+                    """
+                    SELECT properties->>'paid_at', properties->>'shipped_at', properties->>'count', properties->>'price',
+                           properties->>'member', properties->>'name', properties->>'tags'
+                    FROM analytics.events WHERE event = 'BuyBeforeLogin'
+                    """) == [["2026-11-21 22:58:39.007", "2026-11-20 08:30:15.670", "3", "3.14", "true", "测试字符串", #"["a", "b"]"#]])
+            #expect(
+                try await TestDatabase.rows(
+                    db, "SELECT original_id, login_id FROM analytics.events WHERE event = '$SignUp'") == [["cpp-device-1", "cpp-login-1"]])
+            #expect(
+                try await TestDatabase.rows(
+                    db, "SELECT properties->>'nick', properties->>'orders', properties->>'hobby' FROM analytics.profiles WHERE distinct_id = 'cpp-login-1'")
+                    == [["Ann", "2", #"["movie"]"#]])
+            #expect(try await TestDatabase.rows(db, "SELECT properties->>'title' FROM analytics.items WHERE item_id = 'cpp-item-1'") == [["Datong"]])
+            let paidAt = try await TestDatabase.rows(
+                db, "SELECT type FROM analytics.catalog_properties WHERE name IN ('paid_at', 'shipped_at', 'tags', 'member') ORDER BY name")
+            #expect(paidAt == [["BOOL"], ["DATETIME"], ["DATETIME"], ["LIST"]])
+        }
+    }
+
     @Test("an empty project or token in a record means 'not given', in uploads and in /debug")
     func emptyProject() async throws {
         try await RunningServices.run(limits: Self.limits) { services in
