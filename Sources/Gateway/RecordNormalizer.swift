@@ -356,6 +356,43 @@ package struct RecordNormalizer: Sendable {
 
     private static let dateTimePattern = Array("dddd-dd-dd dd:dd:dd.".utf8)
 
+    /// PHP's `DateTime` as the PHP SDK 2.0.4 sends it: its `_assert_properties` formats a
+    /// `DateTime` into a copy it then drops, so `json_encode` writes the object itself,
+    /// `{"date":"2026-11-20 08:30:15.123000","timezone_type":3,"timezone":"Asia/Shanghai"}`. Read
+    /// as the date-time it is, its wall clock with three millisecond digits (a date-time has no
+    /// zone in Sensors' model); nil for any other object.
+    static func phpDateTime(at index: Int, bytes: UnsafeBufferPointer<UInt8>, entries: UnsafeBufferPointer<JSONDocument.Entry>) -> [UInt8]? {
+        let object = entries[index]
+        guard object.kind == .object, object.count == 3 else { return nil }
+        var date: [UInt8]?
+        var hasType = false
+        var hasZone = false
+        var position = index + 1
+        for _ in 0..<3 {
+            let key = entries[position]
+            let value = entries[position + 1]
+            guard key.kind == .string, !key.flag else { return nil }
+            let name = UnsafeBufferPointer(rebasing: bytes[Int(key.start)..<Int(key.end)])
+            if name.elementsEqual("date".utf8), date == nil, value.kind == .string, !value.flag, value.end - value.start == 26 {
+                let text = Array(bytes[Int(value.start)..<Int(value.end)])
+                for (offset, byte) in text.enumerated() {
+                    let expected = offset < dateTimePattern.count ? dateTimePattern[offset] : UInt8(ascii: "d")
+                    let isDigit = byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")
+                    guard expected == UInt8(ascii: "d") ? isDigit : byte == expected else { return nil }
+                }
+                date = Array(text[..<23])
+            } else if name.elementsEqual("timezone_type".utf8), !hasType, value.kind == .number {
+                hasType = true
+            } else if name.elementsEqual("timezone".utf8), !hasZone, value.kind == .string {
+                hasZone = true
+            } else {
+                return nil
+            }
+            position = Int(value.next)
+        }
+        return hasType && hasZone ? date : nil
+    }
+
     /// Why `name` is not a valid event or property name, or nil when it is.
     static func nameProblem(_ name: String) -> String? {
         var name = name
@@ -423,7 +460,8 @@ package struct RecordNormalizer: Sendable {
                 position = Int(item.next)
             }
             return nil
-        case .object: return "objects are not allowed as property values"
+        case .object:
+            return Self.phpDateTime(at: index, bytes: bytes, entries: entries) == nil ? "objects are not allowed as property values" : nil
         }
     }
 

@@ -433,7 +433,13 @@ struct PropertiesReading {
                 position = Int(item.next)
             }
             out.append(UInt8(ascii: "]"))
-        case .null, .bool, .number, .object:
+        case .object:
+            if let date = RecordNormalizer.phpDateTime(at: index, bytes: bytes, entries: entries) {
+                JSONValue.writeString(utf8: date, to: &out)
+            } else {
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.end)]))
+            }
+        case .null, .bool, .number:
             out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.end)]))
         }
     }

@@ -163,6 +163,19 @@ struct RecordNormalizerTests {
             (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"User_Tag_x":1}}"#, "reserved"),
             (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"a-b":1}}"#, "names start"),
             (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"o":{"x":1}}}"#, "objects are not allowed"),
+            // Only PHP's DateTime shape, exactly, is a date-time.
+            (
+                #"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"o":{"date":"2026-11-21 09:10:11.456789","timezone_type":3,"timezone":"UTC","x":1}}}"#,
+                "objects are not allowed"
+            ),
+            (
+                #"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"o":{"date":"2026-11-21T09:10:11.456789","timezone_type":3,"timezone":"UTC"}}}"#,
+                "objects are not allowed"
+            ),
+            (
+                #"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"o":{"date":"2026-11-21 09:10:11.456789","date":"x","timezone":"UTC"}}}"#,
+                "objects are not allowed"
+            ),
             (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"l":[1]}}"#, "lists may only hold strings"),
             (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","properties":{"s":"a\u0000b"}}"#, "NUL"),
             (#"{"type":"track","event":"E","time":1795273119736,"distinct_id":"d","project":"no-dash"}"#, "project"),

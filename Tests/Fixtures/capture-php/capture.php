@@ -9,10 +9,13 @@ $consumer = new BatchConsumer($url, 3, 5000);
 $sa = new SensorsAnalytics($consumer);
 
 // Before and after a sign-up, with the SDK's own login flag ($is_login_id); a date-time as the
-// manual writes it, a list, a number.
+// manual writes it and as a DateTime (which the SDK passes to json_encode as an object), a list,
+// a number.
 $sa->track('php-device-1', false, 'BrowseBeforeSignup', array('page' => 'home', 'tags' => array('a', 'b'), 'price' => 12.5));
 $sa->track_signup('php-login-1', 'php-device-1', array('channel' => 'php'));
-$sa->track('php-login-1', true, 'BuyAfterSignup', array('price' => 9.9, 'paid_at' => '2026-11-20 08:30:15.123'));
+$sa->track('php-login-1', true, 'BuyAfterSignup', array(
+    'price' => 9.9, 'paid_at' => '2026-11-20 08:30:15.123',
+    'shipped_at' => new DateTime('2026-11-21 09:10:11.456789', new DateTimeZone('Asia/Shanghai'))));
 $sa->flush();
 
 // Profile operations of the logged-in user, and an item.
