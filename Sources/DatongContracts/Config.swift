@@ -5,7 +5,7 @@ package enum DocumentKind: String, Codable, Sendable, CaseIterable {
     case visualConfig = "visual-config"
     case serverURLWhitelist = "server-url-whitelist"
     case h5DomainWhitelist = "h5-domain-whitelist"
-    /// The app's route table and its Universal Links / App Links data (seed 003).
+    /// The app's route table and its Universal Links / App Links data.
     case appLinks = "app-links"
 }
 

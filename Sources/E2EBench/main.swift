@@ -603,7 +603,7 @@ let report = Report(
 )
 
 func verdict(_ met: Bool) -> String { met ? "met" : "**not met**" }
-/// The targets (issue 40): web traffic (one record a request) at ≥ 0.12x of raw COPY and ≤ 200 µs of
+/// The targets (docs/BENCHMARKS.md): web traffic (one record a request) at ≥ 0.12x of raw COPY and ≤ 200 µs of
 /// the machine's CPU a request; app traffic (50) with no regression: ≥ 0.35x, ≤ 36 µs an event.
 let ratioTarget: Double? = webMix ? nil : [1: 0.12, 50: 0.35][recordsPerRequest]
 let rssLimit = 150 * mebibyte

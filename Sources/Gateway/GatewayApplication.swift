@@ -88,7 +88,7 @@ struct GatewayAPI: ServiceAPI {
 
     func register(on router: Router<DatongRequestContext>) {
         router.post("/sa") { request, context in try await uploads.handle(request, context: context, mode: .upload) }
-        // Pages whose POST bodies are lost (seed 001/004) fall back to GET with the payload in the query.
+        // Pages whose POST bodies are lost fall back to GET with the payload in the query.
         router.get("/sa") { request, context in try await uploads.handle(request, context: context, mode: .beacon) }
         router.post("/sa.gif") { request, context in try await uploads.handle(request, context: context, mode: .upload) }
         router.get("/sa.gif") { request, context in try await uploads.handle(request, context: context, mode: .beacon) }

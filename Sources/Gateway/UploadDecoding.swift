@@ -10,8 +10,8 @@ import NIOCore
 /// sends none). A body parameter wins over a query parameter of the same name.
 ///
 /// Only the parameters the gateway reads (`names`) are decoded and kept; any other is skipped
-/// where it lies, with no allocation. A form of a million `a=1&` fields (5 MiB from 5 KB of gzip)
-/// cost 1.6 s of CPU when each became a dictionary entry; now it costs one scan.
+/// where it lies, with no allocation: a form of a million `a=1&` fields (5 MiB from 5 KB of gzip)
+/// costs one scan, where a dictionary entry each would cost 1.6 s of CPU.
 struct FormParameters: Sendable {
     private(set) var values: [String: String] = [:]
 

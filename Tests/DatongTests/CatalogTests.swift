@@ -11,7 +11,7 @@ import Testing
 @testable import Collector
 @testable import Gateway
 
-/// The catalog (issue 38): which events and properties each project sends, typed as Sensors types
+/// The catalog: which events and properties each project sends, typed as Sensors types
 /// them, kept while storing, from the official SDKs' own traffic.
 @Suite("the catalog of events and properties")
 struct CatalogTests {

@@ -8,7 +8,7 @@ import HummingbirdTesting
 import NIOCore
 import Testing
 
-/// Every official SDK's records keep their meaning (issue 16): the Go SDK's own traffic
+/// Every official SDK's records keep their meaning: the Go SDK's own traffic
 /// (Tests/Fixtures/sensors/go-sdk-2.1.6.jsonl), relayed unbinds and app context, the H5 domain
 /// whitelist on app uploads of relayed records, pages that talk to Datong directly with the app's id.
 @Suite("SDK compatibility in depth")

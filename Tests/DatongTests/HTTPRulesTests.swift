@@ -6,7 +6,7 @@ import Testing
 
 @testable import DatongRuntime
 
-/// HTTP as RFC 9110 and 9112 say every server speaks it, on all four services (issue 37).
+/// HTTP as RFC 9110 and 9112 say every server speaks it, on all four services.
 @Suite("HTTP rules every service keeps")
 struct HTTPRulesTests {
     static func raw(_ port: Int, _ head: String) async throws -> HTTPLoad.Answer {

@@ -12,7 +12,7 @@ import Testing
 
 @testable import Gateway
 
-/// The cases an outside probe found (issue 15): hostile values that crashed the gateway, single bad
+/// The cases an outside probe found: hostile values that crashed the gateway, single bad
 /// records that cost their whole batch, client errors answered as server errors, limits that did not
 /// limit. Each runs on the real stack and asserts what a client and an analyst would see.
 @Suite("hardening")

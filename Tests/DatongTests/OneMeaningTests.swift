@@ -6,7 +6,7 @@ import Testing
 
 @testable import Gateway
 
-/// One JSON text, one meaning (issue 37): how a record was written — escaped or plain keys, a
+/// One JSON text, one meaning: how a record was written — escaped or plain keys, a
 /// Unicode form, a time in seconds or milliseconds — never changes what is stored.
 @Suite("one JSON text, one meaning")
 struct OneMeaningTests {

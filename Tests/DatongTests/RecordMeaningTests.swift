@@ -6,8 +6,8 @@ import HummingbirdTesting
 import NIOCore
 import Testing
 
-/// What two official clients Datong was not built against send keeps its meaning when stored
-/// (issue 36): the Java server SDK 3.6.8 and the WeChat mini-program SDK 1.22.8, replayed from
+/// What two official clients Datong was not built against send keeps its meaning when stored:
+/// the Java server SDK 3.6.8 and the WeChat mini-program SDK 1.22.8, replayed from
 /// their captures (Tests/Fixtures/sensors/java-sdk-3.6.8.jsonl, miniprogram-sdk-1.22.8.jsonl).
 @Suite("records keep their meaning: the Java and mini-program SDKs' own traffic")
 struct RecordMeaningTests {

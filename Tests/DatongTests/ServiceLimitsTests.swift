@@ -12,7 +12,7 @@ import Testing
 
 @testable import Gateway
 
-/// What one service accepts, the next one on its way carries (issue 37): limits derived from one
+/// What one service accepts, the next one on its way carries: limits derived from one
 /// another and tested together, so nothing valid is lost between services.
 @Suite("limits that derive from one another")
 struct ServiceLimitsTests {

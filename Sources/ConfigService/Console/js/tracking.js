@@ -1,4 +1,4 @@
-// The codeless-tracking table (seed 002) as four editable tables: each identifier with the fixed
+// The codeless-tracking table as four editable tables: each identifier with the fixed
 // values it reports (userDefined) and the values read at run time (pagePara). Publishing shows
 // every problem config-service finds next to the field its JSON Pointer names.
 import { api, seg } from "./api.js";
