@@ -390,12 +390,13 @@ struct IdentityGraphTests {
         let cache = IdentityCache(capacity: 100, maxStaleness: .seconds(60))
         let known = ScopedIdentity(project: "p", identity: IdentityKey(key: Self.cookie, value: "known"))
         let source = SlowSource()
-        let feed = CacheFeed(cache: cache, source: source, interval: .milliseconds(10), maxGap: .milliseconds(300), logger: TestDatabase.logger)
+        // Margins a loaded machine keeps: a look on time takes milliseconds, the slow one 3 s.
+        let feed = CacheFeed(cache: cache, source: source, interval: .milliseconds(10), maxGap: .seconds(2), logger: TestDatabase.logger)
         try await feed.refresh()
         cache.update(learned: [(known, 7)], readAt: cache.epoch, forgetting: [])
         try await feed.refresh()
         #expect(cache.users(of: [[known]]) == [7], "a look on time forgets only what the log says")
-        source.delay.withLock { $0 = .milliseconds(400) }
+        source.delay.withLock { $0 = .seconds(3) }
         try await feed.refresh()
         #expect(cache.users(of: [[known]]) == [nil], "kept an owner across a look that may have missed pruned entries")
     }
