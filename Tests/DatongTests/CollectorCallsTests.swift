@@ -68,7 +68,7 @@ struct CollectorCallsTests {
         let listener = try SilentListener()
         defer { listener.close() }
         try await RunningServices.run(
-            collectorURL: "http://127.0.0.1:\(listener.port)", gatewayCollectorCalls: 1, gatewayUpstreamTimeoutSeconds: 2
+            collectorURL: "http://127.0.0.1:\(listener.port)", gatewayCollectorCalls: 1, gatewayUpstreamTimeoutSeconds: 4
         ) { services in
             let requests = (0..<6).map { number in
                 let (uri, body) = Self.upload(number)
@@ -80,9 +80,9 @@ struct CollectorCallsTests {
                 statuses.withLock { $0.append(answer.status) }
             }
             #expect(statuses.withLock { $0 } == Array(repeating: 503, count: requests.count))
-            // 2 s and what the test machine adds; waiting for the first call, then sending their
-            // own, took the later uploads 4 s.
-            #expect(outcome.elapsed < 3.2, "the last upload was answered after \(outcome.elapsed) s")
+            // 4 s and what a loaded test machine adds (up to 1.7 s seen with a 2 s deadline);
+            // waiting for the first call, then sending their own, took the later uploads twice it.
+            #expect(outcome.elapsed < 6, "the last upload was answered after \(outcome.elapsed) s")
         }
     }
 
