@@ -40,7 +40,7 @@ let package = Package(
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(name: "CMaxMindDB", pkgConfig: "libmaxminddb", providers: [.apt(["libmaxminddb-dev"])]),
         // libFuzzer's driver entry, declared only; the toolchain links it into fuzz builds.
-        .systemLibrary(name: "CLibFuzzer"),
+        .systemLibrary(name: "CLibFuzzer", path: "Tools/CLibFuzzer"),
 
         // PostgreSQL over libpq: pool on dedicated threads, statements, transactions, COPY, migrations.
         .target(
@@ -168,7 +168,8 @@ let package = Package(
         ),
         .executableTarget(name: "RunDatongctl", dependencies: ["DatongCtl"]),
 
-        // Benchmarks: print figures measured on this machine (docs/BENCHMARKS.md).
+        // The tooling, apart from the product (docs/ARCHITECTURE.md): benchmarks that print figures
+        // measured on this machine (docs/BENCHMARKS.md) in Benchmarks/, drills and fuzzing in Tools/.
         .target(
             name: "BenchSupport",
             dependencies: [
@@ -176,28 +177,35 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
-            ]
+            ],
+            path: "Benchmarks/BenchSupport"
         ),
         // The gateway's decode path entered without HTTP or storage, for gateway-bench and the fuzzer.
-        .target(name: "GatewayHarness", dependencies: ["Gateway", "DatongJSON", "DatongContracts", "DatongCrypto", "DatongRuntime", "Enrichment"]),
+        .target(
+            name: "GatewayHarness",
+            dependencies: ["Gateway", "DatongJSON", "DatongContracts", "DatongCrypto", "DatongRuntime", "Enrichment"],
+            path: "Tools/GatewayHarness"
+        ),
         .executableTarget(
             name: "GatewayBench",
             dependencies: [
                 "GatewayHarness", "Gateway", "Collector", "BenchSupport", "DatongCrypto", "DatongContracts", "Enrichment",
                 .product(name: "Logging", package: "swift-log"), .product(name: "NIOCore", package: "swift-nio"),
-            ]
+            ],
+            path: "Benchmarks/GatewayBench"
         ),
         // The four services as separate processes (release builds), driven like SDKs drive them.
-        .executableTarget(name: "E2EBench", dependencies: ["BenchSupport", "Collector", "DatongPostgres"]),
+        .executableTarget(name: "E2EBench", dependencies: ["BenchSupport", "Collector", "DatongPostgres"], path: "Benchmarks/E2EBench"),
         // Kills and restarts each service and PostgreSQL under SDK-like load, then overloads the gateway.
-        .executableTarget(name: "FailureDrills", dependencies: ["BenchSupport", "DatongPostgres"]),
+        .executableTarget(name: "FailureDrills", dependencies: ["BenchSupport", "DatongPostgres"], path: "Tools/FailureDrills"),
         .executableTarget(
             name: "CollectorBench",
             dependencies: [
                 "BenchSupport", "Collector", "DatongContracts", "DatongPostgres", "DatongRuntime",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
-            ]
+            ],
+            path: "Benchmarks/CollectorBench"
         ),
         .executableTarget(
             name: "IdentityBench",
@@ -206,7 +214,8 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
-            ]
+            ],
+            path: "Benchmarks/IdentityBench"
         ),
         .executableTarget(
             name: "ConfigBench",
@@ -216,7 +225,8 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-            ]
+            ],
+            path: "Benchmarks/ConfigBench"
         ),
 
         // libFuzzer targets for every parser of untrusted bytes (scripts/fuzz, docs/RELIABILITY.md).
@@ -224,7 +234,9 @@ let package = Package(
             name: "Fuzz",
             dependencies: [
                 "GatewayHarness", "Gateway", "Collector", "DatongJSON", "DatongContracts", "DatongCrypto", "IdentityCore", "Enrichment", "CLibFuzzer",
-            ]),
+            ],
+            path: "Tools/Fuzz"
+        ),
 
         .testTarget(
             name: "DatongTests",

@@ -580,7 +580,8 @@ struct ErasureAPI: ServiceAPI {
     private static func noSuchUser(_ project: String) -> ServiceError {
         ServiceError(
             .notFound, .unknownUser,
-            "project \(project) has no such user: no user has that number, or no user holds that distinct_id (a person known only from refused records is named by key and value)")
+            "project \(project) has no such user: no user has that number, or no user holds that distinct_id (a person known only from refused records is named by key and value)"
+        )
     }
 
     /// The person `reference` names: identity-service's, or for an id no user holds, that id alone
@@ -618,7 +619,8 @@ struct ErasureAPI: ServiceAPI {
         guard let value = try? JSONDecoder().decode(T.self, from: Data(buffer: body)) else {
             throw ServiceError.badRequest(
                 .invalidBody,
-                #"send {"user": {"userId": N}}, {"user": {"key": "…", "value": "…"}} or {"user": {"distinctId": "…"}}, and "suppress": false to keep later records"#)
+                #"send {"user": {"userId": N}}, {"user": {"key": "…", "value": "…"}} or {"user": {"distinctId": "…"}}, and "suppress": false to keep later records"#
+            )
         }
         return value
     }

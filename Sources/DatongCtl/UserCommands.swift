@@ -23,7 +23,8 @@ struct UserOptions: ParsableArguments {
     @Option(
         help: ArgumentHelp(
             "One of the user's ids: KEY=VALUE (e.g. '$identity_login_id=13800000000'), or a distinct_id as analytics.events holds it.",
-            discussion: "A distinct_id names a user when every id holding that value is that person's (told otherwise). One with '=' in it is given as '=VALUE'."))
+            discussion:
+                "A distinct_id names a user when every id holding that value is that person's (told otherwise). One with '=' in it is given as '=VALUE'."))
     var id: String?
 
     func reference() throws -> UserReference {
@@ -31,13 +32,14 @@ struct UserOptions: ParsableArguments {
         var reference = UserReference(userId: user)
         if let id {
             switch Self.keyAndValue(id) {
-            case let (key?, value): (reference.key, reference.value) = (key, value)
-            case let (nil, distinct): reference.distinctId = distinct
+            case (let key?, let value): (reference.key, reference.value) = (key, value)
+            case (nil, let distinct): reference.distinctId = distinct
             }
         }
         if let problem = reference.problem {
             throw CtlFailure.usage(
-                "datongctl: \(problem.replacingOccurrences(of: "userId", with: "--user").replacingOccurrences(of: "key and value", with: "--id").replacingOccurrences(of: "distinctId", with: "--id"))")
+                "datongctl: \(problem.replacingOccurrences(of: "userId", with: "--user").replacingOccurrences(of: "key and value", with: "--id").replacingOccurrences(of: "distinctId", with: "--id"))"
+            )
         }
         return reference
     }
@@ -180,7 +182,7 @@ struct LiftSuppression: CtlCommand {
         switch (erasure, id) {
         case (let erasure?, nil): query.append(("erasure", String(erasure)))
         case (nil, let id?):
-            guard case let (key?, value) = UserOptions.keyAndValue(id) else {
+            guard case (let key?, let value) = UserOptions.keyAndValue(id) else {
                 throw CtlFailure.usage("datongctl: a suppression is one id: --id KEY=VALUE, as 'datongctl user suppressions' lists it")
             }
             query += [("key", key), ("value", value)]

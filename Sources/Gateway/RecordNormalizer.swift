@@ -240,7 +240,8 @@ package struct RecordNormalizer: Sendable {
     static func userNamedTwice(_ fields: RecordFields, _ properties: PropertiesReading) -> String? {
         func text(_ value: JSONRef) -> String? { value.stringValue ?? value.int64Value.map { String($0) } }
         if let top = fields.distinctID, let inner = properties.distinctID, text(top) != text(inner) {
-            return "the record names two users: distinct_id '\(UntrustedText.quoted(text(top) ?? "?"))' and properties.distinct_id '\(UntrustedText.quoted(text(inner) ?? "?"))'"
+            return
+                "the record names two users: distinct_id '\(UntrustedText.quoted(text(top) ?? "?"))' and properties.distinct_id '\(UntrustedText.quoted(text(inner) ?? "?"))'"
         }
         if let top = fields.identities, let inner = properties.identities,
             case .success(let topPairs) = identities(top), (try? identities(inner).get()) != topPairs

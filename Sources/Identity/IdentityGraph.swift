@@ -328,7 +328,10 @@ final class GraphTransaction {
         let alias = plan.loginAlias.map { ScopedIdentity(project: project, identity: $0) }
         if let alias, owners[alias] != nil { return nil }
         guard let needs = MergeRule.needs(plan, owner: { self.owners[ScopedIdentity(project: project, identity: $0)] }) else { return nil }
-        return (needs.link.map { ScopedIdentity(project: project, identity: $0) } + (alias.map { [$0] } ?? []), needs.users.map { UserRef(project: project, id: $0) })
+        return (
+            needs.link.map { ScopedIdentity(project: project, identity: $0) } + (alias.map { [$0] } ?? []),
+            needs.users.map { UserRef(project: project, id: $0) }
+        )
     }
 
     /// Applies one record's plan: takes any lock it still needs, lets `MergeRule` decide on the

@@ -394,7 +394,9 @@ package struct PostgresIdentityStore: IdentityStore {
         let holders = rows.map { "\($0.1) of user \($0.0)" }.joined(separator: ", ")
         throw GraphRefusal(
             code: .ambiguousId,
-            message: "'\(distinctId)' is an id of \(users.count)\(rows.count == 20 ? " or more" : "") users (\(holders)): name one by key and value, or by user number")
+            message:
+                "'\(distinctId)' is an id of \(users.count)\(rows.count == 20 ? " or more" : "") users (\(holders)): name one by key and value, or by user number"
+        )
     }
 
     func erase(project: String, subject: ErasureSubject) async throws -> IdentityErasure {

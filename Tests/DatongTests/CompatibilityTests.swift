@@ -155,12 +155,14 @@ struct CompatibilityTests {
             #expect(
                 try await TestDatabase.rows(
                     db,
-                    "SELECT properties->>'paid_at', properties->>'shipped_at', properties->>'price', login_id FROM analytics.events WHERE event = 'BuyAfterSignup'")
+                    "SELECT properties->>'paid_at', properties->>'shipped_at', properties->>'price', login_id FROM analytics.events WHERE event = 'BuyAfterSignup'"
+                )
                     == [["2026-11-20 08:30:15.123", "2026-11-21 09:10:11.456", "9.9", "php-login-1"]], "a PHP DateTime is the date-time it holds")
             #expect(
                 try await TestDatabase.rows(db, "SELECT name, type FROM analytics.catalog_properties WHERE name IN ('paid_at', 'shipped_at') ORDER BY name")
                     == [["paid_at", "DATETIME"], ["shipped_at", "DATETIME"]])
-            #expect(try await TestDatabase.rows(db, "SELECT properties->>'tags' FROM analytics.events WHERE event = 'BrowseBeforeSignup'") == [[#"["a", "b"]"#]])
+            #expect(
+                try await TestDatabase.rows(db, "SELECT properties->>'tags' FROM analytics.events WHERE event = 'BrowseBeforeSignup'") == [[#"["a", "b"]"#]])
             #expect(
                 try await TestDatabase.rows(
                     db, "SELECT properties->>'name', properties->>'orders', properties->>'labels' FROM analytics.profiles WHERE distinct_id = 'php-login-1'")
