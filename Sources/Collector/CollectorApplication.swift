@@ -60,160 +60,195 @@ struct CollectorAPI: ServiceAPI {
     var replay: TypeRefusalReplay? = nil
 
     func register(on router: Router<DatongRequestContext>) {
-        router.post("/v1/batches") { request, context in try await write(request, context: context) }
-        router.post("/v1/batch-groups") { request, context in try await writeGroup(request, context: context) }
+        // Writes: a batch, or a group of batches the gateways folded together.
+        router.post("/v1/batches", use: write)
+        router.post("/v1/batch-groups", use: writeGroup)
+        // The live data config-service passes on to the console.
         let projects = router.group("/v1/projects/:project")
-        projects.get("events") { request, context in
-            let project = try authorize(request, context)
-            let query = request.uri.queryParameters
-            var events = EventQuery(
-                project: project, event: try Self.text(query["event"], name: "event"),
-                distinctID: try Self.text(query["distinct_id"], name: "distinct_id"),
-                limit: try request.integerParameter("limit", in: ReadBounds.limits, default: ReadBounds.defaultLimit)
-            )
-            if let user = query["user_id"], !user.isEmpty {
-                guard let id = Int64(user), id > 0 else { throw ServiceError.badRequest(.invalidValue, "user_id must be a user number (1, 2, …)") }
-                events.userID = id
-            }
-            if let before = query["before"], !before.isEmpty {
-                guard let cursor = EventCursor(String(before)) else {
-                    throw ServiceError.badRequest(.invalidCursor, "before must be the 'next' of an earlier page")
-                }
-                events.before = cursor
-            }
-            return jsonResponse(.ok, try await reads.events(events))
-        }
-        projects.get("rejected") { request, context in
-            let project = try authorize(request, context)
-            let query = request.uri.queryParameters
-            var before: Int64?
-            if let text = query["before"], !text.isEmpty {
-                guard let id = Int64(text), id > 0 else { throw ServiceError.badRequest(.invalidCursor, "before must be the 'next' of an earlier page") }
-                before = id
-            }
-            let limit = try request.integerParameter("limit", in: ReadBounds.limits, default: ReadBounds.defaultLimit)
-            return jsonResponse(.ok, try await reads.rejected(project: project, before: before, limit: limit))
-        }
-        projects.get("metadata") { request, context in
-            let project = try authorize(request, context)
-            return jsonResponse(.ok, try await reads.metadata(project: project))
-        }
-        if let notes {
-            projects.put("metadata/notes") { request, context in
-                let project = try authorize(request, context)
-                let list = try await decodeJSONBody([MetadataNote].self, from: request, limit: Self.maxNotesBytes)
-                guard list.count <= MetadataNote.maxNotes else {
-                    throw ServiceError.badRequest(.invalidValue, "at most \(MetadataNote.maxNotes) notes a request")
-                }
-                for (index, note) in list.enumerated() {
-                    if let problem = note.problem { throw ServiceError.badRequest(.invalidValue, "notes[\(index)]: \(problem)") }
-                }
-                let (kept, removed) = try await notes.save(project: project, list)
-                return try jsonResponse(.ok, encoding: ["kept": kept, "removed": removed])
-            }
-        }
+        projects.get("events", use: events)
+        projects.get("rejected", use: rejected)
+        projects.get("ingest-counts", use: ingestCounts)
+        projects.get("metadata", use: metadata)
+        // The catalog's notes, types, rules and declarations, and replays of refused records.
+        if let notes { projects.put("metadata/notes") { try await saveNotes(notes, $0, $1) } }
         if let types {
-            projects.put("metadata/types") { request, context in
-                let project = try authorize(request, context)
-                return try jsonResponse(.ok, encoding: try await types.change(project: project, try await Self.typeChange(request), apply: true))
-            }
-            projects.put("metadata/settings") { request, context in
-                let project = try authorize(request, context)
-                let settings = try await decodeJSONBody(ProjectCatalogSettings.self, from: request, limit: 1024)
-                try await types.set(project: project, settings)
-                return try jsonResponse(.ok, encoding: settings)
-            }
-            projects.post("metadata/declarations") { request, context in
-                let project = try authorize(request, context)
-                let declarations = try await decodeJSONBody(MetadataDeclarations.self, from: request, limit: Self.maxNotesBytes)
-                if let problem = declarations.problem { throw ServiceError.badRequest(.invalidValue, problem) }
-                return try jsonResponse(.ok, encoding: try await types.declare(project: project, declarations))
-            }
-            projects.post("metadata/types/preview") { request, context in
-                let project = try authorize(request, context)
-                return try jsonResponse(.ok, encoding: try await types.change(project: project, try await Self.typeChange(request), apply: false))
-            }
+            projects.put("metadata/types") { try await changeType(types, apply: true, $0, $1) }
+            projects.post("metadata/types/preview") { try await changeType(types, apply: false, $0, $1) }
+            projects.put("metadata/settings") { try await setRules(types, $0, $1) }
+            projects.post("metadata/declarations") { try await declare(types, $0, $1) }
         }
-        if let replay {
-            projects.post("rejected/replay") { request, context in
-                let project = try authorize(request, context)
-                let asked = try await decodeJSONBody(ReplayRequest.self, from: request, limit: 1024)
-                guard ReplayRequest.limits.contains(asked.limit), asked.after >= 0, (asked.before ?? Int64.max) > asked.after else {
-                    throw ServiceError.badRequest(
-                        .invalidValue, "limit is \(ReplayRequest.limits) records, after at least 0, and before (if given) above after")
-                }
-                return try jsonResponse(.ok, encoding: try await replay.replay(project: project, asked, keys: try await keyRule(), store: store))
-            }
-        }
+        if let replay { projects.post("rejected/replay") { try await replayRefused(replay, $0, $1) } }
+        // Retention: its dry run, and a project's own months.
         if let retention {
-            // What retention would drop now (`?days=N` and `?project=P&months=N` try other
-            // settings); drops nothing.
-            router.get("/v1/retention") { request, _ in
-                try serviceToken.check(request)
-                var policy = try await retention.policy()
-                policy.days = try request.integerParameter("days", in: 0...36_500, default: retention.retentionDays)
-                let project = request.uri.queryParameters["project"].map(String.init)
-                if project == nil, request.uri.queryParameters["months"] != nil {
-                    throw ServiceError.badRequest(.invalidValue, "months is one project's retention: name it with ?project=NAME")
-                }
-                if let project {
-                    guard ProjectName.isValid(project) else { throw ServiceError.invalidProject }
-                    // 0: the project without its own retention.
-                    let months = try request.integerParameter("months", in: 0...ProjectRetention.months.upperBound, default: 0)
-                    policy.months[project] = months == 0 ? nil : months
-                }
-                return try jsonResponse(.ok, encoding: try await retention.plan(policy, nowMillis: Int64(Date().timeIntervalSince1970 * 1000)))
-            }
-            projects.put("retention") { request, context in
-                let project = try authorize(request, context)
-                let setting = try await decodeJSONBody(RetentionSetting.self, from: request, limit: 1024)
-                guard ProjectRetention.months.contains(setting.months) else {
-                    throw ServiceError.badRequest(.invalidValue, "months is \(ProjectRetention.months): this month and the N before are kept")
-                }
-                let kept = ProjectRetention(project: project, months: setting.months)
-                try await retention.settings.set(kept)
-                return try jsonResponse(.ok, encoding: kept)
-            }
-            projects.delete("retention") { request, context in
-                let project = try authorize(request, context)
-                try await retention.settings.clear(project: project)
-                return Response(status: .noContent)
-            }
+            router.get("/v1/retention") { try await retentionPlan(retention, $0, $1) }
+            projects.put("retention") { try await setRetention(retention, $0, $1) }
+            projects.delete("retention") { try await clearRetention(retention, $0, $1) }
         }
+        // A person's rows, for the erasures and exports config-service runs.
         if let userData {
-            projects.post("erasures/step") { request, context in
-                let project = try authorize(request, context)
-                let step = try await decodeJSONBody(CollectorErasureStep.self, from: request, limit: Self.maxSubjectBytes)
-                guard CollectorErasureStep.limits.contains(step.limit), step.rejectedAfter >= 0 else {
-                    throw ServiceError.badRequest(.invalidValue, "limit is \(CollectorErasureStep.limits) rows and rejectedAfter at least 0")
+            projects.post("erasures/step") { try await eraseStep(userData, $0, $1) }
+            projects.post("user-data/export") { try await export(userData, $0, $1) }
+        }
+    }
+
+    // MARK: Live data
+
+    @Sendable func events(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        let project = try authorize(request, context)
+        let query = request.uri.queryParameters
+        var events = EventQuery(
+            project: project, event: try Self.text(query["event"], name: "event"),
+            distinctID: try Self.text(query["distinct_id"], name: "distinct_id"),
+            limit: try request.integerParameter("limit", in: ReadBounds.limits, default: ReadBounds.defaultLimit)
+        )
+        if let user = query["user_id"], !user.isEmpty {
+            guard let id = Int64(user), id > 0 else { throw ServiceError.badRequest(.invalidValue, "user_id must be a user number (1, 2, …)") }
+            events.userID = id
+        }
+        if let before = query["before"], !before.isEmpty {
+            guard let cursor = EventCursor(String(before)) else {
+                throw ServiceError.badRequest(.invalidCursor, "before must be the 'next' of an earlier page")
+            }
+            events.before = cursor
+        }
+        return jsonResponse(.ok, try await reads.events(events))
+    }
+
+    @Sendable func rejected(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        let project = try authorize(request, context)
+        let query = request.uri.queryParameters
+        var before: Int64?
+        if let text = query["before"], !text.isEmpty {
+            guard let id = Int64(text), id > 0 else { throw ServiceError.badRequest(.invalidCursor, "before must be the 'next' of an earlier page") }
+            before = id
+        }
+        let limit = try request.integerParameter("limit", in: ReadBounds.limits, default: ReadBounds.defaultLimit)
+        return jsonResponse(.ok, try await reads.rejected(project: project, before: before, limit: limit))
+    }
+
+    @Sendable func ingestCounts(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        let project = try authorize(request, context)
+        let hours = try request.integerParameter("hours", in: ReadBounds.hours, default: ReadBounds.defaultHours)
+        return jsonResponse(.ok, try await reads.ingestCounts(project: project, hours: hours))
+    }
+
+    @Sendable func metadata(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        let project = try authorize(request, context)
+        return jsonResponse(.ok, try await reads.metadata(project: project))
+    }
+
+    // MARK: The catalog
+
+    private func saveNotes(_ notes: CatalogNotes, _ request: Request, _ context: DatongRequestContext) async throws -> Response {
+        let project = try authorize(request, context)
+        let list = try await decodeJSONBody([MetadataNote].self, from: request, limit: Self.maxNotesBytes)
+        guard list.count <= MetadataNote.maxNotes else {
+            throw ServiceError.badRequest(.invalidValue, "at most \(MetadataNote.maxNotes) notes a request")
+        }
+        for (index, note) in list.enumerated() {
+            if let problem = note.problem { throw ServiceError.badRequest(.invalidValue, "notes[\(index)]: \(problem)") }
+        }
+        let (kept, removed) = try await notes.save(project: project, list)
+        return try jsonResponse(.ok, encoding: ["kept": kept, "removed": removed])
+    }
+
+    /// A property's type set (`apply`) or previewed: what it does to the stored rows.
+    private func changeType(_ types: TypeSettings, apply: Bool, _ request: Request, _ context: DatongRequestContext) async throws -> Response {
+        let project = try authorize(request, context)
+        return try jsonResponse(.ok, encoding: try await types.change(project: project, try await Self.typeChange(request), apply: apply))
+    }
+
+    private func setRules(_ types: TypeSettings, _ request: Request, _ context: DatongRequestContext) async throws -> Response {
+        let project = try authorize(request, context)
+        let settings = try await decodeJSONBody(ProjectCatalogSettings.self, from: request, limit: 1024)
+        try await types.set(project: project, settings)
+        return try jsonResponse(.ok, encoding: settings)
+    }
+
+    private func declare(_ types: TypeSettings, _ request: Request, _ context: DatongRequestContext) async throws -> Response {
+        let project = try authorize(request, context)
+        let declarations = try await decodeJSONBody(MetadataDeclarations.self, from: request, limit: Self.maxNotesBytes)
+        if let problem = declarations.problem { throw ServiceError.badRequest(.invalidValue, problem) }
+        return try jsonResponse(.ok, encoding: try await types.declare(project: project, declarations))
+    }
+
+    private func replayRefused(_ replay: TypeRefusalReplay, _ request: Request, _ context: DatongRequestContext) async throws -> Response {
+        let project = try authorize(request, context)
+        let asked = try await decodeJSONBody(ReplayRequest.self, from: request, limit: 1024)
+        guard ReplayRequest.limits.contains(asked.limit), asked.after >= 0, (asked.before ?? Int64.max) > asked.after else {
+            throw ServiceError.badRequest(
+                .invalidValue, "limit is \(ReplayRequest.limits) records, after at least 0, and before (if given) above after")
+        }
+        return try jsonResponse(.ok, encoding: try await replay.replay(project: project, asked, keys: try await keyRule(), store: store))
+    }
+
+    // MARK: Retention
+
+    /// What retention would drop now (`?days=N` and `?project=P&months=N` try other settings);
+    /// drops nothing.
+    private func retentionPlan(_ retention: PartitionMaintenance, _ request: Request, _ context: DatongRequestContext) async throws -> Response {
+        try serviceToken.check(request)
+        var policy = try await retention.policy()
+        policy.days = try request.integerParameter("days", in: 0...36_500, default: retention.retentionDays)
+        let project = request.uri.queryParameters["project"].map(String.init)
+        if project == nil, request.uri.queryParameters["months"] != nil {
+            throw ServiceError.badRequest(.invalidValue, "months is one project's retention: name it with ?project=NAME")
+        }
+        if let project {
+            guard ProjectName.isValid(project) else { throw ServiceError.invalidProject }
+            // 0: the project without its own retention.
+            let months = try request.integerParameter("months", in: 0...ProjectRetention.months.upperBound, default: 0)
+            policy.months[project] = months == 0 ? nil : months
+        }
+        return try jsonResponse(.ok, encoding: try await retention.plan(policy, nowMillis: Int64(Date().timeIntervalSince1970 * 1000)))
+    }
+
+    private func setRetention(_ retention: PartitionMaintenance, _ request: Request, _ context: DatongRequestContext) async throws -> Response {
+        let project = try authorize(request, context)
+        let setting = try await decodeJSONBody(RetentionSetting.self, from: request, limit: 1024)
+        guard ProjectRetention.months.contains(setting.months) else {
+            throw ServiceError.badRequest(.invalidValue, "months is \(ProjectRetention.months): this month and the N before are kept")
+        }
+        let kept = ProjectRetention(project: project, months: setting.months)
+        try await retention.settings.set(kept)
+        return try jsonResponse(.ok, encoding: kept)
+    }
+
+    private func clearRetention(_ retention: PartitionMaintenance, _ request: Request, _ context: DatongRequestContext) async throws -> Response {
+        let project = try authorize(request, context)
+        try await retention.settings.clear(project: project)
+        return Response(status: .noContent)
+    }
+
+    // MARK: A person's rows
+
+    private func eraseStep(_ userData: UserData, _ request: Request, _ context: DatongRequestContext) async throws -> Response {
+        let project = try authorize(request, context)
+        let step = try await decodeJSONBody(CollectorErasureStep.self, from: request, limit: Self.maxSubjectBytes)
+        guard CollectorErasureStep.limits.contains(step.limit), step.rejectedAfter >= 0 else {
+            throw ServiceError.badRequest(.invalidValue, "limit is \(CollectorErasureStep.limits) rows and rejectedAfter at least 0")
+        }
+        return try jsonResponse(.ok, encoding: try await userData.eraseStep(project: project, step))
+    }
+
+    private func export(_ userData: UserData, _ request: Request, _ context: DatongRequestContext) async throws -> Response {
+        let project = try authorize(request, context)
+        let subject = try await decodeJSONBody(ErasureSubject.self, from: request, limit: Self.maxSubjectBytes)
+        return Response(
+            status: .ok, headers: [.contentType: "application/x-ndjson; charset=utf-8"],
+            body: ResponseBody { [logger = context.logger] writer in
+                // Once the 200 is sent a failure can only end the stream early: without its
+                // last line ({"end": true}) the reader knows the export is not whole.
+                do {
+                    try await userData.export(project: project, subject: subject) { lines in
+                        try await writer.write(ByteBuffer(string: lines))
+                    }
+                } catch {
+                    logger.error("export.failed", metadata: ["project": "\(project)", "error": "\(String(reflecting: error))"])
+                    try await writer.write(ByteBuffer(string: #"{"error":"export_failed","message":"the export stopped early; ask again"}"# + "\n"))
                 }
-                return try jsonResponse(.ok, encoding: try await userData.eraseStep(project: project, step))
-            }
-            projects.post("user-data/export") { request, context in
-                let project = try authorize(request, context)
-                let subject = try await decodeJSONBody(ErasureSubject.self, from: request, limit: Self.maxSubjectBytes)
-                return Response(
-                    status: .ok, headers: [.contentType: "application/x-ndjson; charset=utf-8"],
-                    body: ResponseBody { [logger = context.logger] writer in
-                        // Once the 200 is sent a failure can only end the stream early: without its
-                        // last line ({"end": true}) the reader knows the export is not whole.
-                        do {
-                            try await userData.export(project: project, subject: subject) { lines in
-                                try await writer.write(ByteBuffer(string: lines))
-                            }
-                        } catch {
-                            logger.error("export.failed", metadata: ["project": "\(project)", "error": "\(String(reflecting: error))"])
-                            try await writer.write(ByteBuffer(string: #"{"error":"export_failed","message":"the export stopped early; ask again"}"# + "\n"))
-                        }
-                        try await writer.finish(nil)
-                    })
-            }
-        }
-        projects.get("ingest-counts") { request, context in
-            let project = try authorize(request, context)
-            let hours = try request.integerParameter("hours", in: ReadBounds.hours, default: ReadBounds.defaultHours)
-            return jsonResponse(.ok, try await reads.ingestCounts(project: project, hours: hours))
-        }
+                try await writer.finish(nil)
+            })
     }
 
     private static func typeChange(_ request: Request) async throws -> PropertyTypeChange {
@@ -242,7 +277,9 @@ struct CollectorAPI: ServiceAPI {
         return String(raw)
     }
 
-    func write(_ request: Request, context: DatongRequestContext) async throws -> Response {
+    // MARK: Writes
+
+    @Sendable func write(_ request: Request, context: DatongRequestContext) async throws -> Response {
         try serviceToken.check(request)
         let body = try await collectBody(request, limit: maxBatchBytes)
         let keys = try await keyRule()
@@ -261,7 +298,7 @@ struct CollectorAPI: ServiceAPI {
     /// `POST /v1/batch-groups`: several uploads' batches, which the group commit folds into shared
     /// transactions; each batch is answered as it would be alone, in order, and one refused (not
     /// a batch, or not written) costs the others nothing.
-    func writeGroup(_ request: Request, context: DatongRequestContext) async throws -> Response {
+    @Sendable func writeGroup(_ request: Request, context: DatongRequestContext) async throws -> Response {
         try serviceToken.check(request)
         let body = try await collectBody(request, limit: maxBatchBytes)
         let keys = try await keyRule()
