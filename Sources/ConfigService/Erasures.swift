@@ -395,8 +395,9 @@ struct ErasureRunner: Service {
     }
 }
 
-/// The admin API of a user's data on request (erasures, suppressions, exports) and of each
-/// project's retention (docs/PRIVACY.md).
+/// The admin API of a user's data on request (erasures, suppressions, exports; docs/PRIVACY.md),
+/// and of the data the collector keeps that an admin changes (a project's retention, the catalog's
+/// notes, types and rules, replays), audited here.
 struct ErasureAPI: ServiceAPI {
     let auth: AdminAuth
     let store: ErasureStore
@@ -407,175 +408,213 @@ struct ErasureAPI: ServiceAPI {
 
     func register(on router: Router<DatongRequestContext>) {
         let projects = router.group("/v1/projects/:project")
-        projects.post("erasures") { request, context in
-            let actor = try await auth.authorize(request)
-            let project = try context.project()
-            let asked = try await readBody(ErasureRequest.self, request)
-            if let problem = asked.user.problem { throw ServiceError.badRequest(.invalidUser, problem) }
-            try await store.requireProject(project)
-            guard let subject = try await person(project: project, reference: asked.user) else {
-                throw Self.noSuchUser(project)
-            }
-            let job = try await store.create(
-                project: project, requested: asked.user, subject: subject, suppress: asked.suppress ?? true, settleSeconds: settleSeconds,
-                actor: actor)
-            context.logger.info("audit.user.erasure_requested", metadata: ["project": "\(project)", "erasure": "\(job.erasureId)", "actor": "\(actor)"])
-            return try jsonResponse(.accepted, encoding: job)
-        }
-        projects.get("erasures") { request, context in
-            _ = try await auth.authorize(request)
-            let project = try context.project()
-            let limit = try request.integerParameter("limit", in: 1...500, default: 50)
-            try await store.requireProject(project)
-            return try jsonResponse(.ok, encoding: try await store.jobs(project: project, limit: limit))
-        }
-        projects.get("erasures/:erasure") { request, context in
-            _ = try await auth.authorize(request)
-            let project = try context.project()
-            guard let text = context.parameters.get("erasure"), let id = Int64(text), id > 0 else {
-                throw ServiceError.badRequest(.invalidValue, "erasure must be a positive whole number")
-            }
-            guard let job = try await store.job(project: project, id: id) else {
-                throw ServiceError(.notFound, .unknownErasure, "project \(project) has no erasure \(id)")
-            }
-            return try jsonResponse(.ok, encoding: job)
-        }
-        projects.get("suppressions") { request, context in
-            _ = try await auth.authorize(request)
-            let project = try context.project()
-            let limit = try request.integerParameter("limit", in: 1...10_000, default: 1000)
-            try await store.requireProject(project)
-            return try jsonResponse(.ok, encoding: try await store.suppressions(project: project, limit: limit))
-        }
-        projects.delete("suppressions") { request, context in
-            let actor = try await auth.authorize(request)
-            let project = try context.project()
-            let query = request.uri.queryParameters
-            let erasure = query["erasure"].flatMap { Int64($0) }
-            let (key, value) = (query["key"].map(String.init), query["value"].map(String.init))
-            guard (key != nil && value != nil) != (erasure != nil) else {
-                throw ServiceError.badRequest(.invalidValue, "name what to lift: ?key=…&value=… (one id) or ?erasure=N (every id an erasure suppressed)")
-            }
-            let lifted = try await store.lift(project: project, key: key, value: value, erasureID: erasure, actor: actor)
-            guard lifted > 0 else { throw ServiceError(.notFound, .unknownSuppression, "project \(project) suppresses no such id") }
-            return jsonResponse(.ok, #"{"lifted":\#(lifted)}"#)
-        }
-        // An access request: everything Datong holds about the person, as JSON lines.
-        projects.get("user-data") { request, context in
-            let actor = try await auth.authorize(request)
-            let project = try context.project()
-            let query = request.uri.queryParameters
-            let reference = UserReference(
-                userId: query["user"].flatMap { Int64($0) }, key: query["key"].map(String.init), value: query["value"].map(String.init),
-                distinctId: query["distinct_id"].map(String.init))
-            if let problem = reference.problem {
-                throw ServiceError.badRequest(
-                    .invalidUser, problem.replacingOccurrences(of: "userId", with: "user").replacingOccurrences(of: "distinctId", with: "distinct_id"))
-            }
-            try await store.requireProject(project)
-            guard let subject = try await person(project: project, reference: reference) else {
-                throw Self.noSuchUser(project)
-            }
-            try await store.pool.transaction { connection in
-                try PostgresConfigStore.audit(
-                    actor, "user.exported", project: project, detail: "\(subject.users.count) users, \(subject.identities.count) ids", on: connection)
-            }
-            let calls = self.calls
-            return Response(
-                status: .ok,
-                headers: [.contentType: "application/x-ndjson; charset=utf-8", .contentDisposition: #"attachment; filename="user-data.jsonl""#],
-                body: ResponseBody { writer in
-                    for user in subject.users {
-                        let (record, history) = try await calls.identityRecord(project: project, user: user)
-                        if let record { try await writer.write(ByteBuffer(string: #"{"table":"identity.users","row":\#(record)}"# + "\n")) }
-                        if let history { try await writer.write(ByteBuffer(string: #"{"table":"identity.history","row":\#(history)}"# + "\n")) }
-                    }
-                    try await calls.export(project: project, subject: subject) { part in try await writer.write(part) }
-                    try await writer.finish(nil)
-                })
-        }
-        // A project's own retention in months. The collector keeps and applies it (hourly, whole
-        // tables); the change is audited here. `GET /v1/retention` (OwnedDataAPI) is the dry run.
-        projects.put("retention") { request, context in
-            let actor = try await auth.authorize(request)
-            let project = try context.project()
-            let body = try await collectBody(request, limit: 1024)
-            guard let setting = try? JSONDecoder().decode(RetentionSetting.self, from: Data(buffer: body)),
-                ProjectRetention.months.contains(setting.months)
-            else {
-                throw ServiceError.badRequest(
-                    .invalidBody, #"send {"months": N}, N from 1 to 1200: this month and the N before are kept"#)
-            }
-            return try await changeInCollector(
-                .PUT, "retention", body: Array(try JSONEncoder().encode(setting)), done: .ok, audit: "retention.set",
-                detail: "\(setting.months) months", actor: actor, project: project, context: context)
-        }
-        // Display names and descriptions of the catalog's entries: the collector keeps them beside
-        // the catalog (analysts read them there); the change is audited here.
-        projects.put("metadata/notes") { request, context in
-            let actor = try await auth.authorize(request)
-            let project = try context.project()
-            let body = try await collectBody(request, limit: Self.maxNotesBytes)
-            // The collector checks each note; the count is for the audit trail.
-            let notes = (try? JSONDecoder().decode([MetadataNote].self, from: Data(buffer: body)))?.count ?? 0
-            return try await changeInCollector(
-                .PUT, "metadata/notes", body: Array(buffer: body), done: .ok, audit: "metadata.noted", detail: "\(notes) notes", actor: actor,
-                project: project, context: context)
-        }
-        // Property types: set (audited), or previewed; the collector checks the change, applies
-        // it and counts the stored rows it concerns.
-        projects.put("metadata/types") { request, context in
-            let actor = try await auth.authorize(request)
-            let project = try context.project()
-            let body = try await collectBody(request, limit: 4096)
-            let change = try? JSONDecoder().decode(PropertyTypeChange.self, from: Data(buffer: body))
-            return try await changeInCollector(
-                .PUT, "metadata/types", body: Array(buffer: body), done: .ok, audit: "metadata.typed",
-                detail: change.map { "\($0.kind) property \($0.name) is \($0.type.rawValue)" }, actor: actor, project: project, context: context)
-        }
-        projects.put("metadata/settings") { request, context in
-            let actor = try await auth.authorize(request)
-            let project = try context.project()
-            let body = try await collectBody(request, limit: 1024)
-            let settings = try? JSONDecoder().decode(ProjectCatalogSettings.self, from: Data(buffer: body))
-            return try await changeInCollector(
-                .PUT, "metadata/settings", body: Array(buffer: body), done: .ok, audit: "metadata.settings_set",
-                detail: settings.map { "strict \($0.strict), wrong type: \($0.wrongType.rawValue)" }, actor: actor, project: project, context: context)
-        }
-        projects.post("metadata/declarations") { request, context in
-            let actor = try await auth.authorize(request)
-            let project = try context.project()
-            let body = try await collectBody(request, limit: Self.maxNotesBytes)
-            let declarations = try? JSONDecoder().decode(MetadataDeclarations.self, from: Data(buffer: body))
-            return try await changeInCollector(
-                .POST, "metadata/declarations", body: Array(buffer: body), done: .ok, audit: "metadata.declared",
-                detail: declarations.map { "\($0.events.count) events\($0.seen ? " and everything seen" : "")" }, actor: actor, project: project,
-                context: context)
-        }
-        projects.post("metadata/types/preview") { request, context in
-            let actor = try await auth.authorize(request)
-            let project = try context.project()
-            let body = try await collectBody(request, limit: 4096)
-            return try await changeInCollector(
-                .POST, "metadata/types/preview", body: Array(buffer: body), done: .ok, audit: nil, actor: actor, project: project, context: context)
-        }
-        // Records refused with PROPERTY_WITH_WRONG_TYPE, written again (audited).
-        projects.post("rejected/replay") { request, context in
-            let actor = try await auth.authorize(request)
-            let project = try context.project()
-            let body = try await collectBody(request, limit: 1024)
-            let asked = try? JSONDecoder().decode(ReplayRequest.self, from: Data(buffer: body))
-            return try await changeInCollector(
-                .POST, "rejected/replay", body: Array(buffer: body), done: .ok, audit: "rejected.replayed",
-                detail: asked.map { "up to \($0.limit) records after \($0.after)" }, actor: actor, project: project, context: context)
-        }
-        projects.delete("retention") { request, context in
-            let actor = try await auth.authorize(request)
-            let project = try context.project()
-            return try await changeInCollector(
-                .DELETE, "retention", done: .noContent, audit: "retention.cleared", actor: actor, project: project, context: context)
-        }
+        // A user's data on request: erasure jobs, the ids they suppress, exports.
+        projects.post("erasures", use: requestErasure)
+        projects.get("erasures", use: erasures)
+        projects.get("erasures/:erasure", use: erasure)
+        projects.get("suppressions", use: suppressions)
+        projects.delete("suppressions", use: liftSuppression)
+        projects.get("user-data", use: export)
+        // Data the collector keeps, changed through here so that the change is audited: a
+        // project's retention, the catalog's notes, types, rules and declarations, replays.
+        projects.put("retention", use: setRetention)
+        projects.delete("retention", use: clearRetention)
+        projects.put("metadata/notes", use: saveNotes)
+        projects.put("metadata/types", use: setType)
+        projects.post("metadata/types/preview", use: previewType)
+        projects.put("metadata/settings", use: setRules)
+        projects.post("metadata/declarations", use: declare)
+        projects.post("rejected/replay", use: replay)
     }
+
+    // MARK: A user's data on request
+
+    @Sendable func requestErasure(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        let actor = try await auth.authorize(request)
+        let project = try context.project()
+        let asked = try await readBody(ErasureRequest.self, request)
+        if let problem = asked.user.problem { throw ServiceError.badRequest(.invalidUser, problem) }
+        try await store.requireProject(project)
+        guard let subject = try await person(project: project, reference: asked.user) else {
+            throw Self.noSuchUser(project)
+        }
+        let job = try await store.create(
+            project: project, requested: asked.user, subject: subject, suppress: asked.suppress ?? true, settleSeconds: settleSeconds,
+            actor: actor)
+        context.logger.info("audit.user.erasure_requested", metadata: ["project": "\(project)", "erasure": "\(job.erasureId)", "actor": "\(actor)"])
+        return try jsonResponse(.accepted, encoding: job)
+    }
+
+    @Sendable func erasures(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        _ = try await auth.authorize(request)
+        let project = try context.project()
+        let limit = try request.integerParameter("limit", in: 1...500, default: 50)
+        try await store.requireProject(project)
+        return try jsonResponse(.ok, encoding: try await store.jobs(project: project, limit: limit))
+    }
+
+    @Sendable func erasure(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        _ = try await auth.authorize(request)
+        let project = try context.project()
+        guard let text = context.parameters.get("erasure"), let id = Int64(text), id > 0 else {
+            throw ServiceError.badRequest(.invalidValue, "erasure must be a positive whole number")
+        }
+        guard let job = try await store.job(project: project, id: id) else {
+            throw ServiceError(.notFound, .unknownErasure, "project \(project) has no erasure \(id)")
+        }
+        return try jsonResponse(.ok, encoding: job)
+    }
+
+    @Sendable func suppressions(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        _ = try await auth.authorize(request)
+        let project = try context.project()
+        let limit = try request.integerParameter("limit", in: 1...10_000, default: 1000)
+        try await store.requireProject(project)
+        return try jsonResponse(.ok, encoding: try await store.suppressions(project: project, limit: limit))
+    }
+
+    @Sendable func liftSuppression(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        let actor = try await auth.authorize(request)
+        let project = try context.project()
+        let query = request.uri.queryParameters
+        let erasure = query["erasure"].flatMap { Int64($0) }
+        let (key, value) = (query["key"].map(String.init), query["value"].map(String.init))
+        guard (key != nil && value != nil) != (erasure != nil) else {
+            throw ServiceError.badRequest(.invalidValue, "name what to lift: ?key=…&value=… (one id) or ?erasure=N (every id an erasure suppressed)")
+        }
+        let lifted = try await store.lift(project: project, key: key, value: value, erasureID: erasure, actor: actor)
+        guard lifted > 0 else { throw ServiceError(.notFound, .unknownSuppression, "project \(project) suppresses no such id") }
+        return jsonResponse(.ok, #"{"lifted":\#(lifted)}"#)
+    }
+
+    /// An access request: everything Datong holds about the person, as JSON lines.
+    @Sendable func export(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        let actor = try await auth.authorize(request)
+        let project = try context.project()
+        let query = request.uri.queryParameters
+        let reference = UserReference(
+            userId: query["user"].flatMap { Int64($0) }, key: query["key"].map(String.init), value: query["value"].map(String.init),
+            distinctId: query["distinct_id"].map(String.init))
+        if let problem = reference.problem {
+            throw ServiceError.badRequest(
+                .invalidUser, problem.replacingOccurrences(of: "userId", with: "user").replacingOccurrences(of: "distinctId", with: "distinct_id"))
+        }
+        try await store.requireProject(project)
+        guard let subject = try await person(project: project, reference: reference) else {
+            throw Self.noSuchUser(project)
+        }
+        try await store.pool.transaction { connection in
+            try PostgresConfigStore.audit(
+                actor, "user.exported", project: project, detail: "\(subject.users.count) users, \(subject.identities.count) ids", on: connection)
+        }
+        let calls = self.calls
+        return Response(
+            status: .ok,
+            headers: [.contentType: "application/x-ndjson; charset=utf-8", .contentDisposition: #"attachment; filename="user-data.jsonl""#],
+            body: ResponseBody { writer in
+                for user in subject.users {
+                    let (record, history) = try await calls.identityRecord(project: project, user: user)
+                    if let record { try await writer.write(ByteBuffer(string: #"{"table":"identity.users","row":\#(record)}"# + "\n")) }
+                    if let history { try await writer.write(ByteBuffer(string: #"{"table":"identity.history","row":\#(history)}"# + "\n")) }
+                }
+                try await calls.export(project: project, subject: subject) { part in try await writer.write(part) }
+                try await writer.finish(nil)
+            })
+    }
+
+    // MARK: Data the collector keeps
+
+    /// A project's own retention in months. The collector keeps and applies it (hourly, whole
+    /// tables); the change is audited here. `GET /v1/retention` (OwnedDataAPI) is the dry run.
+    @Sendable func setRetention(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        let actor = try await auth.authorize(request)
+        let project = try context.project()
+        let body = try await collectBody(request, limit: 1024)
+        guard let setting = try? JSONDecoder().decode(RetentionSetting.self, from: Data(buffer: body)),
+            ProjectRetention.months.contains(setting.months)
+        else {
+            throw ServiceError.badRequest(
+                .invalidBody, #"send {"months": N}, N from 1 to 1200: this month and the N before are kept"#)
+        }
+        return try await changeInCollector(
+            .PUT, "retention", body: Array(try JSONEncoder().encode(setting)), done: .ok, audit: "retention.set",
+            detail: "\(setting.months) months", actor: actor, project: project, context: context)
+    }
+
+    @Sendable func clearRetention(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        let actor = try await auth.authorize(request)
+        let project = try context.project()
+        return try await changeInCollector(
+            .DELETE, "retention", done: .noContent, audit: "retention.cleared", actor: actor, project: project, context: context)
+    }
+
+    /// Display names and descriptions of the catalog's entries: the collector keeps them beside
+    /// the catalog (analysts read them there); the change is audited here.
+    @Sendable func saveNotes(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        let actor = try await auth.authorize(request)
+        let project = try context.project()
+        let body = try await collectBody(request, limit: Self.maxNotesBytes)
+        // The collector checks each note; the count is for the audit trail.
+        let notes = (try? JSONDecoder().decode([MetadataNote].self, from: Data(buffer: body)))?.count ?? 0
+        return try await changeInCollector(
+            .PUT, "metadata/notes", body: Array(buffer: body), done: .ok, audit: "metadata.noted", detail: "\(notes) notes", actor: actor,
+            project: project, context: context)
+    }
+
+    /// A property's type (audited); the collector checks the change, applies it and counts the
+    /// stored rows it concerns.
+    @Sendable func setType(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        let actor = try await auth.authorize(request)
+        let project = try context.project()
+        let body = try await collectBody(request, limit: 4096)
+        let change = try? JSONDecoder().decode(PropertyTypeChange.self, from: Data(buffer: body))
+        return try await changeInCollector(
+            .PUT, "metadata/types", body: Array(buffer: body), done: .ok, audit: "metadata.typed",
+            detail: change.map { "\($0.kind) property \($0.name) is \($0.type.rawValue)" }, actor: actor, project: project, context: context)
+    }
+
+    /// What a type change would do, changing nothing.
+    @Sendable func previewType(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        let actor = try await auth.authorize(request)
+        let project = try context.project()
+        let body = try await collectBody(request, limit: 4096)
+        return try await changeInCollector(
+            .POST, "metadata/types/preview", body: Array(buffer: body), done: .ok, audit: nil, actor: actor, project: project, context: context)
+    }
+
+    @Sendable func setRules(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        let actor = try await auth.authorize(request)
+        let project = try context.project()
+        let body = try await collectBody(request, limit: 1024)
+        let settings = try? JSONDecoder().decode(ProjectCatalogSettings.self, from: Data(buffer: body))
+        return try await changeInCollector(
+            .PUT, "metadata/settings", body: Array(buffer: body), done: .ok, audit: "metadata.settings_set",
+            detail: settings.map { "strict \($0.strict), wrong type: \($0.wrongType.rawValue)" }, actor: actor, project: project, context: context)
+    }
+
+    @Sendable func declare(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        let actor = try await auth.authorize(request)
+        let project = try context.project()
+        let body = try await collectBody(request, limit: Self.maxNotesBytes)
+        let declarations = try? JSONDecoder().decode(MetadataDeclarations.self, from: Data(buffer: body))
+        return try await changeInCollector(
+            .POST, "metadata/declarations", body: Array(buffer: body), done: .ok, audit: "metadata.declared",
+            detail: declarations.map { "\($0.events.count) events\($0.seen ? " and everything seen" : "")" }, actor: actor, project: project,
+            context: context)
+    }
+
+    /// Records refused with PROPERTY_WITH_WRONG_TYPE, written again (audited).
+    @Sendable func replay(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        let actor = try await auth.authorize(request)
+        let project = try context.project()
+        let body = try await collectBody(request, limit: 1024)
+        let asked = try? JSONDecoder().decode(ReplayRequest.self, from: Data(buffer: body))
+        return try await changeInCollector(
+            .POST, "rejected/replay", body: Array(buffer: body), done: .ok, audit: "rejected.replayed",
+            detail: asked.map { "up to \($0.limit) records after \($0.after)" }, actor: actor, project: project, context: context)
+    }
+
+    // MARK: Helpers
 
     private static func noSuchUser(_ project: String) -> ServiceError {
         ServiceError(
