@@ -52,222 +52,249 @@ struct ConfigAPI: ServiceAPI {
         owners.register(on: router)
         erasures.register(on: router)
         console.register(on: router)
-        router.get("/v1/projects") { request, _ in
-            _ = try await auth.authorize(request)
-            return try jsonResponse(.ok, encoding: try await store.listProjects())
-        }
-
-        router.put("/v1/projects/:project") { request, context in
-            let actor = try await auth.authorize(request)
-            let project = try context.project()
-            // An optional body sets the ingestion token ({"token": "…"}) or clears it ({"token": null}).
-            let body = try await collectBody(request, limit: 4096)
-            enum TokenChange {
-                case keep
-                case set(String)
-                case clear
-            }
-            var change = TokenChange.keep
-            if body.readableBytes > 0 {
-                guard let sent = bodyObject(body)?["token"] else {
-                    throw ServiceError.badRequest(.invalidBody, #"the body is optional; when sent it is {"token": "…"} or {"token": null}"#)
-                }
-                switch sent {
-                case .string(let text) where (16...256).contains(text.utf8.count): change = .set(text)
-                case .null: change = .clear
-                default: throw ServiceError.badRequest(.invalidToken, "an ingestion token is 16 to 256 characters (or null to remove it)")
-                }
-            }
-            let created = try await store.createProject(project, actor: actor)
-            switch change {
-            case .keep: break
-            case .set(let token): _ = try await store.setIngestionToken(project: project, digestHex: AdminAuth.digestHex(of: token), actor: actor)
-            case .clear: _ = try await store.setIngestionToken(project: project, digestHex: nil, actor: actor)
-            }
-            context.logger.info("audit.project.put", metadata: ["project": "\(project)", "created": "\(created)", "actor": "\(actor)"])
-            return jsonResponse(created ? .created : .ok, #"{"name":"\#(project)"}"#)
-        }
-
+        // Projects, their ingestion tokens and keys, and what the gateways check uploads against.
+        router.get("/v1/projects", use: listProjects)
+        router.put("/v1/projects/:project", use: putProject)
         EncryptionKeysAPI(store: store, auth: auth, serviceToken: serviceToken, sealer: sealer).register(on: router)
         EnrichmentAPI(store: store, auth: auth).register(on: router)
-        // Internal: what the gateway checks uploads against (no admin token; the digest only).
-        router.get("/v1/projects/:project/ingestion") { request, context in
-            try serviceToken.check(request)
-            let project = try context.project()
-            let tokenSHA256: String?
-            switch try await store.ingestion(project: project) {
-            case .unknown: throw ServiceError(.notFound, .unknownProject, "there is no project '\(project)'")
-            case .open: tokenSHA256 = nil
-            case .token(let digest): tokenSHA256 = digest
-            }
-            // Gateways read this every few seconds: revalidated by an ETag of the token and the
-            // suppression list's version, an unchanged answer is a 304, however long the list.
-            let version = try await erasures.store.suppressionVersion(project: project) ?? 0
-            let enrichment = try await store.enrichment(project: project) ?? .defaults
-            let etag = "\"" + SHA256Digest.hex(Array("\(tokenSHA256 ?? "-")/\(version)/\(enrichment.jsonText)".utf8)).prefix(32) + "\""
-            let candidates = (request.headers[.ifNoneMatch] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-            if candidates.contains(etag) { return Response(status: .notModified, headers: [.eTag: etag]) }
-            let suppressed = try await erasures.store.suppressedIDs(project: project)
-            return try jsonResponse(
-                .ok, encoding: ProjectIngestion(project: project, tokenSHA256: tokenSHA256, suppressed: suppressed, enrichment: enrichment),
-                headers: [.eTag: etag])
-        }
+        router.get("/v1/projects/:project/ingestion", use: ingestion)
+        // Versioned documents: publish, check, read, history, diff, roll back.
+        router.put("/v1/projects/:project/:kind", use: publish)
+        router.post("/v1/projects/:project/:kind/validate", use: validate)
+        router.get("/v1/projects/:project/:kind", use: latest)
+        router.get("/v1/projects/:project/:kind/versions", use: versions)
+        router.get("/v1/projects/:project/:kind/versions/:version", use: version)
+        router.get("/v1/projects/:project/:kind/diff", use: diff)
+        router.post("/v1/projects/:project/:kind/rollback", use: rollback)
+        // Admin tokens and the audit trail.
+        router.post("/v1/admin-tokens", use: createToken)
+        router.get("/v1/admin-tokens", use: listTokens)
+        router.delete("/v1/admin-tokens/:name", use: revokeToken)
+        router.get("/v1/audit", use: auditTrail)
+    }
 
-        router.put("/v1/projects/:project/:kind") { request, context in
-            let actor = try await auth.authorize(request)
-            let (project, kind, scope) = try documentAddress(request, context)
-            let minimum = try AppVersion.parameter(request.uri.queryParameters["min_app_version"].map(String.init), name: "min_app_version")
-            let maximum = try AppVersion.parameter(request.uri.queryParameters["max_app_version"].map(String.init), name: "max_app_version")
-            if let minimum, let maximum, maximum.padded.lexicographicallyPrecedes(minimum.padded) {
-                throw ServiceError.badRequest(.invalidAppVersion, "min_app_version is above max_app_version")
+    // MARK: Projects
+
+    @Sendable func listProjects(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        _ = try await auth.authorize(request)
+        return try jsonResponse(.ok, encoding: try await store.listProjects())
+    }
+
+    /// Creates a project; an optional body sets its ingestion token or clears it.
+    @Sendable func putProject(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        let actor = try await auth.authorize(request)
+        let project = try context.project()
+        // An optional body sets the ingestion token ({"token": "…"}) or clears it ({"token": null}).
+        let body = try await collectBody(request, limit: 4096)
+        enum TokenChange {
+            case keep
+            case set(String)
+            case clear
+        }
+        var change = TokenChange.keep
+        if body.readableBytes > 0 {
+            guard let sent = bodyObject(body)?["token"] else {
+                throw ServiceError.badRequest(.invalidBody, #"the body is optional; when sent it is {"token": "…"} or {"token": null}"#)
             }
-            if minimum != nil || maximum != nil, kind == .serverURLWhitelist || kind == .h5DomainWhitelist {
-                throw ServiceError.badRequest(
-                    .invalidAppVersion, "whitelists apply to every app version; publish them without min_app_version or max_app_version")
-            }
-            guard try await store.projectExists(project) else {
-                throw ServiceError(.notFound, .unknownProject, "project '\(project)' does not exist; create it with PUT /v1/projects/\(project)")
-            }
-            let body = try await collectBody(request, limit: documentLimit, code: .documentTooLarge)
-            switch DocumentValidator.canonicalize(Array(buffer: body), kind: kind) {
-            case .failure(let problems):
-                return try jsonResponse(.unprocessableContent, encoding: InvalidDocument(problems.list))
-            case .success(let canonical):
-                let etag = DocumentValidator.etag(ofCanonical: canonical)
-                let note = request.uri.queryParameters["note"].map(String.init)
-                let version = try await store.publish(
-                    project: project, kind: kind, scope: scope, canonical: canonical, etag: etag, note: note,
-                    minAppVersion: minimum, maxAppVersion: maximum, actor: actor
-                )
-                context.logger.info(
-                    "audit.document.published",
-                    metadata: [
-                        "project": "\(project)", "kind": "\(kind.rawValue)", "version": "\(version)",
-                        "platform": "\(scope.platform)", "app_id": "\(scope.appID)", "actor": "\(actor)",
-                    ])
-                return try jsonResponse(.created, encoding: PublishResult(project: project, kind: kind, version: version, etag: etag))
+            switch sent {
+            case .string(let text) where (16...256).contains(text.utf8.count): change = .set(text)
+            case .null: change = .clear
+            default: throw ServiceError.badRequest(.invalidToken, "an ingestion token is 16 to 256 characters (or null to remove it)")
             }
         }
-
-        // Checks a document as a publish would, and keeps nothing: 200, or 422 with every problem.
-        router.post("/v1/projects/:project/:kind/validate") { request, context in
-            _ = try await auth.authorize(request)
-            let (_, kind, _) = try documentAddress(request, context)
-            let body = try await collectBody(request, limit: documentLimit, code: .documentTooLarge)
-            switch DocumentValidator.canonicalize(Array(buffer: body), kind: kind) {
-            case .failure(let problems): return try jsonResponse(.unprocessableContent, encoding: InvalidDocument(problems.list))
-            case .success: return jsonResponse(.ok, #"{"problems":[]}"#)
-            }
+        let created = try await store.createProject(project, actor: actor)
+        switch change {
+        case .keep: break
+        case .set(let token): _ = try await store.setIngestionToken(project: project, digestHex: AdminAuth.digestHex(of: token), actor: actor)
+        case .clear: _ = try await store.setIngestionToken(project: project, digestHex: nil, actor: actor)
         }
+        context.logger.info("audit.project.put", metadata: ["project": "\(project)", "created": "\(created)", "actor": "\(actor)"])
+        return jsonResponse(created ? .created : .ok, #"{"name":"\#(project)"}"#)
+    }
 
-        router.get("/v1/projects/:project/:kind") { request, context in
-            let (project, kind, scope) = try documentAddress(request, context)
-            let appVersion = try AppVersion.parameter(request.uri.queryParameters["app_version"].map(String.init), name: "app_version")
-            guard let document = try await store.cachedLatest(project: project, kind: kind, scope: scope, appVersion: appVersion) else {
-                throw noDocument(project, kind)
-            }
-            var headers: HTTPFields = [.eTag: document.etag, .cacheControl: "no-cache"]
-            headers[.documentVersion] = String(document.version)
-            let candidates = (request.headers[.ifNoneMatch] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-            if candidates.contains(where: { $0 == document.etag || $0 == "*" }) {
-                return Response(status: .notModified, headers: headers)
-            }
-            return jsonResponse(.ok, document.body, headers: headers)
+    /// Internal: what the gateway checks uploads against (no admin token; the digest only).
+    @Sendable func ingestion(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        try serviceToken.check(request)
+        let project = try context.project()
+        let tokenSHA256: String?
+        switch try await store.ingestion(project: project) {
+        case .unknown: throw ServiceError(.notFound, .unknownProject, "there is no project '\(project)'")
+        case .open: tokenSHA256 = nil
+        case .token(let digest): tokenSHA256 = digest
         }
+        // Gateways read this every few seconds: revalidated by an ETag of the token and the
+        // suppression list's version, an unchanged answer is a 304, however long the list.
+        let version = try await erasures.store.suppressionVersion(project: project) ?? 0
+        let enrichment = try await store.enrichment(project: project) ?? .defaults
+        let etag = "\"" + SHA256Digest.hex(Array("\(tokenSHA256 ?? "-")/\(version)/\(enrichment.jsonText)".utf8)).prefix(32) + "\""
+        let candidates = (request.headers[.ifNoneMatch] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        if candidates.contains(etag) { return Response(status: .notModified, headers: [.eTag: etag]) }
+        let suppressed = try await erasures.store.suppressedIDs(project: project)
+        return try jsonResponse(
+            .ok, encoding: ProjectIngestion(project: project, tokenSHA256: tokenSHA256, suppressed: suppressed, enrichment: enrichment),
+            headers: [.eTag: etag])
+    }
 
-        router.get("/v1/projects/:project/:kind/versions") { request, context in
-            _ = try await auth.authorize(request)
-            let (project, kind, scope) = try documentAddress(request, context)
-            let versions = try await store.versions(project: project, kind: kind, scope: scope)
-            guard !versions.isEmpty else { throw noDocument(project, kind) }
-            return try jsonResponse(.ok, encoding: versions)
+    // MARK: Documents
+
+    @Sendable func publish(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        let actor = try await auth.authorize(request)
+        let (project, kind, scope) = try documentAddress(request, context)
+        let minimum = try AppVersion.parameter(request.uri.queryParameters["min_app_version"].map(String.init), name: "min_app_version")
+        let maximum = try AppVersion.parameter(request.uri.queryParameters["max_app_version"].map(String.init), name: "max_app_version")
+        if let minimum, let maximum, maximum.padded.lexicographicallyPrecedes(minimum.padded) {
+            throw ServiceError.badRequest(.invalidAppVersion, "min_app_version is above max_app_version")
         }
-
-        router.get("/v1/projects/:project/:kind/versions/:version") { request, context in
-            _ = try await auth.authorize(request)
-            let (project, kind, scope) = try documentAddress(request, context)
-            let number = try versionNumber(context.parameters.get("version"), name: "version")
-            guard let document = try await store.version(number, project: project, kind: kind, scope: scope) else {
-                throw noVersion(number, project, kind)
-            }
-            var headers: HTTPFields = [.eTag: document.etag]
-            headers[.documentVersion] = String(document.version)
-            return jsonResponse(.ok, document.body, headers: headers)
+        if minimum != nil || maximum != nil, kind == .serverURLWhitelist || kind == .h5DomainWhitelist {
+            throw ServiceError.badRequest(
+                .invalidAppVersion, "whitelists apply to every app version; publish them without min_app_version or max_app_version")
         }
-
-        router.get("/v1/projects/:project/:kind/diff") { request, context in
-            _ = try await auth.authorize(request)
-            let (project, kind, scope) = try documentAddress(request, context)
-            let from = try versionNumber(request.uri.queryParameters["from"].map(String.init), name: "from")
-            let to = try versionNumber(request.uri.queryParameters["to"].map(String.init), name: "to")
-            guard let old = try await store.version(from, project: project, kind: kind, scope: scope) else { throw noVersion(from, project, kind) }
-            guard let new = try await store.version(to, project: project, kind: kind, scope: scope) else { throw noVersion(to, project, kind) }
-            // Stored documents were published canonical, so they parse within the same depth.
-            let changes = DocumentDiff.changes(
-                from: try JSONValue(parsing: Array(old.body.utf8), maxDepth: DocumentValidator.maxDepth),
-                to: try JSONValue(parsing: Array(new.body.utf8), maxDepth: DocumentValidator.maxDepth)
-            )
-            return try jsonResponse(.ok, encoding: DocumentDiff.Answer(from: from, to: to, changes: changes))
+        guard try await store.projectExists(project) else {
+            throw ServiceError(.notFound, .unknownProject, "project '\(project)' does not exist; create it with PUT /v1/projects/\(project)")
         }
-
-        router.post("/v1/projects/:project/:kind/rollback") { request, context in
-            let actor = try await auth.authorize(request)
-            let (project, kind, scope) = try documentAddress(request, context)
-            let target = try versionNumber(request.uri.queryParameters["to"].map(String.init), name: "to")
+        let body = try await collectBody(request, limit: documentLimit, code: .documentTooLarge)
+        switch DocumentValidator.canonicalize(Array(buffer: body), kind: kind) {
+        case .failure(let problems):
+            return try jsonResponse(.unprocessableContent, encoding: InvalidDocument(problems.list))
+        case .success(let canonical):
+            let etag = DocumentValidator.etag(ofCanonical: canonical)
             let note = request.uri.queryParameters["note"].map(String.init)
-            guard let version = try await store.rollback(to: target, project: project, kind: kind, scope: scope, note: note, actor: actor),
-                let published = try await store.version(version, project: project, kind: kind, scope: scope)
-            else {
-                throw noVersion(target, project, kind)
-            }
+            let version = try await store.publish(
+                project: project, kind: kind, scope: scope, canonical: canonical, etag: etag, note: note,
+                minAppVersion: minimum, maxAppVersion: maximum, actor: actor
+            )
             context.logger.info(
-                "audit.document.rolled_back",
+                "audit.document.published",
                 metadata: [
-                    "project": "\(project)", "kind": "\(kind.rawValue)", "version": "\(version)", "to": "\(target)",
+                    "project": "\(project)", "kind": "\(kind.rawValue)", "version": "\(version)",
                     "platform": "\(scope.platform)", "app_id": "\(scope.appID)", "actor": "\(actor)",
                 ])
-            return try jsonResponse(.created, encoding: PublishResult(project: project, kind: kind, version: version, etag: published.etag))
+            return try jsonResponse(.created, encoding: PublishResult(project: project, kind: kind, version: version, etag: etag))
         }
+    }
 
-        router.post("/v1/admin-tokens") { request, context in
-            let actor = try await auth.authorize(request)
-            let body = try await collectBody(request, limit: 4096)
-            guard let name = (try? JSONDecoder().decode(TokenRequest.self, from: Data(buffer: body)))?.name, isTokenName(name) else {
-                throw ServiceError.badRequest(.invalidTokenName, #"send {"name": "…"}: 1 to 64 letters, digits, '.', '-' or '_'"#)
-            }
-            guard name != AdminAuth.bootstrapName else {
-                throw ServiceError(.conflict, .tokenExists, "'\(AdminAuth.bootstrapName)' is the ADMIN_TOKEN setting's name")
-            }
-            let token = AdminAuth.newToken()
-            guard try await store.createToken(name: name, digestHex: AdminAuth.digestHex(of: token), actor: actor) else {
-                throw ServiceError(.conflict, .tokenExists, "a token named '\(name)' exists; revoke it first or choose another name")
-            }
-            context.logger.info("audit.token.created", metadata: ["name": "\(name)", "actor": "\(actor)"])
-            return try jsonResponse(.created, encoding: NewAdminToken(name: name, token: token))
+    /// Checks a document as a publish would, and keeps nothing: 200, or 422 with every problem.
+    @Sendable func validate(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        _ = try await auth.authorize(request)
+        let (_, kind, _) = try documentAddress(request, context)
+        let body = try await collectBody(request, limit: documentLimit, code: .documentTooLarge)
+        switch DocumentValidator.canonicalize(Array(buffer: body), kind: kind) {
+        case .failure(let problems): return try jsonResponse(.unprocessableContent, encoding: InvalidDocument(problems.list))
+        case .success: return jsonResponse(.ok, #"{"problems":[]}"#)
         }
+    }
 
-        router.get("/v1/admin-tokens") { request, _ in
-            _ = try await auth.authorize(request)
-            return try jsonResponse(.ok, encoding: try await store.listTokens())
+    /// The newest version of a document, or the one for `?app_version=` (no admin token: the
+    /// gateways read documents here to serve the SDKs).
+    @Sendable func latest(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        let (project, kind, scope) = try documentAddress(request, context)
+        let appVersion = try AppVersion.parameter(request.uri.queryParameters["app_version"].map(String.init), name: "app_version")
+        guard let document = try await store.cachedLatest(project: project, kind: kind, scope: scope, appVersion: appVersion) else {
+            throw noDocument(project, kind)
         }
+        var headers: HTTPFields = [.eTag: document.etag, .cacheControl: "no-cache"]
+        headers[.documentVersion] = String(document.version)
+        let candidates = (request.headers[.ifNoneMatch] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        if candidates.contains(where: { $0 == document.etag || $0 == "*" }) {
+            return Response(status: .notModified, headers: headers)
+        }
+        return jsonResponse(.ok, document.body, headers: headers)
+    }
 
-        router.delete("/v1/admin-tokens/:name") { request, context in
-            let actor = try await auth.authorize(request)
-            let name = context.parameters.get("name") ?? ""
-            guard try await store.revokeToken(name: name, actor: actor) else {
-                throw ServiceError(.notFound, .unknownToken, "no token is named '\(name.prefix(64))'")
-            }
-            context.logger.info("audit.token.revoked", metadata: ["name": "\(name)", "actor": "\(actor)"])
-            return Response(status: .noContent)
-        }
+    @Sendable func versions(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        _ = try await auth.authorize(request)
+        let (project, kind, scope) = try documentAddress(request, context)
+        let versions = try await store.versions(project: project, kind: kind, scope: scope)
+        guard !versions.isEmpty else { throw noDocument(project, kind) }
+        return try jsonResponse(.ok, encoding: versions)
+    }
 
-        router.get("/v1/audit") { request, _ in
-            _ = try await auth.authorize(request)
-            let project = request.uri.queryParameters["project"].map(String.init)
-            if let project, !ProjectName.isValid(project) { throw ServiceError.invalidProject }
-            let limit = try request.integerParameter("limit", in: 1...1000, default: 100)
-            return try jsonResponse(.ok, encoding: try await store.auditTrail(project: project, limit: limit))
+    @Sendable func version(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        _ = try await auth.authorize(request)
+        let (project, kind, scope) = try documentAddress(request, context)
+        let number = try versionNumber(context.parameters.get("version"), name: "version")
+        guard let document = try await store.version(number, project: project, kind: kind, scope: scope) else {
+            throw noVersion(number, project, kind)
         }
+        var headers: HTTPFields = [.eTag: document.etag]
+        headers[.documentVersion] = String(document.version)
+        return jsonResponse(.ok, document.body, headers: headers)
+    }
+
+    @Sendable func diff(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        _ = try await auth.authorize(request)
+        let (project, kind, scope) = try documentAddress(request, context)
+        let from = try versionNumber(request.uri.queryParameters["from"].map(String.init), name: "from")
+        let to = try versionNumber(request.uri.queryParameters["to"].map(String.init), name: "to")
+        guard let old = try await store.version(from, project: project, kind: kind, scope: scope) else { throw noVersion(from, project, kind) }
+        guard let new = try await store.version(to, project: project, kind: kind, scope: scope) else { throw noVersion(to, project, kind) }
+        // Stored documents were published canonical, so they parse within the same depth.
+        let changes = DocumentDiff.changes(
+            from: try JSONValue(parsing: Array(old.body.utf8), maxDepth: DocumentValidator.maxDepth),
+            to: try JSONValue(parsing: Array(new.body.utf8), maxDepth: DocumentValidator.maxDepth)
+        )
+        return try jsonResponse(.ok, encoding: DocumentDiff.Answer(from: from, to: to, changes: changes))
+    }
+
+    @Sendable func rollback(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        let actor = try await auth.authorize(request)
+        let (project, kind, scope) = try documentAddress(request, context)
+        let target = try versionNumber(request.uri.queryParameters["to"].map(String.init), name: "to")
+        let note = request.uri.queryParameters["note"].map(String.init)
+        guard let version = try await store.rollback(to: target, project: project, kind: kind, scope: scope, note: note, actor: actor),
+            let published = try await store.version(version, project: project, kind: kind, scope: scope)
+        else {
+            throw noVersion(target, project, kind)
+        }
+        context.logger.info(
+            "audit.document.rolled_back",
+            metadata: [
+                "project": "\(project)", "kind": "\(kind.rawValue)", "version": "\(version)", "to": "\(target)",
+                "platform": "\(scope.platform)", "app_id": "\(scope.appID)", "actor": "\(actor)",
+            ])
+        return try jsonResponse(.created, encoding: PublishResult(project: project, kind: kind, version: version, etag: published.etag))
+    }
+
+    // MARK: Admin tokens and the audit trail
+
+    @Sendable func createToken(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        let actor = try await auth.authorize(request)
+        let body = try await collectBody(request, limit: 4096)
+        guard let name = (try? JSONDecoder().decode(TokenRequest.self, from: Data(buffer: body)))?.name, isTokenName(name) else {
+            throw ServiceError.badRequest(.invalidTokenName, #"send {"name": "…"}: 1 to 64 letters, digits, '.', '-' or '_'"#)
+        }
+        guard name != AdminAuth.bootstrapName else {
+            throw ServiceError(.conflict, .tokenExists, "'\(AdminAuth.bootstrapName)' is the ADMIN_TOKEN setting's name")
+        }
+        let token = AdminAuth.newToken()
+        guard try await store.createToken(name: name, digestHex: AdminAuth.digestHex(of: token), actor: actor) else {
+            throw ServiceError(.conflict, .tokenExists, "a token named '\(name)' exists; revoke it first or choose another name")
+        }
+        context.logger.info("audit.token.created", metadata: ["name": "\(name)", "actor": "\(actor)"])
+        return try jsonResponse(.created, encoding: NewAdminToken(name: name, token: token))
+    }
+
+    @Sendable func listTokens(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        _ = try await auth.authorize(request)
+        return try jsonResponse(.ok, encoding: try await store.listTokens())
+    }
+
+    @Sendable func revokeToken(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        let actor = try await auth.authorize(request)
+        let name = context.parameters.get("name") ?? ""
+        guard try await store.revokeToken(name: name, actor: actor) else {
+            throw ServiceError(.notFound, .unknownToken, "no token is named '\(name.prefix(64))'")
+        }
+        context.logger.info("audit.token.revoked", metadata: ["name": "\(name)", "actor": "\(actor)"])
+        return Response(status: .noContent)
+    }
+
+    @Sendable func auditTrail(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        _ = try await auth.authorize(request)
+        let project = request.uri.queryParameters["project"].map(String.init)
+        if let project, !ProjectName.isValid(project) { throw ServiceError.invalidProject }
+        let limit = try request.integerParameter("limit", in: 1...1000, default: 100)
+        return try jsonResponse(.ok, encoding: try await store.auditTrail(project: project, limit: limit))
     }
 }
 
