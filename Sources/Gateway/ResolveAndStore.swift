@@ -74,14 +74,14 @@ struct ResolveAndStore: Sendable {
 
     /// Sets `users[i]` to the user of `accepted[i]`, for every record that names one. Records
     /// carrying the same ids (an upload's records mostly come from one device) are resolved once.
-    /// Each distinct one is answered from the cache when it knows every identity of it and they
-    /// agree; the others go, in their order, in one identity-service call. A record that may change more than its own user (an unbind)
-    /// is resolved on its own, and the records after it neither count as repeats of those before
-    /// it nor come from the cache: they are resolved after it, as if they came in a later upload.
+    /// The cache answers the distinct ones it can, by identity-service's own rule
+    /// (`IdentityCache.answers`); the others go, in their order, in one identity-service call. A
+    /// record that may change more than its own user (an unbind) is resolved on its own, and the
+    /// records after it neither count as repeats of those before it nor come from the cache: they
+    /// are resolved after it, as if they came in a later upload.
     private func resolveUsers(_ accepted: [NormalizedRecord], into users: inout [Int64?], context: DatongRequestContext) async throws {
         var distinct: [DistinctIdentity] = []
         var seen: [IdentityRecord: Int] = [:]
-        var afterChange = false
         for index in accepted.indices {
             guard let record = accepted[index].identity else { continue }
             if let slot = seen[record] {
@@ -95,21 +95,13 @@ struct ResolveAndStore: Sendable {
                 seen[record] = distinct.count
             } else {
                 seen.removeAll(keepingCapacity: true)
-                afterChange = true
             }
-            distinct.append(DistinctIdentity(record: record, plan: plan, fromCache: plan.answerableFromCache && !afterChange, positions: [index]))
+            distinct.append(DistinctIdentity(record: record, plan: plan, positions: [index]))
         }
         var asking: [Int] = []
         if let cache {
-            var lookups: [[ScopedIdentity]] = []
-            var candidates: [Int] = []
-            for (slot, entry) in distinct.enumerated() where entry.fromCache {
-                lookups.append(entry.plan.identities.map { ScopedIdentity(project: entry.record.project, identity: $0) })
-                candidates.append(slot)
-            }
-            let known = cache.users(of: lookups)
-            var answered = [Int64?](repeating: nil, count: distinct.count)
-            for (slot, user) in zip(candidates, known) { answered[slot] = user }
+            // identity-service's own rule for what a cache answers (`IdentityCache.answers`).
+            let answered = cache.answers(for: distinct.map { ($0.record.project, $0.plan) })
             var hits = 0
             for (slot, entry) in distinct.enumerated() {
                 if let user = answered[slot] {
@@ -153,8 +145,6 @@ struct ResolveAndStore: Sendable {
     private struct DistinctIdentity {
         let record: IdentityRecord
         let plan: IdentityPlan
-        /// False for an unbind and for every record after one in the batch.
-        let fromCache: Bool
         var positions: [Int]
     }
 

@@ -71,20 +71,7 @@ package struct PostgresIdentityStore: IdentityStore {
         // A caller with its own cache must learn only what PostgreSQL says now: this cache may be
         // older than the invalidations that caller has already read. Records after an unbind are
         // resolved after it, never from memory (the unbind may detach one of their identities).
-        let firstChange = plans.firstIndex { !$0.answerableFromCache && !$0.identities.isEmpty } ?? plans.endIndex
-        let cacheable = plans.indices.map { plans[$0].answerableFromCache && $0 < firstChange }
-        let known =
-            request.forCache
-            ? nil
-            : cache?.users(
-                of: plans.indices.map { index in
-                    guard cacheable[index] else { return [] }
-                    return plans[index].identities.map { ScopedIdentity(project: records[index].project, identity: $0) }
-                },
-                aliases: plans.indices.map { index in
-                    guard cacheable[index] else { return nil }
-                    return plans[index].loginAlias.map { ScopedIdentity(project: records[index].project, identity: $0) }
-                })
+        let known = request.forCache ? nil : cache?.answers(for: records.indices.map { (records[$0].project, plans[$0]) })
         for index in records.indices {
             if plans[index].identities.isEmpty {
                 results[index] = ResolvedUser(userId: nil, created: false)

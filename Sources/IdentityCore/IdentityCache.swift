@@ -148,3 +148,28 @@ package final class IdentityCache: Sendable {
         state.old[identity] = nil
     }
 }
+
+extension IdentityCache {
+    /// What this cache answers for a batch's records, in order (nil: ask PostgreSQL). The rule the
+    /// gateway and identity-service both follow: only records before the first that changes the
+    /// graph (an unbind, a refused part) are answered, as those after it must see that change; a
+    /// record with a login alias (an old SDK's `distinct_id`) is its alias's owner when the cache
+    /// knows one, otherwise the one owner of all its identities.
+    package func answers(for records: [(project: String, plan: IdentityPlan)]) -> [Int64?] {
+        let firstChange = records.firstIndex { !$0.plan.answerableFromCache && !$0.plan.identities.isEmpty } ?? records.endIndex
+        var lookups: [[ScopedIdentity]] = []
+        var aliases: [ScopedIdentity?] = []
+        lookups.reserveCapacity(records.count)
+        aliases.reserveCapacity(records.count)
+        for (index, record) in records.enumerated() {
+            guard index < firstChange, record.plan.answerableFromCache else {
+                lookups.append([])
+                aliases.append(nil)
+                continue
+            }
+            lookups.append(record.plan.identities.map { ScopedIdentity(project: record.project, identity: $0) })
+            aliases.append(record.plan.loginAlias.map { ScopedIdentity(project: record.project, identity: $0) })
+        }
+        return users(of: lookups, aliases: aliases)
+    }
+}

@@ -141,6 +141,13 @@ struct CompatibilityTests {
                 db, "SELECT event, user_id::text FROM analytics.events WHERE event IN ('Before', 'Browse', 'After') ORDER BY time, event")
             let user = Dictionary(byEvent.map { ($0[0] ?? "", $0[1] ?? "") }, uniquingKeysWith: { a, _ in a })
             #expect(user["After"] == user["Browse"] && user["Before"] != user["Browse"], "\(byEvent)")
+            // The gateway knows the login id's owner from the sign-up: a later record of the
+            // login id alone is answered from its memory, without a call to identity-service.
+            let hits = try await GatewayIdentityCacheTests.metric("datong_gateway_identity_cache_hits_total", services.gateway)
+            _ = try await CompatibilityTests.upload([track("ruby-device-9", "Again")], to: services.gateway, project: "default")
+            #expect(try await GatewayIdentityCacheTests.metric("datong_gateway_identity_cache_hits_total", services.gateway) == hits + 1)
+            #expect(
+                try await TestDatabase.rows(db, "SELECT user_id::text FROM analytics.events WHERE event = 'Again'") == [[user["Browse"] ?? "?"]])
         }
     }
 

@@ -327,6 +327,30 @@ struct IdentityGraphTests {
         #expect(cache.users(of: [[identities[998]]]) == [nil], "a stale cache answered")
     }
 
+    @Test("what a cache answers for a batch, by the one rule the gateway and identity-service share")
+    func cacheAnswers() {
+        let cache = IdentityCache(capacity: 100, maxStaleness: .seconds(60))
+        cache.refreshed(forgetting: [], at: .now)
+        func scoped(_ key: String, _ value: String) -> ScopedIdentity { ScopedIdentity(project: "default", identity: IdentityKey(key: key, value: value)) }
+        cache.update(
+            learned: [
+                (scoped(Self.idfv, "D1"), 1), (scoped(Self.cookie, "C1"), 1), (scoped(Self.idfv, "D2"), 2), (scoped(Self.login, "ann"), 3),
+                (scoped("$identity_anonymous_id", "ann"), 4),
+            ], readAt: cache.epoch, forgetting: [])
+        func plan(_ record: IdentityRecord) -> (project: String, plan: IdentityPlan) { ("default", IdentityRules.plan(for: record)) }
+        // An old SDK's record: no identities, no flag, its distinct_id a known login id.
+        let flagless = IdentityRecord(project: "default", type: "track", distinctId: "ann", lib: "Ruby")
+        let answers = cache.answers(for: [
+            plan(Self.record("track", [Self.idfv: "D1", Self.cookie: "C1"])),  // both ids one user's
+            plan(Self.record("track", [Self.idfv: "D1", Self.cookie: "C9"])),  // one id unknown
+            plan(Self.record("track", [Self.idfv: "D1", Self.cookie: "C1"]).with(identities: [Self.idfv: "D1", Self.login: "ann"])),  // two users
+            plan(flagless),  // the login id's user, not the anonymous id's
+            plan(Self.record("track_id_unbind", [Self.idfv: "D2"])),  // changes the graph
+            plan(Self.record("track", [Self.idfv: "D2"])),  // after it: not from memory
+        ])
+        #expect(answers == [1, nil, nil, 3, nil, nil])
+    }
+
     @Test("after a failed refresh the cache neither answers nor learns, and a refresh from another server (a failover) forgets everything")
     func cacheAcrossFailover() {
         let cache = IdentityCache(capacity: 100, maxStaleness: .seconds(60))
@@ -461,5 +485,13 @@ struct OwnerLookupPlanTests {
                 }
             }
         }
+    }
+}
+
+extension IdentityRecord {
+    fileprivate func with(identities: [String: String]) -> IdentityRecord {
+        var record = self
+        record.identities = identities
+        return record
     }
 }
