@@ -57,11 +57,11 @@ struct UploadHandler: Sendable {
             }
             keys = try await keyring.keys(for: project, logger: context.logger)
         }
-        var upload = try PreparedUpload(parameters: parameters, limits: limits, now: receivedAt, keys: keys, enrichment: enrichment)
+        var upload = try PreparedUpload(parameters: parameters, project: project, limits: limits, now: receivedAt, keys: keys, enrichment: enrichment)
         if !upload.unknownPKVs.isEmpty {
             // A key made a moment ago: read the keys again at once, then decode again.
-            keys = try await keyring.keys(for: upload.project, fresh: true, logger: context.logger)
-            upload = try PreparedUpload(parameters: parameters, limits: limits, now: receivedAt, keys: keys, enrichment: enrichment)
+            keys = try await keyring.keys(for: project, fresh: true, logger: context.logger)
+            upload = try PreparedUpload(parameters: parameters, project: project, limits: limits, now: receivedAt, keys: keys, enrichment: enrichment)
         }
         if upload.bots > 0 { botsDropped?.increment(by: Int64(upload.bots)) }
         try await upload.checkRecordProjects(auth, enrichment: enrichment, limits: limits, now: receivedAt, logger: context.logger)
@@ -211,11 +211,15 @@ package struct PreparedUpload: Sendable {
     package init(
         query: String?, body: [UInt8], limits: UploadLimits, now: Int64, keys: ProjectKeys? = nil, enrichment: RequestEnrichment? = nil
     ) throws {
-        try self.init(parameters: FormParameters(query: query, body: body), limits: limits, now: now, keys: keys, enrichment: enrichment)
+        let parameters = FormParameters(query: query, body: body)
+        try self.init(
+            parameters: parameters, project: try requestProject(parameters["project"]), limits: limits, now: now, keys: keys, enrichment: enrichment)
     }
 
-    init(parameters: FormParameters, limits: UploadLimits, now: Int64, keys: ProjectKeys?, enrichment: RequestEnrichment?) throws {
-        project = try requestProject(parameters["project"])
+    /// `project` is the request's, as `requestProject` read it from `parameters` (once, before
+    /// anything was decoded).
+    init(parameters: FormParameters, project: String, limits: UploadLimits, now: Int64, keys: ProjectKeys?, enrichment: RequestEnrichment?) throws {
+        self.project = project
         token = parameters["token"].flatMap { $0.isEmpty ? nil : $0 }
         let payload = try UploadPayload.decode(parameters, limits: limits, project: project, keys: keys)
         unknownPKVs = payload.unknownPKVs
