@@ -365,17 +365,28 @@ package struct PostgresIdentityStore: IdentityStore {
         }
     }
 
+    /// The holders of a value under any key, by the primary key alone: the project's few keys
+    /// found by skipping through the index (a loose index scan), then one lookup each, where a
+    /// filter on the value would read every id of the project.
+    static let holdersQuery = """
+        WITH RECURSIVE keys(key) AS (
+            (SELECT key FROM identity.identities WHERE project = $1 ORDER BY key LIMIT 1)
+            UNION ALL
+            SELECT (SELECT i.key FROM identity.identities i WHERE i.project = $1 AND i.key > keys.key ORDER BY i.key LIMIT 1)
+            FROM keys WHERE keys.key IS NOT NULL
+        )
+        SELECT coalesce(m.canonical_user_id, i.user_id), i.key FROM keys
+        JOIN LATERAL (SELECT user_id, key FROM identity.identities WHERE project = $1 AND key = keys.key AND value = $2) i ON true
+        LEFT JOIN identity.user_map m ON m.project = $1 AND m.user_id = i.user_id
+        ORDER BY 1, 2 LIMIT 20
+        """
+
     /// The user whose ids hold `distinctId` as their value, under any key; nil when none does, and
     /// a 409 naming each holder when they are different people (merged users are one person).
     static func holder(project: String, distinctId: String, on connection: PostgresConnection) throws -> Int64? {
-        let rows = try connection.query(
-            """
-            SELECT coalesce(m.canonical_user_id, i.user_id), i.key FROM identity.identities i
-            LEFT JOIN identity.user_map m ON m.project = i.project AND m.user_id = i.user_id
-            WHERE i.project = $1 AND i.value = $2 ORDER BY 1, 2 LIMIT 20
-            """,
-            [project, distinctId]
-        ).rows.compactMap { row in row[0].flatMap(Int64.init).flatMap { user in row[1].map { (user, $0) } } }
+        let rows = try connection.query(Self.holdersQuery, [project, distinctId]).rows.compactMap { row in
+            row[0].flatMap(Int64.init).flatMap { user in row[1].map { (user, $0) } }
+        }
         let users = Set(rows.map(\.0))
         guard users.count > 1 else { return users.first }
         let holders = rows.map { "\($0.1) of user \($0.0)" }.joined(separator: ", ")
