@@ -70,20 +70,28 @@ package struct PostgresStoredDataReads: StoredDataReads {
     }
 
     package func events(_ query: EventQuery) async throws -> String {
-        // What analysts see (analytics.events: hidden events and properties left out, users
-        // followed through merges). The user filter: the user's own events and those of every
-        // user merged into it, found through the (project, user_id) index.
+        // What analysts see in analytics.events: hidden events and properties left out, users
+        // followed through merges. Written on the table, not the view: the view's per-row check
+        // of hidden events makes PostgreSQL read every row of a filtered event and sort them (7 ms
+        // for 8,000 rows, seconds for millions), where a list computed once keeps the page an
+        // ordered index scan that stops after `limit` rows. The user filter: the user's own events
+        // and those of every user merged into it, found through the (project, user_id) index.
         let sql = """
             WITH page AS (
-                SELECT e.event_id, e.type, e.event, e.time, e.received_at, e.distinct_id, e.user_id, e.stored_user_id,
+                SELECT e.event_id, e.type, e.event, e.time, e.received_at, e.distinct_id,
+                       COALESCE(c.canonical_user_id, e.user_id) AS user_id, e.user_id AS stored_user_id,
                        e.anonymous_id, e.login_id, e.lib, e.lib_version, e.app_version, e.hybrid_h5,
-                       e.lib_method, e.lib_detail, e.original_id, e.identities, e.properties
-                FROM analytics.events e
+                       e.lib_method, e.lib_detail, e.original_id, e.identities,
+                       e.properties - (SELECT coalesce(array_agg(n.name), '{}') FROM collector.catalog_notes n
+                                       WHERE n.project = $1 AND n.kind = 'event_property' AND n.hidden) AS properties
+                FROM collector.events e
+                LEFT JOIN analytics.user_canonical c ON c.project = e.project AND c.user_id = e.user_id
                 WHERE e.project = $1
+                  AND e.event NOT IN (SELECT n.name FROM collector.catalog_notes n WHERE n.project = $1 AND n.kind = 'event' AND n.hidden)
                   AND ($2::text IS NULL OR e.event = $2)
                   AND ($3::text IS NULL OR e.distinct_id = $3)
-                  AND ($4::bigint IS NULL OR e.stored_user_id = $4
-                       OR e.stored_user_id IN (SELECT u.user_id FROM analytics.user_canonical u WHERE u.project = $1 AND u.canonical_user_id = $4))
+                  AND ($4::bigint IS NULL OR e.user_id = $4
+                       OR e.user_id IN (SELECT u.user_id FROM analytics.user_canonical u WHERE u.project = $1 AND u.canonical_user_id = $4))
                   AND ($5::bigint IS NULL OR (e.time, e.event_id) < ('epoch'::timestamptz + $5::bigint * interval '1 microsecond', $6::uuid))
                 ORDER BY e.time DESC, e.event_id DESC
                 LIMIT $7
