@@ -135,10 +135,15 @@ struct ConsoleAPITests {
                 let holder = Task {
                     try await pool.transaction { connection in
                         try connection.execute("LOCK TABLE collector.rejected IN ACCESS EXCLUSIVE MODE")
-                        try connection.execute("SELECT pg_sleep(1.5)")
+                        try connection.execute("SELECT pg_sleep(3)")
                     }
                 }
-                try await Task.sleep(for: .milliseconds(300))
+                // Until the lock is held (a fixed sleep lost the race on a loaded machine).
+                let held = """
+                    SELECT count(*) FROM pg_locks
+                    WHERE relation = 'collector.rejected'::regclass AND mode = 'AccessExclusiveLock' AND granted
+                    """
+                while try await TestDatabase.rows(services.databaseURL, held) != [["1"]] { try await Task.sleep(for: .milliseconds(20)) }
                 let reads = PostgresStoredDataReads(pool: pool, statementTimeoutMillis: 200)
                 let started = ContinuousClock.now
                 await #expect {
