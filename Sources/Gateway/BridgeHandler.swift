@@ -29,35 +29,15 @@ package struct BridgeHandler: Sendable {
             messages: messages, readings: readings, app: app, project: project, whitelists: projectWhitelists,
             limits: limits, now: receivedAt, enrichment: enrichment.request(request, context: context, policy: grant.enrichment)
         )
-        var results = relay.results
-        let outcome = try await ingest.store(
-            relay.accepted, rejected: relay.rejected, receivedAt: receivedAt, suppressed: [project: grant.suppressed], context: context)
-        let stored = outcome.collected
-        let duplicates = Set(stored.duplicateIndexes)
-        let refused = Dictionary(stored.rejections.map { ($0.index, $0.reason) }, uniquingKeysWith: { first, _ in first })
-        let dropped = Set(outcome.suppressedIndexes)
-        for position in outcome.suppressedRejected {
-            results[relay.rejectedMessages[position]] = MessageResult(index: relay.rejectedMessages[position], status: .suppressed)
-        }
-        for (position, index) in relay.acceptedMessages.enumerated() {
-            if dropped.contains(position) {
-                results[index] = MessageResult(index: index, status: .suppressed)
-            } else if let reason = refused[position] {
-                results[index] = MessageResult(index: index, status: .rejected, reason: reason.isEmpty ? ResolveAndStore.collectorRefusal : reason)
-            } else {
-                results[index] = MessageResult(index: index, status: duplicates.contains(position) ? .duplicate : .stored)
-            }
-        }
-        let ignored = results.count(where: { $0.status == .ignored })
+        var slots = relay.slots
+        let collected = try await ingest.store(&slots, receivedAt: receivedAt, suppressed: [project: grant.suppressed], context: context)
+        let answer = BridgeAnswer(slots.answer(collected))
         context.logger.debug(
             "bridge.stored",
             metadata: [
-                "bridge.project": "\(project)", "bridge.stored": "\(stored.stored)", "bridge.duplicates": "\(stored.duplicates)",
-                "bridge.rejected": "\(stored.rejected)", "bridge.ignored": "\(ignored)",
+                "bridge.project": "\(project)", "bridge.stored": "\(answer.stored)", "bridge.duplicates": "\(answer.duplicates)",
+                "bridge.rejected": "\(answer.rejected)", "bridge.ignored": "\(answer.ignored)",
             ])
-        let answer = BridgeAnswer(
-            stored: stored.stored, duplicates: stored.duplicates, rejected: stored.rejected, ignored: ignored, results: results,
-            suppressed: outcome.suppressed == 0 ? nil : outcome.suppressed)
         return jsonResponse(.ok, bytes: answer.jsonBytes)
     }
 }
@@ -99,20 +79,20 @@ extension BridgeHandler {
 /// A relay read, verified, rewritten and validated, before anything is stored. Messages are taken in
 /// order, so a `$SignUp` logs the app in for the messages after it.
 package struct PreparedRelay: Sendable {
-    var results: [MessageResult]
-    package var accepted: [NormalizedRecord] = []
-    /// `acceptedMessages[i]` is the message `accepted[i]` came from.
-    var acceptedMessages: [Int] = []
-    package var rejected: [RejectedRecord] = []
-    /// `rejectedMessages[i]` is the message `rejected[i]` came from.
-    var rejectedMessages: [Int] = []
+    /// One slot per message, in the order sent.
+    var slots: RecordSlots
+
+    package var accepted: [NormalizedRecord] { slots.accepted }
+    package var rejected: [RejectedRecord] { slots.rejected }
+    /// What each message's answer would be if nothing were stored yet.
+    var results: [MessageResult] { slots.answer(CollectResult(stored: 0, duplicates: 0, rejected: 0)).results }
 
     package init(
         messages: [[UInt8]], readings: [Result<BridgeMessage, BridgeMessageProblem>], app: AppContext, project: String,
         whitelists: ProjectWhitelists, limits: UploadLimits, now: Int64, enrichment: RequestEnrichment? = nil
     ) {
         var app = app
-        results = messages.indices.map { MessageResult(index: $0, status: .ignored) }
+        slots = RecordSlots(capacity: messages.count)
         let normalizer = RecordNormalizer(limits: limits)
         for (index, reading) in readings.enumerated() {
             let outcome: Result<NormalizedRecord, BridgeMessageProblem>
@@ -120,7 +100,7 @@ package struct PreparedRelay: Sendable {
             case .failure(let problem):
                 outcome = .failure(problem)
             case .success(.ignored(let reason)):
-                results[index].reason = reason
+                slots.append(RecordSlot(index: index, fate: .ignored(reason: reason)))
                 continue
             case .success(.record(let record)):
                 let fields = RecordFields(record)
@@ -131,76 +111,13 @@ package struct PreparedRelay: Sendable {
             }
             switch outcome {
             case .success(let normalized):
-                accepted.append(normalized)
-                acceptedMessages.append(index)
+                slots.append(.accepted(normalized, at: index, sent: nil))
             case .failure(let problem):
-                results[index] = MessageResult(index: index, status: .rejected, reason: problem.reason)
-                rejected.append(
-                    RejectedRecord(project: project, reason: "bridge: \(problem.reason)", raw: String(decoding: messages[index], as: UTF8.self)))
-                rejectedMessages.append(index)
+                var slot = RecordSlot(index: index, fate: .accepted)
+                slot.refuse(
+                    project: project, reason: "bridge: \(problem.reason)", raw: String(decoding: messages[index], as: UTF8.self), answer: problem.reason)
+                slots.append(slot)
             }
         }
-    }
-}
-
-/// What happened to one relayed message.
-struct MessageResult: Codable, Sendable, Equatable {
-    enum Status: String, Codable, Sendable {
-        /// Stored as a new record.
-        case stored
-        /// The same record was already stored (a retried relay).
-        case duplicate
-        /// Refused; kept in `analytics.rejected` with the reason.
-        case rejected
-        /// Not a record (`getAppInfo`, `visualized_track`, …); acknowledged and dropped.
-        case ignored
-        /// A record of an erased user (docs/PRIVACY.md); acknowledged and dropped.
-        case suppressed
-    }
-
-    let index: Int
-    let status: Status
-    var reason: String?
-
-    init(index: Int, status: Status, reason: String? = nil) {
-        self.index = index
-        self.status = status
-        self.reason = reason
-    }
-}
-
-/// The answer to a bridge relay: counts, and one result per message in the order sent.
-struct BridgeAnswer: Codable, Sendable, Equatable {
-    let stored: Int
-    let duplicates: Int
-    let rejected: Int
-    let ignored: Int
-    let results: [MessageResult]
-    /// Records of erased users, dropped; absent when none.
-    var suppressed: Int? = nil
-}
-
-extension BridgeAnswer {
-    /// The answer as JSON, keys sorted as `jsonResponse(encoding:)` writes them, by hand: a relay
-    /// answers one result per message, which `JSONEncoder` makes costly.
-    var jsonBytes: [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(80 + results.count * 40)
-        var answer = JSONObjectWriter(&out)
-        answer.int("duplicates", Int64(duplicates), &out)
-        answer.int("ignored", Int64(ignored), &out)
-        answer.int("rejected", Int64(rejected), &out)
-        answer.array("results", count: results.count, &out) { position, out in
-            let result = results[position]
-            var object = JSONObjectWriter(&out)
-            object.int("index", Int64(result.index), &out)
-            object.string("reason", result.reason, &out)
-            object.string("status", result.status.rawValue, &out)
-            object.finish(&out)
-        }
-        answer.int("stored", Int64(stored), &out)
-        answer.int("suppressed", suppressed.map(Int64.init), &out)
-        answer.finish(&out)
-        return out
     }
 }

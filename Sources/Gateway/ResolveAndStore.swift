@@ -22,68 +22,60 @@ struct ResolveAndStore: Sendable {
     /// `datong_gateway_suppressed_records_total`: records of erased users dropped.
     var suppressedRecords: Counter? = nil
 
-    /// Stores `accepted` but the records naming a suppressed id of their project (an erased
-    /// user's), which are dropped: their positions are `suppressedIndexes`, and the result's
-    /// indexes count in `accepted`. Refused records naming one are dropped too (`suppressedRejected`).
+    /// Stores the accepted records of `slots` and keeps the refused ones, but drops those naming a
+    /// suppressed id of their project (an erased user's), accepted or refused; sets each slot's
+    /// fate to what became of it. Returns the collector's counts.
     func store(
-        _ accepted: [NormalizedRecord], rejected: [RejectedRecord], receivedAt: Int64, suppressed: [String: SuppressedIDs],
-        context: DatongRequestContext
-    ) async throws -> StoreOutcome {
-        guard suppressed.values.contains(where: { !$0.isEmpty }) else {
-            return StoreOutcome(collected: try await store(accepted, rejected: rejected, receivedAt: receivedAt, context: context))
-        }
-        // A refused record of an erased user is not kept for analysts either.
-        let droppedRejected = rejected.indices.filter { suppressed[rejected[$0].project]?.suppresses(rawRecord: rejected[$0].raw) == true }
-        let keptRejected = droppedRejected.isEmpty ? rejected : rejected.indices.filter { !droppedRejected.contains($0) }.map { rejected[$0] }
-        var kept: [Int] = []
-        var dropped: [Int] = []
-        for (index, record) in accepted.enumerated() {
-            if let identity = record.identity, suppressed[identity.project]?.suppresses(identity) == true {
-                dropped.append(index)
-            } else {
-                kept.append(index)
-            }
-        }
-        guard !dropped.isEmpty else {
-            if !droppedRejected.isEmpty { suppressedRecords?.increment(by: Int64(droppedRejected.count)) }
-            return StoreOutcome(
-                collected: try await store(accepted, rejected: keptRejected, receivedAt: receivedAt, context: context),
-                suppressedRejected: droppedRejected)
-        }
-        suppressedRecords?.increment(by: Int64(dropped.count + droppedRejected.count))
-        var collected = try await store(kept.map { accepted[$0] }, rejected: keptRejected, receivedAt: receivedAt, context: context)
-        collected.duplicateIndexes = collected.duplicateIndexes.map { kept[$0] }
-        collected.setRejections(collected.rejections.compactMap { $0.index < kept.count ? (kept[$0.index], $0.reason) : nil })
-        return StoreOutcome(collected: collected, suppressedIndexes: dropped, suppressedRejected: droppedRejected)
-    }
-
-    private func store(
-        _ accepted: [NormalizedRecord], rejected: [RejectedRecord], receivedAt: Int64, context: DatongRequestContext
+        _ slots: inout RecordSlots, receivedAt: Int64, suppressed: [String: SuppressedIDs], context: DatongRequestContext
     ) async throws -> CollectResult {
-        guard !accepted.isEmpty || !rejected.isEmpty else { return CollectResult(stored: 0, duplicates: 0, rejected: 0) }
-        var users = accepted.map { $0.collect.userId }
-        try await resolveUsers(accepted, into: &users, context: context)
-        // Written from `accepted` where it is: a copy of each record into a `CollectBatch` was ten
-        // retains and releases per record.
+        if suppressed.values.contains(where: { !$0.isEmpty }) {
+            var dropped = 0
+            for slot in slots.all.indices {
+                let drop: Bool
+                switch slots[slot].fate {
+                case .accepted:
+                    drop = slots[slot].record?.identity.map { suppressed[$0.project]?.suppresses($0) == true } ?? false
+                case .refused(let kept, _):
+                    // A refused record of an erased user is not kept for analysts either.
+                    drop = suppressed[kept.project]?.suppresses(rawRecord: kept.raw) == true
+                default:
+                    drop = false
+                }
+                if drop {
+                    slots[slot].drop(as: .suppressed)
+                    dropped += 1
+                }
+            }
+            if dropped > 0 { suppressedRecords?.increment(by: Int64(dropped)) }
+        }
+        let sent = slots.acceptedSlots
+        let rejected = slots.rejected
+        guard !sent.isEmpty || !rejected.isEmpty else { return CollectResult(stored: 0, duplicates: 0, rejected: 0) }
+        var users = sent.map { slots[$0].record?.collect.userId }
+        try await resolveUsers(slots, sent, into: &users, context: context)
+        // Written from the slots where the records are: a copy of each record into a `CollectBatch`
+        // was ten retains and releases per record.
         let batch = CollectBatch.jsonBytes(
-            receivedAt: receivedAt, records: accepted.count, propertiesBytes: accepted.reduce(0) { $0 + $1.collect.properties.utf8.count },
-            rejected: rejected
-        ) { accepted[$0].collect.write(to: &$1, userId: users[$0]) }
-        return try await collector.store(batch: batch, requestID: context.requestID, logger: context.logger)
+            receivedAt: receivedAt, records: sent.count,
+            propertiesBytes: sent.reduce(0) { $0 + (slots[$1].record?.collect.properties.utf8.count ?? 0) }, rejected: rejected
+        ) { slots[sent[$0]].record?.collect.write(to: &$1, userId: users[$0]) }
+        let result = try await collector.store(batch: batch, requestID: context.requestID, logger: context.logger)
+        slots.record(result, sent: sent)
+        return result
     }
 
-    /// Sets `users[i]` to the user of `accepted[i]`, for every record that names one. Records
+    /// Sets `users[i]` to the user of the record in `slots[sent[i]]`, for every record that names one. Records
     /// carrying the same ids (an upload's records mostly come from one device) are resolved once.
     /// The cache answers the distinct ones it can, by identity-service's own rule
     /// (`IdentityCache.answers`); the others go, in their order, in one identity-service call. A
     /// record that may change more than its own user (an unbind) is resolved on its own, and the
     /// records after it neither count as repeats of those before it nor come from the cache: they
     /// are resolved after it, as if they came in a later upload.
-    private func resolveUsers(_ accepted: [NormalizedRecord], into users: inout [Int64?], context: DatongRequestContext) async throws {
+    private func resolveUsers(_ slots: RecordSlots, _ sent: [Int], into users: inout [Int64?], context: DatongRequestContext) async throws {
         var distinct: [DistinctIdentity] = []
         var seen: [IdentityRecord: Int] = [:]
-        for index in accepted.indices {
-            guard let record = accepted[index].identity else { continue }
+        for index in sent.indices {
+            guard let record = slots[sent[index]].record?.identity else { continue }
             if let slot = seen[record] {
                 distinct[slot].positions.append(index)
                 continue
@@ -148,24 +140,8 @@ struct ResolveAndStore: Sendable {
         var positions: [Int]
     }
 
-    /// Why a record the gateway accepted was refused by the collector, when the collector (an
-    /// older one) did not say; a collector of this release answers the reason itself.
-    static let collectorRefusal = "the collector could not store a value of this record; analytics.rejected has the reason"
-
     /// The server's clock in milliseconds since the Unix epoch.
     static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
-}
-
-/// What became of an upload's or relay's accepted records: the collector's result, and the
-/// records dropped because they name a suppressed id.
-struct StoreOutcome: Sendable {
-    var collected: CollectResult
-    var suppressedIndexes: [Int] = []
-    /// The positions in `rejected` of refused records that named a suppressed id: not kept in
-    /// `analytics.rejected` either, and answered as suppressed, not as refused.
-    var suppressedRejected: [Int] = []
-
-    var suppressed: Int { suppressedIndexes.count + suppressedRejected.count }
 }
 
 /// Reads a request body within `maxBodyBytes`, inflating `Content-Encoding: gzip` within

@@ -63,46 +63,34 @@ struct UploadHandler: Sendable {
             keys = try await keyring.keys(for: project, fresh: true, logger: context.logger)
             upload = try PreparedUpload(parameters: parameters, project: project, limits: limits, now: receivedAt, keys: keys, enrichment: enrichment)
         }
-        if upload.bots > 0 { botsDropped?.increment(by: Int64(upload.bots)) }
         try await upload.checkRecordProjects(auth, enrichment: enrichment, limits: limits, now: receivedAt, logger: context.logger)
         if upload.hasRelayedRecords {
             upload.checkRelayedPages(try await whitelists.whitelists(for: upload.project))
         }
-        var problems = upload.problems
+        let bots = upload.slots.count(.bot)
+        if bots > 0 { botsDropped?.increment(by: Int64(bots)) }
         // Records may name projects of their own (server SDKs): each is checked against its list.
         var suppression = [project: grant.suppressed]
-        for record in upload.accepted {
-            guard let other = record.identity?.project, other != project, suppression[other] == nil else { continue }
+        for slot in upload.slots.all {
+            guard let other = slot.record?.identity?.project, other != project, suppression[other] == nil else { continue }
             suppression[other] = try await auth.suppressed(other, logger: context.logger)
         }
 
         if mode == .debug, request.headers[.dryRun]?.lowercased() == "true" {
-            return try debugAnswer(problems)
+            return try debugAnswer(upload.slots.problems)
         }
 
-        let outcome = try await ingest.store(
-            upload.accepted, rejected: upload.rejected, receivedAt: receivedAt, suppressed: suppression, context: context)
-        let result = outcome.collected
-        if !outcome.suppressedRejected.isEmpty {
-            // Refused, but of an erased user: answered as suppressed, not as a problem.
-            let dropped = Set(outcome.suppressedRejected.compactMap { upload.rejectedIndexes[$0] })
-            problems.removeAll { dropped.contains($0.index) }
-        }
-        if !result.rejectedIndexes.isEmpty {
-            problems += result.rejections.filter { upload.acceptedIndexes.indices.contains($0.index) }.map {
-                RecordProblem(index: upload.acceptedIndexes[$0.index], reason: $0.reason.isEmpty ? ResolveAndStore.collectorRefusal : $0.reason)
-            }
-            problems.sort { $0.index < $1.index }
-        }
+        let collected = try await ingest.store(&upload.slots, receivedAt: receivedAt, suppressed: suppression, context: context)
+        let answer = upload.slots.answer(collected)
         context.logger.debug(
             "upload.stored",
             metadata: [
-                "upload.project": "\(upload.project)", "upload.stored": "\(result.stored)",
-                "upload.duplicates": "\(result.duplicates)", "upload.rejected": "\(result.rejected)",
+                "upload.project": "\(upload.project)", "upload.stored": "\(answer.stored)",
+                "upload.duplicates": "\(answer.duplicates)", "upload.rejected": "\(answer.rejected)",
             ])
         switch mode {
         case .debug:
-            return try debugAnswer(problems)
+            return try debugAnswer(answer.problems)
         case .beacon:
             return Response(
                 status: .ok,
@@ -110,12 +98,7 @@ struct UploadHandler: Sendable {
                 body: .init(byteBuffer: ByteBuffer(bytes: Self.pixel))
             )
         case .upload:
-            return jsonResponse(
-                .ok,
-                bytes: UploadAnswer(
-                    stored: result.stored, duplicates: result.duplicates, rejected: result.rejected, problems: problems,
-                    suppressed: outcome.suppressed == 0 ? nil : outcome.suppressed, bots: upload.bots == 0 ? nil : upload.bots
-                ).jsonBytes)
+            return jsonResponse(.ok, bytes: UploadAnswer(answer).jsonBytes)
         }
     }
 
@@ -132,47 +115,6 @@ struct UploadHandler: Sendable {
     }
 }
 
-/// One refused record of an upload: its position in `data_list` and why.
-struct RecordProblem: Codable, Sendable, Equatable {
-    let index: Int
-    let reason: String
-}
-
-/// The answer to an upload: every record is accounted for.
-struct UploadAnswer: Codable, Sendable, Equatable {
-    let stored: Int
-    let duplicates: Int
-    let rejected: Int
-    let problems: [RecordProblem]
-    /// Records of erased users, dropped (docs/PRIVACY.md); absent when none.
-    var suppressed: Int? = nil
-    /// Records of crawlers, dropped as the project asks (`bots: drop`); absent when none.
-    var bots: Int? = nil
-}
-
-extension UploadAnswer {
-    /// The answer as JSON, keys sorted as `jsonResponse(encoding:)` writes them, by hand: one is
-    /// written for every upload, and `JSONEncoder` costs more than the writing itself.
-    var jsonBytes: [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(64 + problems.count * 64)
-        var answer = JSONObjectWriter(&out)
-        answer.int("bots", bots.map(Int64.init), &out)
-        answer.int("duplicates", Int64(duplicates), &out)
-        answer.array("problems", count: problems.count, &out) { position, out in
-            var object = JSONObjectWriter(&out)
-            object.int("index", Int64(problems[position].index), &out)
-            object.string("reason", problems[position].reason, &out)
-            object.finish(&out)
-        }
-        answer.int("rejected", Int64(rejected), &out)
-        answer.int("stored", Int64(stored), &out)
-        answer.int("suppressed", suppressed.map(Int64.init), &out)
-        answer.finish(&out)
-        return out
-    }
-}
-
 private struct DebugProblems: Encodable {
     let error: String
     let message: String
@@ -184,27 +126,20 @@ package struct PreparedUpload: Sendable {
     let project: String
     /// The request's ingestion token (`token=`).
     let token: String?
-    package var accepted: [NormalizedRecord] = []
-    /// `acceptedIndexes[i]` is the position in `data_list` of `accepted[i]`.
-    var acceptedIndexes: [Int] = []
-    package var rejected: [RejectedRecord] = []
-    /// `rejectedIndexes[i]` is the position in `data_list` of `rejected[i]`; nil for an envelope
-    /// that could not be opened.
-    var rejectedIndexes: [Int?] = []
-    var problems: [RecordProblem] = []
-    /// The text of accepted records that name another project than the request's, by position:
-    /// kept in case that project refuses them.
-    private var foreignRecords: [Int: JSONRef] = [:]
-    /// Accepted records an app relayed from an H5 page (`_hybrid_h5: true`), by position, for the H5
-    /// domain whitelist (read only when the project has one).
-    private var relayedRecords: [Int: JSONRef] = [:]
-
-    var hasRelayedRecords: Bool { !relayedRecords.isEmpty }
+    /// Every record of the upload, in the order sent, with what became of it so far.
+    var slots: RecordSlots
+    /// Whether an accepted record names another project than the request's (`checkRecordProjects`).
+    private var namesOtherProjects = false
+    /// Whether an accepted record was relayed by an app from an H5 page (`_hybrid_h5: true`), to be
+    /// checked against the H5 domain whitelist (read only when the project has one).
+    private(set) var hasRelayedRecords = false
 
     /// pkvs of envelopes the given keys could not open for want of the key.
     private(set) var unknownPKVs: Set<Int> = []
-    /// Records of crawlers dropped as the project asks (`EnrichmentPolicy.bots`).
-    private(set) var bots = 0
+
+    package var accepted: [NormalizedRecord] { slots.accepted }
+    package var rejected: [RejectedRecord] { slots.rejected }
+    var problems: [RecordProblem] { slots.problems }
 
     /// Decodes the form parameters and payload and validates each record; a request that can never
     /// succeed throws a `ServiceError`, a bad record is kept as rejected with its reason.
@@ -223,25 +158,25 @@ package struct PreparedUpload: Sendable {
         token = parameters["token"].flatMap { $0.isEmpty ? nil : $0 }
         let payload = try UploadPayload.decode(parameters, limits: limits, project: project, keys: keys)
         unknownPKVs = payload.unknownPKVs
-        rejected = payload.undecryptable
-        rejectedIndexes = Array(repeating: nil, count: rejected.count)
-        let values = payload.records
+        slots = RecordSlots(capacity: payload.undecryptable.count + payload.records.count)
+        for envelope in payload.undecryptable {
+            slots.append(RecordSlot(index: nil, fate: .refused(kept: envelope, answer: nil)))
+        }
         let normalizer = RecordNormalizer(limits: limits)
-        accepted.reserveCapacity(values.count)
-        for (index, value) in values.enumerated() {
+        for (index, value) in payload.records.enumerated() {
             switch normalizer.normalize(value, defaultProject: project, now: now, enrichment: enrichment) {
             // A record of another project goes by that project's settings (`checkRecordProjects`).
             case .success(let record) where record.isBot && enrichment?.policy.bots == .drop && record.collect.project == project:
-                bots += 1
+                slots.append(RecordSlot(index: index, fate: .bot))
             case .success(let record):
-                accepted.append(record)
-                acceptedIndexes.append(index)
-                if record.collect.project != project { foreignRecords[index] = value }
-                if record.collect.hybridH5 { relayedRecords[index] = value }
+                let foreign = record.collect.project != project
+                namesOtherProjects = namesOtherProjects || foreign
+                hasRelayedRecords = hasRelayedRecords || record.collect.hybridH5
+                slots.append(.accepted(record, at: index, sent: foreign || record.collect.hybridH5 ? value : nil))
             case .failure(let rejection):
-                rejected.append(RejectedRecord(project: rejection.project, reason: rejection.reason, raw: value.rawText))
-                rejectedIndexes.append(index)
-                problems.append(RecordProblem(index: index, reason: rejection.reason))
+                var slot = RecordSlot(index: index, fate: .accepted)
+                slot.refuse(project: rejection.project, reason: rejection.reason, raw: value.rawText)
+                slots.append(slot)
             }
         }
     }
@@ -249,7 +184,7 @@ package struct PreparedUpload: Sendable {
 
 extension PreparedUpload {
     /// Records that name a project of their own must name one that exists, with its token (theirs,
-    /// or the request's); the others are kept as rejected with the reason, under the project they
+    /// or the request's); the others are refused with the reason, kept under the project they
     /// name when it exists (its operators are the ones to see a wrong token), else the request's.
     /// An accepted one goes by its own project's enrichment settings: made again with them when
     /// they are not the request's project's (a project that stores no `$ip` stores none, whichever
@@ -257,74 +192,40 @@ extension PreparedUpload {
     mutating func checkRecordProjects(
         _ auth: IngestionAuth, enrichment: RequestEnrichment? = nil, limits: UploadLimits = UploadLimits(), now: Int64 = 0, logger: Logger
     ) async throws {
-        guard !foreignRecords.isEmpty else { return }
-        var refusals: [Int: (reason: String, raw: String)] = [:]
-        var filedUnder: [Int: String] = [:]
-        // Crawlers' records their own project drops: counted, not refused.
-        var droppedBots: Set<Int> = []
-        for (position, index) in acceptedIndexes.enumerated() {
-            guard let value = foreignRecords[index] else { continue }
-            let record = accepted[position]
-            if let refusal = try await auth.access(record.collect.project, logger: logger)
-                .refusal(project: record.collect.project, token: record.token ?? token)
-            {
-                refusals[index] = (refusal.message, value.rawText)
-                if refusal.code != .unknownProject { filedUnder[index] = record.collect.project }
+        guard namesOtherProjects else { return }
+        for slot in slots.all.indices {
+            guard slots[slot].fate == .accepted, let value = slots[slot].sent, let record = slots[slot].record, record.collect.project != project
+            else { continue }
+            let other = record.collect.project
+            if let refusal = try await auth.access(other, logger: logger).refusal(project: other, token: record.token ?? token) {
+                slots[slot].refuse(project: refusal.code == .unknownProject ? project : other, reason: refusal.message, raw: value.rawText)
                 continue
             }
             guard let enrichment else { continue }
-            let policy = try await auth.enrichment(record.collect.project, logger: logger)
+            let policy = try await auth.enrichment(other, logger: logger)
             var isBot = record.isBot
             // Read with the same limits and clock, it normalizes again; only its presets differ.
             if policy != enrichment.policy,
                 case .success(let again) = RecordNormalizer(limits: limits)
                     .normalize(value, defaultProject: project, now: now, enrichment: enrichment.with(policy: policy))
             {
-                accepted[position] = again
+                slots[slot].record = again
                 isBot = again.isBot
             }
-            if isBot, policy.bots == .drop { droppedBots.insert(index) }
+            if isBot, policy.bots == .drop { slots[slot].drop(as: .bot) }
         }
-        if !droppedBots.isEmpty {
-            bots += droppedBots.count
-            let kept = zip(accepted, acceptedIndexes).filter { !droppedBots.contains($0.1) }
-            accepted = kept.map(\.0)
-            acceptedIndexes = kept.map(\.1)
-        }
-        refuse(refusals, project: project, filedUnder: filedUnder)
     }
 
     /// Records an app SDK relayed from an H5 page must come from a page the project's H5 domain
-    /// whitelist allows, as they must in a relay; the others are kept as rejected with the reason.
+    /// whitelist allows, as they must in a relay; the others are refused with the reason.
     mutating func checkRelayedPages(_ whitelists: ProjectWhitelists) {
         guard whitelists.restrictsPages else { return }
-        var refusals: [Int: (reason: String, raw: String)] = [:]
-        for (index, value) in relayedRecords {
+        for slot in slots.all.indices where slots[slot].fate == .accepted && slots[slot].record?.collect.hybridH5 == true {
+            guard let value = slots[slot].sent else { continue }
             if let problem = whitelists.pageProblem(pageURL: value["properties"]?["$url"]?.stringValue, project: project) {
-                refusals[index] = ("bridge: \(problem)", value.rawText)
+                slots[slot].refuse(project: project, reason: "bridge: \(problem)", raw: value.rawText)
             }
         }
-        refuse(refusals, project: project)
-    }
-
-    /// Moves the accepted records at the positions of `refusals` to the rejected ones, each kept
-    /// under `project` unless `filedUnder` names another for it.
-    private mutating func refuse(_ refusals: [Int: (reason: String, raw: String)], project: String, filedUnder: [Int: String] = [:]) {
-        guard !refusals.isEmpty else { return }
-        var kept: [NormalizedRecord] = []
-        var keptIndexes: [Int] = []
-        for (record, index) in zip(accepted, acceptedIndexes) {
-            if let refusal = refusals[index] {
-                rejected.append(RejectedRecord(project: filedUnder[index] ?? project, reason: refusal.reason, raw: refusal.raw))
-                rejectedIndexes.append(index)
-                problems.append(RecordProblem(index: index, reason: refusal.reason))
-            } else {
-                kept.append(record)
-                keptIndexes.append(index)
-            }
-        }
-        accepted = kept
-        acceptedIndexes = keptIndexes
     }
 }
 

@@ -1,0 +1,149 @@
+import DatongContracts
+import DatongJSON
+
+/// One record of an upload or a relay, from the moment it is read to the answer: where the SDK put
+/// it and what became of it. Each per-record rule (refusal, a record's own project, the H5 page
+/// whitelist, crawlers, erased users, the collector's result) changes a slot's fate in place; the
+/// answer is written from the slots, once (`RecordSlots.answer`). No rule maps positions.
+struct RecordSlot: Sendable {
+    /// The record's position in `data_list` or in the relay's `messages`; nil for an encrypted
+    /// envelope that could not be opened, whose records were never read.
+    let index: Int?
+    var fate: Fate
+    /// The record to store while it is `.accepted`.
+    var record: NormalizedRecord?
+    /// The record as sent, for the rules that read it again: its own project's settings (a server
+    /// SDK's record may name one) and the page of a record an app relayed. nil for the others.
+    var sent: JSONRef?
+
+    enum Fate: Sendable, Equatable {
+        /// Valid so far: to be resolved and stored.
+        case accepted
+        /// Refused before storing: kept in `analytics.rejected` as `kept`; `answer` is the reason
+        /// the SDK is told (nil for an envelope that could not be opened: it has no position).
+        case refused(kept: RejectedRecord, answer: String?)
+        /// A relayed message that is not a record (`getAppInfo`, …), acknowledged and dropped.
+        case ignored(reason: String?)
+        /// A crawler's record, dropped as its project asks (`EnrichmentPolicy.bots`).
+        case bot
+        /// A record of an erased user (docs/PRIVACY.md), dropped.
+        case suppressed
+        /// Committed by the collector.
+        case stored
+        /// Already stored (a retried upload), or repeated earlier in the same batch.
+        case duplicate
+        /// Refused by the collector, which kept it in `analytics.rejected` with this reason.
+        case collectorRefused(reason: String)
+    }
+
+    init(index: Int?, fate: Fate, record: NormalizedRecord? = nil, sent: JSONRef? = nil) {
+        self.index = index
+        self.fate = fate
+        self.record = record
+        self.sent = sent
+    }
+
+    /// An accepted record, `sent` kept when a later rule reads it again.
+    static func accepted(_ record: NormalizedRecord, at index: Int, sent: JSONRef?) -> RecordSlot {
+        RecordSlot(index: index, fate: .accepted, record: record, sent: sent)
+    }
+
+    /// Refuses the record: it is kept in `analytics.rejected` under `project` with `reason`, which
+    /// is also the SDK's answer unless `answer` says otherwise.
+    mutating func refuse(project: String, reason: String, raw: String, answer: String? = nil) {
+        fate = .refused(kept: RejectedRecord(project: project, reason: reason, raw: raw), answer: answer ?? reason)
+        record = nil
+        sent = nil
+    }
+
+    /// Drops the record with `fate` (a crawler's, an erased user's): nothing of it is stored.
+    mutating func drop(as fate: Fate) {
+        self.fate = fate
+        record = nil
+        sent = nil
+    }
+}
+
+/// The slots of one upload or relay, in the order the SDK sent the records.
+struct RecordSlots: Sendable {
+    var all: [RecordSlot] = []
+
+    init(capacity: Int = 0) { all.reserveCapacity(capacity) }
+
+    subscript(slot: Int) -> RecordSlot {
+        get { all[slot] }
+        _modify { yield &all[slot] }
+    }
+
+    mutating func append(_ slot: RecordSlot) { all.append(slot) }
+
+    /// The slots still to be stored.
+    var acceptedSlots: [Int] { all.indices.filter { all[$0].fate == .accepted } }
+
+    /// The records still to be stored, in order.
+    var accepted: [NormalizedRecord] { all.compactMap { $0.fate == .accepted ? $0.record : nil } }
+
+    /// The refused records, as `analytics.rejected` keeps them, in order.
+    var rejected: [RejectedRecord] {
+        all.compactMap { if case .refused(let kept, _) = $0.fate { kept } else { nil } }
+    }
+
+    func count(_ fate: RecordSlot.Fate) -> Int { all.count(where: { $0.fate == fate }) }
+
+    /// Sets the fate of the slots sent to the collector, `sent[i]` being the slot of the batch's
+    /// i-th record: the one place a collector position becomes a record's.
+    mutating func record(_ result: CollectResult, sent: [Int]) {
+        for slot in sent { all[slot].fate = .stored }
+        for position in result.duplicateIndexes where sent.indices.contains(position) { all[sent[position]].fate = .duplicate }
+        for (position, reason) in result.rejections where sent.indices.contains(position) {
+            all[sent[position]].fate = .collectorRefused(reason: reason.isEmpty ? Self.collectorRefusal : reason)
+        }
+        for slot in sent { all[slot].record = nil }
+    }
+
+    /// Why a record the gateway accepted was refused by the collector, when the collector (an
+    /// older one) did not say; a collector of this release answers the reason itself.
+    static let collectorRefusal = "the collector could not store a value of this record; analytics.rejected has the reason"
+
+    /// What the SDK is told, written from the slots: the upload and relay answers are two
+    /// renderings of it (`UploadAnswer`, `BridgeAnswer`). `collected` gives the counts (the
+    /// collector's `rejected` counts the gateway's refusals it kept too).
+    func answer(_ collected: CollectResult) -> IntakeAnswer {
+        var results: [MessageResult] = []
+        results.reserveCapacity(all.count)
+        for slot in all {
+            guard let index = slot.index else { continue }
+            switch slot.fate {
+            case .accepted, .stored: results.append(MessageResult(index: index, status: .stored))
+            case .duplicate: results.append(MessageResult(index: index, status: .duplicate))
+            case .refused(_, let answer): results.append(MessageResult(index: index, status: .rejected, reason: answer))
+            case .collectorRefused(let reason): results.append(MessageResult(index: index, status: .rejected, reason: reason))
+            case .ignored(let reason): results.append(MessageResult(index: index, status: .ignored, reason: reason))
+            case .suppressed: results.append(MessageResult(index: index, status: .suppressed))
+            case .bot: results.append(MessageResult(index: index, status: .bot))
+            }
+        }
+        return IntakeAnswer(
+            stored: collected.stored, duplicates: collected.duplicates, rejected: collected.rejected, suppressed: count(.suppressed),
+            bots: count(.bot), results: results)
+    }
+
+    /// The refused records with a position, before anything is stored (a dry run's answer).
+    var problems: [RecordProblem] { answer(CollectResult(stored: 0, duplicates: 0, rejected: 0)).problems }
+}
+
+/// What became of an upload's or relay's records, for the SDK.
+struct IntakeAnswer: Sendable {
+    let stored: Int
+    let duplicates: Int
+    let rejected: Int
+    let suppressed: Int
+    let bots: Int
+    /// One result per record with a position, in the order sent.
+    let results: [MessageResult]
+
+    /// The refused records, in the order sent.
+    var problems: [RecordProblem] {
+        results.compactMap { $0.status == .rejected ? RecordProblem(index: $0.index, reason: $0.reason ?? "") : nil }
+    }
+}
