@@ -344,7 +344,7 @@ struct CollectorAPI: ServiceAPI {
         if let problem = batch.problem {
             throw ServiceError.badRequest(.invalidBatch, problem)
         }
-        let result = batch.asSent(try await store.write(batch))
+        let result = try await store.write(batch)
         logger.debug(
             "batch.committed",
             metadata: [

@@ -44,7 +44,7 @@ final class PostgresEventStore: EventStore {
         while true {
             let checked = try await TypeCheck.check(batch, catalog: catalog, pool: pool)
             do {
-                return checked.original(try await submit(checked.batch))
+                return try await submit(checked)
             } catch let moved as PropertyTypesMoved where attempts < 3 {
                 // Another replica typed a new property first: check again with its type.
                 catalog.learn(moved.actual)
@@ -72,19 +72,16 @@ final class PostgresEventStore: EventStore {
     private func isolate(_ batch: IncomingBatch, cause: PostgresError) async throws -> CollectResult {
         guard batch.records.count > 1 else {
             var refused = batch
-            let reason = "collector: PostgreSQL cannot store a value of this record (SQLSTATE \(cause.sqlState ?? "?"))"
             if let record = batch.records.first {
                 refused.records = []
-                refused.rejected.append(RejectedRecord(project: record.project, reason: reason, raw: batch.rawText(of: record)))
+                refused.refuse(record, reason: "collector: PostgreSQL cannot store a value of this record (SQLSTATE \(cause.sqlState ?? "?"))")
             }
-            var result = try await Self.commit([refused], pool: pool, partitions: partitions, catalog: catalog)[0]
-            if !batch.records.isEmpty { result.setRejections([(0, reason)]) }
-            return result
+            return try await Self.commit([refused], pool: pool, partitions: partitions, catalog: catalog)[0]
         }
         let middle = batch.records.count / 2
         let halves = [batch.part(0..<middle), batch.part(middle..<batch.records.count)]
         var total = CollectResult(stored: 0, duplicates: 0, rejected: 0)
-        for (half, offset) in zip(halves, [0, middle]) {
+        for half in halves {
             let result: CollectResult
             do {
                 result = try await Self.commit([half], pool: pool, partitions: partitions, catalog: catalog)[0]
@@ -94,8 +91,8 @@ final class PostgresEventStore: EventStore {
             total.stored += result.stored
             total.duplicates += result.duplicates
             total.rejected += result.rejected
-            total.duplicateIndexes += result.duplicateIndexes.map { $0 + offset }
-            total.setRejections(total.rejections + result.rejections.map { ($0.index + offset, $0.reason) })
+            total.duplicateIndexes += result.duplicateIndexes
+            total.setRejections(total.rejections + result.rejections)
         }
         return total
     }
@@ -260,7 +257,7 @@ final class PostgresEventStore: EventStore {
             var changes = catalog
             var results: [CollectResult] = []
             var position = 0
-            for (batch, (records, rejectedCount)) in zip(batches, sizes) {
+            for (batch, (records, _)) in zip(batches, sizes) {
                 let day = Catalog.day(of: batch.receivedAt)
                 var duplicateIndexes: [Int] = []
                 for index in 0..<records {
@@ -275,11 +272,7 @@ final class PostgresEventStore: EventStore {
                     }
                 }
                 position += records
-                results.append(
-                    CollectResult(
-                        stored: records - duplicateIndexes.count, duplicates: duplicateIndexes.count, rejected: rejectedCount,
-                        duplicateIndexes: duplicateIndexes
-                    ))
+                results.append(batch.result(duplicates: duplicateIndexes))
             }
             // Last, so the counter and catalog rows are locked only for the moment before commit.
             let statements = try changes?.statements(on: connection) ?? []

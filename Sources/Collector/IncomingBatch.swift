@@ -20,19 +20,21 @@ package struct IncomingBatch: Sendable {
     let body: [UInt8]
     /// The events' COPY rows (after the COPY header), into which `Content.event` points.
     package var eventRows: [UInt8]
-    /// The records to write, in the order sent, without those refused while reading.
+    /// The records to write, in the order sent, without those refused (`refuse`).
     package var records: [Record]
-    /// Records the gateway refused, and those the collector refused while reading.
+    /// Records the gateway refused, and those the collector refused.
     package var rejected: [RejectedRecord]
-    /// The positions in the batch as sent of `records`, when reading refused some; nil when not.
-    let kept: [Int]?
-    /// How many records the batch as sent held.
-    let sentCount: Int
+    /// The records the collector refused, by their position in the batch as sent, with the reason
+    /// (each also in `rejected`): answered by the commit with the duplicates, positions as sent.
+    private(set) var refusals: [(position: Int, reason: String)] = []
     /// The property types the records' first values set (`TypeCheck`), confirmed in the storing
     /// transaction.
     var assumedTypes: [AssumedType] = []
 
     package struct Record: Sendable {
+        /// Its position in the batch as sent: every answer names a record by it, however many
+        /// records before it were refused.
+        let position: Int
         /// The deduplication key (`RecordKey(of:)`'s, computed over the same bytes).
         package let key: RecordKey
         package let project: String
@@ -67,30 +69,34 @@ package struct IncomingBatch: Sendable {
     /// The JSON text of `record`, as it came.
     func rawText(of record: Record) -> String { String(decoding: body[record.raw], as: UTF8.self) }
 
-    /// The batch with only `records[range]`, sharing its bytes; `rejected` goes with the first part.
+    /// The batch with only `records[range]`, sharing its bytes; `rejected` and `refusals` go with
+    /// the first part.
     func part(_ range: Range<Int>) -> IncomingBatch {
-        IncomingBatch(
+        var part = IncomingBatch(
             receivedAt: receivedAt, body: body, eventRows: eventRows, records: Array(records[range]),
-            rejected: range.lowerBound == 0 ? rejected : [], kept: nil, sentCount: range.count, assumedTypes: assumedTypes
-        )
+            rejected: range.lowerBound == 0 ? rejected : [], assumedTypes: assumedTypes)
+        if range.lowerBound == 0 { part.refusals = refusals }
+        return part
+    }
+
+    /// Keeps `record` (no longer among `records`) in `rejected` with `reason`, answered at its position.
+    mutating func refuse(_ record: Record, reason: String) {
+        rejected.append(RejectedRecord(project: record.project, reason: reason, raw: rawText(of: record)))
+        refusals.append((record.position, reason))
+    }
+
+    /// The result of writing the batch: `duplicates` are positions in `records`; the answer names
+    /// every record by its position as sent, the refused ones with their reasons.
+    func result(duplicates: [Int]) -> CollectResult {
+        var result = CollectResult(
+            stored: records.count - duplicates.count, duplicates: duplicates.count, rejected: rejected.count,
+            duplicateIndexes: duplicates.map { records[$0].position })
+        if !refusals.isEmpty { result.setRejections(refusals.map { ($0.position, $0.reason) }) }
+        return result
     }
 
     /// The records a batch brings to the group commit's queue (stored and rejected alike).
     var weight: Int { max(1, records.count + rejected.count) }
-
-    /// `result` (of writing `records`) with positions in the batch as sent: the records refused
-    /// while reading named in `rejectedIndexes`, with their reasons (the last entries of
-    /// `rejected`, appended in the order read).
-    func asSent(_ result: CollectResult) -> CollectResult {
-        guard let kept else { return result }
-        let keptSet = Set(kept)
-        let refused = (0..<sentCount).filter { !keptSet.contains($0) }
-        let reasons = rejected.suffix(refused.count).map(\.reason)
-        var sent = result
-        sent.duplicateIndexes = result.duplicateIndexes.map { kept[$0] }
-        sent.setRejections(result.rejections.map { (kept[$0.index], $0.reason) } + zip(refused, reasons).map { ($0, $1) })
-        return sent
-    }
 }
 
 extension IncomingBatch: WireDecodable {
@@ -138,9 +144,8 @@ extension IncomingBatch: WireDecodable {
             }
         }
         self.init(
-            receivedAt: receivedAt, body: root.document.bytes, eventRows: reader.rows.bytes, records: reader.records, rejected: reader.rejected,
-            kept: reader.refusedAny ? reader.kept : nil, sentCount: recordIndexes.count
-        )
+            receivedAt: receivedAt, body: root.document.bytes, eventRows: reader.rows.bytes, records: reader.records, rejected: reader.rejected)
+        refusals = reader.refusals
     }
 }
 
@@ -165,8 +170,7 @@ private struct RecordReader {
     var rows: BinaryCopyWriter
     var records: [IncomingBatch.Record] = []
     var rejected: [RejectedRecord]
-    var kept: [Int] = []
-    var refusedAny = false
+    var refusals: [(position: Int, reason: String)] = []
 
     /// The contract's reader, which finds and checks each record's fields.
     private var record = CollectRecordReader()
@@ -223,8 +227,8 @@ private struct RecordReader {
         _ position: Int, key: RecordKey, project: String, time: Int64, raw: JSONDocument.Entry, content: IncomingBatch.Content, catalog: CatalogMark?
     ) {
         records.append(
-            IncomingBatch.Record(key: key, project: project, time: time, raw: Int(raw.start)..<Int(raw.end), content: content, catalog: catalog))
-        kept.append(position)
+            IncomingBatch.Record(
+                position: position, key: key, project: project, time: time, raw: Int(raw.start)..<Int(raw.end), content: content, catalog: catalog))
     }
 
     /// The profile records whose properties are profile properties with values of their type
@@ -269,12 +273,11 @@ private struct RecordReader {
     }
 
     private mutating func refuse(_ position: Int, project: String, problem: String, raw: JSONDocument.Entry, bytes: Bytes) {
-        refusedAny = true
+        let reason = "collector: \(problem)"
         rejected.append(
             RejectedRecord(
-                project: ProjectName.isValid(project) ? project : "default", reason: "collector: \(problem)",
-                raw: String(decoding: Self.slice(bytes, raw), as: UTF8.self)
-            ))
+                project: ProjectName.isValid(project) ? project : "default", reason: reason, raw: String(decoding: Self.slice(bytes, raw), as: UTF8.self)))
+        refusals.append((position, reason))
     }
 
     /// The record's project as a `String`, made once for a run of records of the same project.

@@ -70,25 +70,6 @@ extension SensorsType {
     }()
 }
 
-/// A batch after its type check, and where its records were in the batch given.
-struct TypeChecked {
-    var batch: IncomingBatch
-    /// `positions[i]` is the position in the given batch's `records` of `batch.records[i]`; nil
-    /// when none was refused.
-    var positions: [Int]? = nil
-    /// Positions in the given batch's `records` of the records refused, with the reasons.
-    var refused: [(index: Int, reason: String)] = []
-
-    /// `result` (of writing `batch`) with the given batch's positions.
-    func original(_ result: CollectResult) -> CollectResult {
-        guard let positions else { return result }
-        var original = result
-        original.duplicateIndexes = result.duplicateIndexes.map { positions[$0] }
-        original.setRejections(result.rejections.map { (positions[$0.index], $0.reason) } + refused)
-        return original
-    }
-}
-
 /// A property left out of a stored record, and why.
 struct DroppedProperty: Sendable, Hashable {
     var kind: String
@@ -107,29 +88,26 @@ enum TypeCheck {
     /// Checks `batch`'s records of shapes not checked today against their project's rules:
     /// converts what converts, drops what the project drops, moves what it refuses to `rejected`,
     /// and notes in `assumedTypes` the types new properties get from their first values.
-    static func check(_ batch: IncomingBatch, catalog: Catalog, pool: PostgresPool) async throws -> TypeChecked {
+    static func check(_ batch: IncomingBatch, catalog: Catalog, pool: PostgresPool) async throws -> IncomingBatch {
         var shapes: [UInt64] = []
         for record in batch.records {
             if let shape = record.catalog?.shape, shape != shapes.last { shapes.append(shape) }
         }
         let unchecked = catalog.unchecked(shapes)
-        guard !unchecked.isEmpty else { return TypeChecked(batch: batch) }
+        guard !unchecked.isEmpty else { return batch }
         let projects = Set(batch.records.filter { $0.catalog.map { unchecked.contains($0.shape) } ?? false }.map(\.project))
         let rules = try await catalog.loadedTypes(of: projects, pool: pool)
 
         var checked = batch
         checked.records = []
-        var positions: [Int] = []
-        var refused: [(index: Int, reason: String)] = []
         var assumed: [String: [Catalog.TypedName: SensorsType]] = [:]
         var eventRows: [UInt8]? = nil
         // A record that fits decides for its shape: the others of the batch hold values of the same
         // names and types (and the same event). A misfit's others are each rewritten or refused.
         var fits = Set<UInt64>()
-        for (position, record) in batch.records.enumerated() {
+        for record in batch.records {
             guard let mark = record.catalog, unchecked.contains(mark.shape), !fits.contains(mark.shape), let project = rules[record.project] else {
                 checked.records.append(record)
-                positions.append(position)
                 continue
             }
             let verdict = Self.verdict(
@@ -138,11 +116,9 @@ enum TypeCheck {
             case nil:
                 fits.insert(mark.shape)
                 checked.records.append(record)
-                positions.append(position)
             case .refused(let reason):
                 catalog.misfit(mark.shape)
-                refused.append((position, reason))
-                checked.rejected.append(RejectedRecord(project: record.project, reason: reason, raw: batch.rawText(of: record)))
+                checked.refuse(record, reason: reason)
             case .rewritten(let properties, let dropped):
                 catalog.misfit(mark.shape)
                 var rewritten = record
@@ -160,14 +136,13 @@ enum TypeCheck {
                     rewritten.content = .profile(profile)
                 }
                 checked.records.append(rewritten)
-                positions.append(position)
             }
         }
         if let eventRows { checked.eventRows = eventRows }
         checked.assumedTypes = assumed.flatMap { project, types in
             types.map { AssumedType(project: project, kind: $0.key.kind, name: $0.key.name, type: $0.value) }
         }
-        return TypeChecked(batch: checked, positions: refused.isEmpty ? nil : positions, refused: refused)
+        return checked
     }
 
     enum Verdict {
@@ -521,7 +496,7 @@ struct TypeRefusalReplay: Sendable {
                 result.refused += part.count
                 continue
             }
-            let written = batch.asSent(try await store.write(batch))
+            let written = try await store.write(batch)
             result.stored += written.stored
             result.duplicates += written.duplicates
             result.refused += written.rejected

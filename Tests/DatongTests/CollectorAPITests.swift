@@ -27,8 +27,7 @@ final class InMemoryEventStore: EventStore {
             for (index, record) in batch.records.enumerated() where !state.keys.insert(record.key).inserted {
                 duplicates.append(index)
             }
-            return CollectResult(
-                stored: batch.records.count - duplicates.count, duplicates: duplicates.count, rejected: batch.rejected.count, duplicateIndexes: duplicates)
+            return batch.result(duplicates: duplicates)
         }
     }
 }

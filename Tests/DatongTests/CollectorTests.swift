@@ -24,8 +24,7 @@ extension IncomingBatch {
 extension PostgresEventStore {
     /// Writes `batch` as the collector's API does, positions in the answer as sent.
     func write(_ batch: CollectBatch) async throws -> CollectResult {
-        let incoming = try IncomingBatch(batch)
-        return incoming.asSent(try await write(incoming))
+        try await write(try IncomingBatch(batch))
     }
 
     static func commit(_ batches: [CollectBatch], pool: PostgresPool, partitions: EventPartitions) async throws -> [CollectResult] {

@@ -35,7 +35,7 @@ struct IncomingBatchTests {
     @Test("each record's key is RecordKey(of:)'s, and the key of a fixed record is the one stored before this reader existed")
     func keysAsBefore() throws {
         let batch = try IncomingBatch(CollectBatch(receivedAt: Self.base, records: Self.varied))
-        #expect(batch.records.count == Self.varied.count && batch.kept == nil && batch.rejected.isEmpty)
+        #expect(batch.records.count == Self.varied.count && batch.refusals.isEmpty && batch.rejected.isEmpty)
         for (read, record) in zip(batch.records, Self.varied) {
             #expect(read.key == RecordKey(of: record), "\(record.type) \(record.event ?? "-")")
             #expect(read.project == record.project && read.time == record.time)
@@ -146,8 +146,8 @@ struct IncomingBatchTests {
         for record in bad { records += [good, record] }
         let batch = try IncomingBatch(
             CollectBatch(receivedAt: Self.base, records: records, rejected: [RejectedRecord(project: "bad name", reason: "r", raw: "x")]))
-        #expect(batch.sentCount == records.count)
-        #expect(batch.kept == Array(stride(from: 0, to: records.count, by: 2)))
+        #expect(batch.records.map(\.position) == Array(stride(from: 0, to: records.count, by: 2)))
+        #expect(batch.refusals.map(\.position) == Array(stride(from: 1, to: records.count, by: 2)))
         #expect(batch.records.allSatisfy { $0.key == RecordKey(of: good) })
         #expect(batch.rejected.count == bad.count + 1)
         #expect(batch.rejected[0].project == "default" && batch.rejected[0].reason.hasPrefix("(for project 'bad name', not a valid name)"))
