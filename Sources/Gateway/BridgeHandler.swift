@@ -111,7 +111,7 @@ package struct PreparedRelay: Sendable {
             }
             switch outcome {
             case .success(let normalized):
-                slots.append(.accepted(normalized, at: index, sent: nil))
+                slots.accept(normalized, at: index, sent: nil)
             case .failure(let problem):
                 var slot = RecordSlot(index: index, fate: .accepted)
                 slot.refuse(

@@ -12,30 +12,57 @@ import Foundation
 /// An envelope that cannot be opened never yields a record and is never lost: it is kept, as
 /// received, among the rejected records with the reason (`encrypted: …`).
 enum EncryptedPayload {
+    /// Reads `data_list` and opens every envelope with `keys`.
     static func decode(_ parameters: FormParameters, limits: UploadLimits, project: String, keys: ProjectKeys) throws -> DecodedPayload {
-        guard let text = parameters["data_list"] ?? parameters["data"], !text.isEmpty else {
-            throw ServiceError.badRequest(.missingData, "the request has no data_list parameter")
-        }
-        try UploadPayload.checkCRC(parameters, text: text, spaceAs: 0x20)
-        let bytes = Array(text.utf8)
-        guard bytes.count <= limits.maxDecompressedBytes else { throw UploadPayload.tooLarge(limits.maxDecompressedBytes) }
-        let root = try UploadPayload.parseJSON(bytes, limits: limits, what: "the envelope list")
-        let envelopes = root.kind == .array ? Array(root.elements) : [root]
-        try UploadPayload.checkCount(envelopes.count, limits: limits)
-        var decoded = DecodedPayload()
-        var budget = limits.maxDecompressedBytes
-        for envelope in envelopes {
-            switch open(envelope, limits: limits, keys: keys, budget: &budget) {
-            case .success(let records):
-                decoded.records += records
-            case .failure(let problem):
-                if case .unknownKey(let pkv) = problem { decoded.unknownPKVs.insert(pkv) }
-                decoded.undecryptable.append(RejectedRecord(project: project, reason: "encrypted: \(problem.reason(project: project))", raw: envelope.rawText))
+        try Envelopes(parameters, limits: limits).open(with: keys, project: project, limits: limits)
+    }
+
+    /// An upload's envelopes, read once: the handler learns from `pkvs` whether the keys it holds
+    /// can open them (or a key made a moment ago must be read first) before any is opened.
+    struct Envelopes {
+        let list: [JSONRef]
+
+        /// Checks the crc and parses `data_list`; a request that can never succeed throws.
+        init(_ parameters: FormParameters, limits: UploadLimits) throws {
+            guard let text = parameters["data_list"] ?? parameters["data"], !text.isEmpty else {
+                throw ServiceError.badRequest(.missingData, "the request has no data_list parameter")
             }
-            if budget < 0 { throw UploadPayload.tooLarge(limits.maxDecompressedBytes) }
+            try UploadPayload.checkCRC(parameters, text: text, spaceAs: 0x20)
+            let bytes = Array(text.utf8)
+            guard bytes.count <= limits.maxDecompressedBytes else { throw UploadPayload.tooLarge(limits.maxDecompressedBytes) }
+            let root = try UploadPayload.parseJSON(bytes, limits: limits, what: "the envelope list")
+            list = root.kind == .array ? Array(root.elements) : [root]
+            try UploadPayload.checkCount(list.count, limits: limits)
         }
-        try UploadPayload.checkCount(decoded.records.count, limits: limits)
-        return decoded
+
+        /// The key versions the envelopes name.
+        var pkvs: Set<Int> { Set(list.compactMap(EncryptedPayload.pkv)) }
+
+        /// Opens each envelope with `keys`: its records, in order, or the envelope kept with the reason.
+        func open(with keys: ProjectKeys, project: String, limits: UploadLimits) throws -> DecodedPayload {
+            var decoded = DecodedPayload()
+            var budget = limits.maxDecompressedBytes
+            for envelope in list {
+                switch EncryptedPayload.open(envelope, limits: limits, keys: keys, budget: &budget) {
+                case .success(let records):
+                    decoded.records += records
+                case .failure(let problem):
+                    decoded.undecryptable.append(
+                        RejectedRecord(project: project, reason: "encrypted: \(problem.reason(project: project))", raw: envelope.rawText))
+                }
+                if budget < 0 { throw UploadPayload.tooLarge(limits.maxDecompressedBytes) }
+            }
+            try UploadPayload.checkCount(decoded.records.count, limits: limits)
+            return decoded
+        }
+    }
+
+    /// An envelope's key version: a JSON number (Android, iOS) or a numeric string, above 0.
+    static func pkv(_ envelope: JSONRef) -> Int? {
+        guard envelope.isObject,
+            let pkv = envelope["pkv"].flatMap({ $0.int64Value ?? $0.stringValue.flatMap { Int64($0) } }).flatMap({ Int(exactly: $0) }), pkv > 0
+        else { return nil }
+        return pkv
     }
 
     enum Problem: Error {
@@ -68,9 +95,7 @@ enum EncryptedPayload {
         _ envelope: JSONRef, limits: UploadLimits, keys: ProjectKeys, budget: inout Int
     ) -> Result<[JSONRef], Problem> {
         guard envelope.isObject else { return .failure(.malformed("not a JSON object")) }
-        // pkv is a JSON number (Android, iOS); a numeric string is accepted.
-        guard let pkv = envelope["pkv"].flatMap({ $0.int64Value ?? $0.stringValue.flatMap { Int64($0) } }).flatMap({ Int(exactly: $0) }), pkv > 0
-        else { return .failure(.malformed("no pkv")) }
+        guard let pkv = pkv(envelope) else { return .failure(.malformed("no pkv")) }
         guard let ekey = envelope["ekey"].flatMap(Self.base64), !ekey.isEmpty else {
             return .failure(.malformed("no ekey in base64"))
         }

@@ -27,6 +27,10 @@ package struct ProjectKeys: Sendable {
 
     static let none = ProjectKeys(transportEncryption: false, published: [], privateKeys: [:], unusable: [:])
 
+    /// Whether these keys say what to do with envelopes of `pkv`: open them, or keep them with
+    /// the reason the key cannot be opened. Otherwise the key may have been made a moment ago.
+    func knows(_ pkv: Int) -> Bool { privateKeys[pkv] != nil || unusable[pkv] != nil }
+
     /// The newest active key of each type.
     func newest(_ type: KeyType) -> ProjectEncryption.Key? { published.last { $0.type == type.rawValue } }
 }

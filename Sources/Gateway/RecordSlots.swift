@@ -10,8 +10,9 @@ struct RecordSlot: Sendable {
     /// envelope that could not be opened, whose records were never read.
     let index: Int?
     var fate: Fate
-    /// The record to store while it is `.accepted`.
-    var record: NormalizedRecord?
+    /// Where its record is in `RecordSlots.records` while it is `.accepted`. The records are kept
+    /// apart, each moved once: a slot is small, and a rule changing its fate copies no record.
+    fileprivate(set) var record: Int?
     /// The record as sent, for the rules that read it again: its own project's settings (a server
     /// SDK's record may name one) and the page of a record an app relayed. nil for the others.
     var sent: JSONRef?
@@ -36,16 +37,9 @@ struct RecordSlot: Sendable {
         case collectorRefused(reason: String)
     }
 
-    init(index: Int?, fate: Fate, record: NormalizedRecord? = nil, sent: JSONRef? = nil) {
+    init(index: Int?, fate: Fate) {
         self.index = index
         self.fate = fate
-        self.record = record
-        self.sent = sent
-    }
-
-    /// An accepted record, `sent` kept when a later rule reads it again.
-    static func accepted(_ record: NormalizedRecord, at index: Int, sent: JSONRef?) -> RecordSlot {
-        RecordSlot(index: index, fate: .accepted, record: record, sent: sent)
     }
 
     /// Refuses the record: it is kept in `analytics.rejected` under `project` with `reason`, which
@@ -67,8 +61,34 @@ struct RecordSlot: Sendable {
 /// The slots of one upload or relay, in the order the SDK sent the records.
 struct RecordSlots: Sendable {
     var all: [RecordSlot] = []
+    /// The accepted records, in the order read, each named by its slot's `record`.
+    private var records: [NormalizedRecord] = []
 
-    init(capacity: Int = 0) { all.reserveCapacity(capacity) }
+    init(capacity: Int = 0) {
+        all.reserveCapacity(capacity)
+        records.reserveCapacity(capacity)
+    }
+
+    /// Adds an accepted record's slot; `sent` is kept when a later rule reads the record again.
+    mutating func accept(_ record: NormalizedRecord, at index: Int, sent: JSONRef?) {
+        var slot = RecordSlot(index: index, fate: .accepted)
+        slot.record = records.count
+        slot.sent = sent
+        records.append(record)
+        all.append(slot)
+    }
+
+    /// The record of an accepted slot. (A `_read` accessor here made debug builds release a
+    /// record's strings once too often, under Swift 6.3.1: the tests crashed in the batch writer.)
+    subscript(recordOf slot: Int) -> NormalizedRecord {
+        get { records[all[slot].record!] }
+        set { records[all[slot].record!] = newValue }
+    }
+
+    /// The record of `slot` while it is accepted.
+    func record(of slot: Int) -> NormalizedRecord? {
+        all[slot].fate == .accepted ? all[slot].record.map { records[$0] } : nil
+    }
 
     subscript(slot: Int) -> RecordSlot {
         get { all[slot] }
@@ -81,7 +101,7 @@ struct RecordSlots: Sendable {
     var acceptedSlots: [Int] { all.indices.filter { all[$0].fate == .accepted } }
 
     /// The records still to be stored, in order.
-    var accepted: [NormalizedRecord] { all.compactMap { $0.fate == .accepted ? $0.record : nil } }
+    var accepted: [NormalizedRecord] { all.indices.compactMap(record(of:)) }
 
     /// The refused records, as `analytics.rejected` keeps them, in order.
     var rejected: [RejectedRecord] {
@@ -99,6 +119,7 @@ struct RecordSlots: Sendable {
             all[sent[position]].fate = .collectorRefused(reason: reason.isEmpty ? Self.collectorRefusal : reason)
         }
         for slot in sent { all[slot].record = nil }
+        records = []
     }
 
     /// Why a record the gateway accepted was refused by the collector, when the collector (an
@@ -111,9 +132,9 @@ struct RecordSlots: Sendable {
     func answer(_ collected: CollectResult) -> IntakeAnswer {
         var results: [MessageResult] = []
         results.reserveCapacity(all.count)
-        for slot in all {
-            guard let index = slot.index else { continue }
-            switch slot.fate {
+        for slot in all.indices {
+            guard let index = all[slot].index else { continue }
+            switch all[slot].fate {
             case .accepted, .stored: results.append(MessageResult(index: index, status: .stored))
             case .duplicate: results.append(MessageResult(index: index, status: .duplicate))
             case .refused(_, let answer): results.append(MessageResult(index: index, status: .rejected, reason: answer))

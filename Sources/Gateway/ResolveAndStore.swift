@@ -34,7 +34,7 @@ struct ResolveAndStore: Sendable {
                 let drop: Bool
                 switch slots[slot].fate {
                 case .accepted:
-                    drop = slots[slot].record?.identity.map { suppressed[$0.project]?.suppresses($0) == true } ?? false
+                    drop = slots[recordOf: slot].identity.map { suppressed[$0.project]?.suppresses($0) == true } ?? false
                 case .refused(let kept, _):
                     // A refused record of an erased user is not kept for analysts either.
                     drop = suppressed[kept.project]?.suppresses(rawRecord: kept.raw) == true
@@ -51,14 +51,14 @@ struct ResolveAndStore: Sendable {
         let sent = slots.acceptedSlots
         let rejected = slots.rejected
         guard !sent.isEmpty || !rejected.isEmpty else { return CollectResult(stored: 0, duplicates: 0, rejected: 0) }
-        var users = sent.map { slots[$0].record?.collect.userId }
+        var users = sent.map { slots[recordOf: $0].collect.userId }
         try await resolveUsers(slots, sent, into: &users, context: context)
         // Written from the slots where the records are: a copy of each record into a `CollectBatch`
         // was ten retains and releases per record.
         let batch = CollectBatch.jsonBytes(
             receivedAt: receivedAt, records: sent.count,
-            propertiesBytes: sent.reduce(0) { $0 + (slots[$1].record?.collect.properties.utf8.count ?? 0) }, rejected: rejected
-        ) { slots[sent[$0]].record?.collect.write(to: &$1, userId: users[$0]) }
+            propertiesBytes: sent.reduce(0) { $0 + slots[recordOf: $1].collect.properties.utf8.count }, rejected: rejected
+        ) { slots[recordOf: sent[$0]].collect.write(to: &$1, userId: users[$0]) }
         let result = try await collector.store(batch: batch, requestID: context.requestID, logger: context.logger)
         slots.record(result, sent: sent)
         return result
@@ -75,7 +75,7 @@ struct ResolveAndStore: Sendable {
         var distinct: [DistinctIdentity] = []
         var seen: [IdentityRecord: Int] = [:]
         for index in sent.indices {
-            guard let record = slots[sent[index]].record?.identity else { continue }
+            guard let record = slots[recordOf: sent[index]].identity else { continue }
             if let slot = seen[record] {
                 distinct[slot].positions.append(index)
                 continue

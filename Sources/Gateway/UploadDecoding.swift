@@ -98,8 +98,6 @@ struct FormParameters: Sendable {
 struct DecodedPayload {
     var records: [JSONRef] = []
     var undecryptable: [RejectedRecord] = []
-    /// pkvs named by envelopes for which the project has no key (a reason to read the keys again).
-    var unknownPKVs: Set<Int> = []
 }
 
 /// Turns an upload's `data` / `data_list` parameter into JSON records (docs/PROTOCOL.md section 1):

@@ -42,7 +42,7 @@ struct UploadHandler: Sendable {
         let project = try requestProject(parameters["project"])
         let grant = try await auth.check(project: project, token: parameters["token"], logger: context.logger)
         let enrichment = self.enrichment.request(request, context: context, policy: grant.enrichment)
-        var keys: ProjectKeys?
+        let payload: DecodedPayload
         if UploadPayload.isEncrypted(parameters) {
             // A request that can never succeed is refused first, whatever the keys.
             guard let data = parameters["data_list"] ?? parameters["data"], !data.isEmpty else {
@@ -55,14 +55,17 @@ struct UploadHandler: Sendable {
                     .encryptionUnavailable,
                     "this gateway has no ENCRYPTION_MASTER_KEY, so it cannot open encrypted payloads; the SDK keeps the batch and retries")
             }
-            keys = try await keyring.keys(for: project, logger: context.logger)
+            let envelopes = try EncryptedPayload.Envelopes(parameters, limits: limits)
+            var keys = try await keyring.keys(for: project, logger: context.logger)
+            if !envelopes.pkvs.allSatisfy(keys.knows) {
+                // A key made a moment ago: read the keys again at once, before opening any envelope.
+                keys = try await keyring.keys(for: project, fresh: true, logger: context.logger)
+            }
+            payload = try envelopes.open(with: keys, project: project, limits: limits)
+        } else {
+            payload = try UploadPayload.decode(parameters, limits: limits, project: project, keys: nil)
         }
-        var upload = try PreparedUpload(parameters: parameters, project: project, limits: limits, now: receivedAt, keys: keys, enrichment: enrichment)
-        if !upload.unknownPKVs.isEmpty {
-            // A key made a moment ago: read the keys again at once, then decode again.
-            keys = try await keyring.keys(for: project, fresh: true, logger: context.logger)
-            upload = try PreparedUpload(parameters: parameters, project: project, limits: limits, now: receivedAt, keys: keys, enrichment: enrichment)
-        }
+        var upload = PreparedUpload(payload, parameters: parameters, project: project, limits: limits, now: receivedAt, enrichment: enrichment)
         try await upload.checkRecordProjects(auth, enrichment: enrichment, limits: limits, now: receivedAt, logger: context.logger)
         if upload.hasRelayedRecords {
             upload.checkRelayedPages(try await whitelists.whitelists(for: upload.project))
@@ -71,8 +74,8 @@ struct UploadHandler: Sendable {
         if bots > 0 { botsDropped?.increment(by: Int64(bots)) }
         // Records may name projects of their own (server SDKs): each is checked against its list.
         var suppression = [project: grant.suppressed]
-        for slot in upload.slots.all {
-            guard let other = slot.record?.identity?.project, other != project, suppression[other] == nil else { continue }
+        for slot in upload.slots.all.indices where upload.namesOtherProjects && upload.slots[slot].fate == .accepted {
+            guard let other = upload.slots[recordOf: slot].identity?.project, other != project, suppression[other] == nil else { continue }
             suppression[other] = try await auth.suppressed(other, logger: context.logger)
         }
 
@@ -129,13 +132,10 @@ package struct PreparedUpload: Sendable {
     /// Every record of the upload, in the order sent, with what became of it so far.
     var slots: RecordSlots
     /// Whether an accepted record names another project than the request's (`checkRecordProjects`).
-    private var namesOtherProjects = false
+    private(set) var namesOtherProjects = false
     /// Whether an accepted record was relayed by an app from an H5 page (`_hybrid_h5: true`), to be
     /// checked against the H5 domain whitelist (read only when the project has one).
     private(set) var hasRelayedRecords = false
-
-    /// pkvs of envelopes the given keys could not open for want of the key.
-    private(set) var unknownPKVs: Set<Int> = []
 
     package var accepted: [NormalizedRecord] { slots.accepted }
     package var rejected: [RejectedRecord] { slots.rejected }
@@ -147,17 +147,17 @@ package struct PreparedUpload: Sendable {
         query: String?, body: [UInt8], limits: UploadLimits, now: Int64, keys: ProjectKeys? = nil, enrichment: RequestEnrichment? = nil
     ) throws {
         let parameters = FormParameters(query: query, body: body)
-        try self.init(
-            parameters: parameters, project: try requestProject(parameters["project"]), limits: limits, now: now, keys: keys, enrichment: enrichment)
+        let project = try requestProject(parameters["project"])
+        self.init(
+            try UploadPayload.decode(parameters, limits: limits, project: project, keys: keys), parameters: parameters, project: project,
+            limits: limits, now: now, enrichment: enrichment)
     }
 
-    /// `project` is the request's, as `requestProject` read it from `parameters` (once, before
-    /// anything was decoded).
-    init(parameters: FormParameters, project: String, limits: UploadLimits, now: Int64, keys: ProjectKeys?, enrichment: RequestEnrichment?) throws {
+    /// Validates each record of `payload`, decoded from `parameters`; `project` is the request's,
+    /// as `requestProject` read it (once, before anything was decoded).
+    init(_ payload: DecodedPayload, parameters: FormParameters, project: String, limits: UploadLimits, now: Int64, enrichment: RequestEnrichment?) {
         self.project = project
         token = parameters["token"].flatMap { $0.isEmpty ? nil : $0 }
-        let payload = try UploadPayload.decode(parameters, limits: limits, project: project, keys: keys)
-        unknownPKVs = payload.unknownPKVs
         slots = RecordSlots(capacity: payload.undecryptable.count + payload.records.count)
         for envelope in payload.undecryptable {
             slots.append(RecordSlot(index: nil, fate: .refused(kept: envelope, answer: nil)))
@@ -172,7 +172,7 @@ package struct PreparedUpload: Sendable {
                 let foreign = record.collect.project != project
                 namesOtherProjects = namesOtherProjects || foreign
                 hasRelayedRecords = hasRelayedRecords || record.collect.hybridH5
-                slots.append(.accepted(record, at: index, sent: foreign || record.collect.hybridH5 ? value : nil))
+                slots.accept(record, at: index, sent: foreign || record.collect.hybridH5 ? value : nil)
             case .failure(let rejection):
                 var slot = RecordSlot(index: index, fate: .accepted)
                 slot.refuse(project: rejection.project, reason: rejection.reason, raw: value.rawText)
@@ -194,8 +194,7 @@ extension PreparedUpload {
     ) async throws {
         guard namesOtherProjects else { return }
         for slot in slots.all.indices {
-            guard slots[slot].fate == .accepted, let value = slots[slot].sent, let record = slots[slot].record, record.collect.project != project
-            else { continue }
+            guard let value = slots[slot].sent, let record = slots.record(of: slot), record.collect.project != project else { continue }
             let other = record.collect.project
             if let refusal = try await auth.access(other, logger: logger).refusal(project: other, token: record.token ?? token) {
                 slots[slot].refuse(project: refusal.code == .unknownProject ? project : other, reason: refusal.message, raw: value.rawText)
@@ -209,7 +208,7 @@ extension PreparedUpload {
                 case .success(let again) = RecordNormalizer(limits: limits)
                     .normalize(value, defaultProject: project, now: now, enrichment: enrichment.with(policy: policy))
             {
-                slots[slot].record = again
+                slots[recordOf: slot] = again
                 isBot = again.isBot
             }
             if isBot, policy.bots == .drop { slots[slot].drop(as: .bot) }
@@ -220,7 +219,7 @@ extension PreparedUpload {
     /// whitelist allows, as they must in a relay; the others are refused with the reason.
     mutating func checkRelayedPages(_ whitelists: ProjectWhitelists) {
         guard whitelists.restrictsPages else { return }
-        for slot in slots.all.indices where slots[slot].fate == .accepted && slots[slot].record?.collect.hybridH5 == true {
+        for slot in slots.all.indices where slots[slot].fate == .accepted && slots[recordOf: slot].collect.hybridH5 {
             guard let value = slots[slot].sent else { continue }
             if let problem = whitelists.pageProblem(pageURL: value["properties"]?["$url"]?.stringValue, project: project) {
                 slots[slot].refuse(project: project, reason: "bridge: \(problem)", raw: value.rawText)

@@ -28,7 +28,7 @@ struct RecordSlotsTests {
         ])
         #expect(upload.problems.map(\.index) == [1, 5])
         // An erased user's record drops out before the collector is called, as `ResolveAndStore` drops it.
-        let erased = try #require(upload.slots.all.firstIndex { $0.record?.collect.distinctId == "erased" })
+        let erased = try #require(upload.slots.all.indices.first { upload.slots.record(of: $0)?.collect.distinctId == "erased" })
         upload.slots[erased].drop(as: .suppressed)
         let sent = upload.slots.acceptedSlots
         #expect(sent.map { upload.slots[$0].index } == [0, 2, 4, 6])
@@ -52,9 +52,9 @@ struct RecordSlotsTests {
         var refused = RecordSlot(index: 1, fate: .accepted)
         refused.refuse(project: "p", reason: "bridge: no page", raw: "{}", answer: "no page")
         slots.append(refused)
-        let good = try Self.upload([Self.record("A"), Self.record("B")]).slots.all.compactMap(\.record)
-        slots.append(.accepted(good[0], at: 2, sent: nil))
-        slots.append(.accepted(good[1], at: 3, sent: nil))
+        let good = try Self.upload([Self.record("A"), Self.record("B")]).accepted
+        slots.accept(good[0], at: 2, sent: nil)
+        slots.accept(good[1], at: 3, sent: nil)
         // An older collector says neither which position it refused nor why: the answer says where to look.
         let collected = CollectResult(stored: 1, duplicates: 0, rejected: 2, rejectedIndexes: [0])
         slots.record(collected, sent: slots.acceptedSlots)
