@@ -64,32 +64,12 @@ struct ResolveAndStore: Sendable {
         return result
     }
 
-    /// Sets `users[i]` to the user of the record in `slots[sent[i]]`, for every record that names one. Records
-    /// carrying the same ids (an upload's records mostly come from one device) are resolved once.
-    /// The cache answers the distinct ones it can, by identity-service's own rule
-    /// (`IdentityCache.answers`); the others go, in their order, in one identity-service call. A
-    /// record that may change more than its own user (an unbind) is resolved on its own, and the
-    /// records after it neither count as repeats of those before it nor come from the cache: they
-    /// are resolved after it, as if they came in a later upload.
+    /// Sets `users[i]` to the user of the record in `slots[sent[i]]`, for every record that names one.
+    /// Each distinct identity record is resolved once (`DistinctIdentities`, the rule
+    /// identity-service applies too). The cache answers the ones it can, by identity-service's own
+    /// rule (`IdentityCache.answers`); the others go, in their order, in one identity-service call.
     private func resolveUsers(_ slots: RecordSlots, _ sent: [Int], into users: inout [Int64?], context: DatongRequestContext) async throws {
-        var distinct: [DistinctIdentity] = []
-        var seen: [IdentityRecord: Int] = [:]
-        for index in sent.indices {
-            guard let record = slots[recordOf: sent[index]].identity else { continue }
-            if let slot = seen[record] {
-                distinct[slot].positions.append(index)
-                continue
-            }
-            let plan = IdentityRules.plan(for: record)
-            // No legal identity: identity-service would answer no user.
-            guard !plan.identities.isEmpty else { continue }
-            if plan.answerableFromCache {
-                seen[record] = distinct.count
-            } else {
-                seen.removeAll(keepingCapacity: true)
-            }
-            distinct.append(DistinctIdentity(record: record, plan: plan, positions: [index]))
-        }
+        let distinct = DistinctIdentities(sent.indices.lazy.compactMap { index in slots[recordOf: sent[index]].identity.map { (index, $0) } }).entries
         var asking: [Int] = []
         if let cache {
             // identity-service's own rule for what a cache answers (`IdentityCache.answers`).
@@ -131,13 +111,6 @@ struct ResolveAndStore: Sendable {
         }
         let forgetting = resolved.invalidated.map { ScopedIdentity(project: $0.project, identity: IdentityKey(key: $0.key, value: $0.value)) }
         cache.update(learned: learned, readAt: epoch, forgetting: forgetting)
-    }
-
-    /// One distinct identity record of a batch and the positions of the records that carry it.
-    private struct DistinctIdentity {
-        let record: IdentityRecord
-        let plan: IdentityPlan
-        var positions: [Int]
     }
 
     /// The server's clock in milliseconds since the Unix epoch.

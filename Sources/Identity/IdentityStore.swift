@@ -64,48 +64,44 @@ package struct PostgresIdentityStore: IdentityStore {
 
     package func resolve(_ request: ResolveRequest, requestID: String = "") async throws -> ResolveResponse {
         let records = request.records
-        let plans = records.map(IdentityRules.plan(for:))
-        var results = [ResolvedUser?](repeating: nil, count: records.count)
+        // Each distinct identity record once, by the rule the gateway's cache path folds by.
+        let distinct = DistinctIdentities(records.enumerated().lazy.map { ($0.offset, $0.element) }).entries
+        var results = [ResolvedUser](repeating: ResolvedUser(userId: nil, created: false), count: records.count)
         var misses: [Int] = []
         let epoch = cache?.epoch ?? 0
         // A caller with its own cache must learn only what PostgreSQL says now: this cache may be
         // older than the invalidations that caller has already read. Records after an unbind are
         // resolved after it, never from memory (the unbind may detach one of their identities).
-        let known = request.forCache ? nil : cache?.answers(for: records.indices.map { (records[$0].project, plans[$0]) })
-        for index in records.indices {
-            if plans[index].identities.isEmpty {
-                results[index] = ResolvedUser(userId: nil, created: false)
-            } else if let user = known?[index] {
-                results[index] = ResolvedUser(userId: user, created: false)
+        let known = request.forCache ? nil : cache?.answers(for: distinct.map { ($0.record.project, $0.plan) })
+        for (entry, identity) in distinct.enumerated() {
+            if let user = known?[entry] {
+                for position in identity.positions { results[position] = ResolvedUser(userId: user, created: false) }
             } else {
-                misses.append(index)
+                misses.append(entry)
             }
         }
-        guard !misses.isEmpty else { return ResolveResponse(users: results.map { $0! }) }
-        let toResolve = misses
+        guard !misses.isEmpty else { return ResolveResponse(users: results) }
+        let toResolve = misses.map { distinct[$0] }
 
         let (users, owners, invalidated) = try await write { transaction in
-            try transaction.prepare(toResolve.map { (plans[$0], records[$0].project) })
-            var users = try toResolve.map { index in
+            try transaction.prepare(toResolve.map { ($0.plan, $0.record.project) })
+            var users = try toResolve.map { entry in
                 try transaction.apply(
-                    plans[index], project: records[index].project,
-                    cause: .record(records[index], index: index, requestID: requestID)
-                )
+                    entry.plan, project: entry.record.project, cause: .record(entry.record, index: entry.positions[0], requestID: requestID))
             }
             var learned: [(ScopedIdentity, Int64)] = []
-            for (position, index) in toResolve.enumerated() {
+            for (position, entry) in toResolve.enumerated() {
+                let (plan, project) = (entry.plan, entry.record.project)
                 // A record that is its login alias's: this replica learns the alias's owner; the
                 // caller is not told the record's identities are that user's (they are not).
-                if let alias = plans[index].loginAlias.map({ ScopedIdentity(project: records[index].project, identity: $0) }),
-                    let owner = transaction.owners[alias]
-                {
+                if let alias = plan.loginAlias.map({ ScopedIdentity(project: project, identity: $0) }), let owner = transaction.owners[alias] {
                     learned.append((alias, owner))
                     users[position].owned = false
                     continue
                 }
-                var owned = users[position].userId != nil && plans[index].answerableFromCache
-                for identity in plans[index].identities {
-                    let scoped = ScopedIdentity(project: records[index].project, identity: identity)
+                var owned = users[position].userId != nil && plan.answerableFromCache
+                for identity in plan.identities {
+                    let scoped = ScopedIdentity(project: project, identity: identity)
                     let owner = transaction.owners[scoped]
                     if let owner { learned.append((scoped, owner)) }
                     if owner != users[position].userId { owned = false }
@@ -115,9 +111,14 @@ package struct PostgresIdentityStore: IdentityStore {
             return (users, learned, transaction.invalidated)
         }
         cache?.update(learned: owners, readAt: epoch, forgetting: invalidated)
-        for (index, user) in zip(misses, users) { results[index] = user }
+        for (entry, user) in zip(toResolve, users) {
+            // A repeat made no user: only its first record can have created one.
+            for position in entry.positions {
+                results[position] = position == entry.positions[0] ? user : ResolvedUser(userId: user.userId, created: false, owned: user.owned)
+            }
+        }
         return ResolveResponse(
-            users: results.map { $0! },
+            users: results,
             invalidated: invalidated.map { IdentityName(project: $0.project, key: $0.identity.key, value: $0.identity.value) }
         )
     }

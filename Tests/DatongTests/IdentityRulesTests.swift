@@ -55,4 +55,17 @@ struct IdentityRulesTests {
         #expect(IdentityRules.identities(of: record).isEmpty)
         #expect(!IdentityRules.isLegal(value))
     }
+
+    @Test("a batch's repeats are resolved once, but none across an unbind, and a record without a legal id is left out")
+    func distinctIdentities() {
+        let device = IdentityRecord(project: "p", type: "track", distinctId: "d1", identities: ["$identity_idfv": "d1"], lib: "iOS")
+        let login = IdentityRecord(
+            project: "p", type: "track_signup", distinctId: "u1", identities: ["$identity_idfv": "d1", "$identity_login_id": "u1"], lib: "iOS")
+        let unbind = IdentityRecord(project: "p", type: "track_id_unbind", distinctId: "d1", identities: ["$identity_mobile": "m1"], lib: "iOS")
+        let nobody = IdentityRecord(project: "p", type: "track", distinctId: "undefined", lib: "js")
+        let batch = [device, login, device, nobody, unbind, device, login, device]
+        let entries = DistinctIdentities(batch.enumerated().map { ($0.offset, $0.element) }).entries
+        #expect(entries.map(\.positions) == [[0, 2], [1], [4], [5, 7], [6]])
+        #expect(entries.map(\.record) == [device, login, unbind, device, login])
+    }
 }
