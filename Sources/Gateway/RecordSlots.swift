@@ -85,6 +85,9 @@ struct RecordSlots: Sendable {
         set { records[all[slot].record!] = newValue }
     }
 
+    /// The identity records of the accepted slots `sent`, in order (nil for an item record).
+    func identities(of sent: [Int]) -> [IdentityRecord?] { sent.map { records[all[$0].record!].identity } }
+
     /// The record of `slot` while it is accepted.
     func record(of slot: Int) -> NormalizedRecord? {
         all[slot].fate == .accepted ? all[slot].record.map { records[$0] } : nil

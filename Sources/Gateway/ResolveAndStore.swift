@@ -69,7 +69,7 @@ struct ResolveAndStore: Sendable {
     /// identity-service applies too). The cache answers the ones it can, by identity-service's own
     /// rule (`IdentityCache.answers`); the others go, in their order, in one identity-service call.
     private func resolveUsers(_ slots: RecordSlots, _ sent: [Int], into users: inout [Int64?], context: DatongRequestContext) async throws {
-        let distinct = DistinctIdentities(sent.indices.lazy.compactMap { index in slots[recordOf: sent[index]].identity.map { (index, $0) } }).entries
+        let distinct = DistinctIdentities(slots.identities(of: sent)).entries
         var asking: [Int] = []
         if let cache {
             // identity-service's own rule for what a cache answers (`IdentityCache.answers`).

@@ -65,7 +65,7 @@ package struct PostgresIdentityStore: IdentityStore {
     package func resolve(_ request: ResolveRequest, requestID: String = "") async throws -> ResolveResponse {
         let records = request.records
         // Each distinct identity record once, by the rule the gateway's cache path folds by.
-        let distinct = DistinctIdentities(records.enumerated().lazy.map { ($0.offset, $0.element) }).entries
+        let distinct = DistinctIdentities(records).entries
         var results = [ResolvedUser](repeating: ResolvedUser(userId: nil, created: false), count: records.count)
         var misses: [Int] = []
         let epoch = cache?.epoch ?? 0

@@ -12,16 +12,17 @@ package struct DistinctIdentities: Sendable {
     package struct Entry: Sendable {
         package let record: IdentityRecord
         package let plan: IdentityPlan
-        /// Positions, in the caller's numbering, of the records carrying it; the first is its own.
+        /// Positions in the batch of the records carrying it; the first is its own.
         package var positions: [Int]
     }
 
     package private(set) var entries: [Entry] = []
 
-    /// `records` are (position, record) in the batch's order.
-    package init(_ records: some Sequence<(position: Int, record: IdentityRecord)>) {
+    /// `records` in the batch's order; nil for a record that names no user (an item).
+    package init(_ records: [IdentityRecord?]) {
         var seen: [IdentityRecord: Int] = [:]
-        for (position, record) in records {
+        for position in records.indices {
+            guard let record = records[position] else { continue }
             if let entry = seen[record] {
                 entries[entry].positions.append(position)
                 continue

@@ -64,7 +64,7 @@ struct IdentityRulesTests {
         let unbind = IdentityRecord(project: "p", type: "track_id_unbind", distinctId: "d1", identities: ["$identity_mobile": "m1"], lib: "iOS")
         let nobody = IdentityRecord(project: "p", type: "track", distinctId: "undefined", lib: "js")
         let batch = [device, login, device, nobody, unbind, device, login, device]
-        let entries = DistinctIdentities(batch.enumerated().map { ($0.offset, $0.element) }).entries
+        let entries = DistinctIdentities(batch).entries
         #expect(entries.map(\.positions) == [[0, 2], [1], [4], [5, 7], [6]])
         #expect(entries.map(\.record) == [device, login, unbind, device, login])
     }
