@@ -238,11 +238,30 @@ let package = Package(
             path: "Tools/Fuzz"
         ),
 
+        // What both test targets share: the SDK captures and samples made from them (no database).
+        .target(
+            name: "DatongTestSupport", dependencies: ["DatongContracts", "DatongJSON", "Collector", "Enrichment", .product(name: "Yams", package: "Yams")],
+            path: "Tests/DatongTestSupport"),
+        // Pure tests: no PostgreSQL, no services; `swift test` runs them anywhere.
+        .testTarget(
+            name: "DatongUnitTests",
+            dependencies: [
+                "Gateway", "Identity", "ConfigService", "Collector", "Enrichment", "DatongJSON", "DatongContracts", "DatongRuntime",
+                "IdentityCore", "DatongTestSupport",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "CompressNIO", package: "compress-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
+        // The services on a real PostgreSQL (`scripts/test` starts one); without it each test is
+        // cancelled, saying what it needs.
         .testTarget(
             name: "DatongTests",
             dependencies: [
                 "Gateway", "Identity", "ConfigService", "Collector", "DatongCtl", "Enrichment",
                 "DatongJSON", "DatongContracts", "DatongRuntime", "DatongPostgres", "DatongStorage", "DatongCrypto", "BenchSupport", "IdentityCore",
+                "DatongTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "CompressNIO", package: "compress-nio"),

@@ -2,6 +2,7 @@ import DatongContracts
 import DatongCtl
 import DatongJSON
 import DatongPostgres
+import DatongTestSupport
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
@@ -22,7 +23,7 @@ struct CatalogTests {
             // The JS SDK: bridged through the app (three scenarios) and sent directly (five).
             for (number, scenario) in ["ios", "ios_old", "android"].enumerated() {
                 let response = try await GatewayTests.relay(
-                    try BridgeRulesTests.messages(scenario), app: GatewayTests.app(anonymousID: "app-anon-\(number)", idfv: "IDFV-\(number)"),
+                    try Fixtures.bridgeMessages(scenario), app: Fixtures.relayApp(anonymousID: "app-anon-\(number)", idfv: "IDFV-\(number)"),
                     to: services.gateway)
                 #expect(response.status == .ok, "\(response.text)")
             }
@@ -299,7 +300,7 @@ struct CatalogTests {
             // The JS SDK bridged through the app: its BuyProduct is refused, its $SignUp taken, and
             // its profile's undeclared property left out.
             let bridged = try await GatewayTests.relay(
-                try BridgeRulesTests.messages("ios"), app: GatewayTests.app(anonymousID: "app-anon", idfv: "IDFV-1"), to: services.gateway)
+                try Fixtures.bridgeMessages("ios"), app: Fixtures.relayApp(anonymousID: "app-anon", idfv: "IDFV-1"), to: services.gateway)
             #expect(try GatewayTests.statuses(bridged) == ["rejected", "stored", "stored"], "\(bridged.text)")
             #expect(bridged.text.contains("EVENT_NOT_DECLARED: event 'BuyProduct' is not declared"), "\(bridged.text)")
             // A server SDK: a declared event with an undeclared property, stored without it.

@@ -1,25 +1,12 @@
 import DatongContracts
 import DatongJSON
 import DatongPostgres
+import DatongTestSupport
 import Foundation
 import Synchronization
 import Testing
 
 @testable import Collector
-
-/// Tests build batches as values; the store reads them from the bytes the gateway would send,
-/// as the collector reads a request.
-extension IncomingBatch {
-    init(_ batch: CollectBatch) throws { try self.init(jsonBytes: batch.jsonBytes) }
-
-    /// The records, read again from their JSON as `CollectRecord`s.
-    func collectRecords() throws -> [CollectRecord] {
-        try records.map { record in
-            let document = try JSONParser.parse(Array(body[record.raw]), maxDepth: CollectBatch.maxDepth)
-            return try CollectRecord(wire: document.root, path: "record")
-        }
-    }
-}
 
 extension PostgresEventStore {
     /// Writes `batch` as the collector's API does, positions in the answer as sent.
@@ -103,7 +90,7 @@ struct CollectorTests {
             // The table has no column the collector does not write (it would be left empty).
             #expect(Set(table) == Set(EventRows.columns), "\(Set(table).symmetricDifference(EventRows.columns))")
 
-            let full = ContractJSONTests.full
+            let full = Fixtures.fullRecord
             var record = full
             (record.itemType, record.itemId, record.time) = (nil, nil, Self.base)
             let batch = CollectBatch(receivedAt: Self.base + 60_000, records: [record])

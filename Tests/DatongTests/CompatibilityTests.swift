@@ -1,5 +1,6 @@
 import BenchSupport
 import DatongRuntime
+import DatongTestSupport
 import Foundation
 import Gateway
 import HTTPTypes

@@ -1,6 +1,7 @@
 import BenchSupport
 import DatongCrypto
 import DatongCtl
+import DatongTestSupport
 import Foundation
 import HTTPTypes
 import Hummingbird

@@ -1,4 +1,5 @@
 import DatongContracts
+import DatongTestSupport
 import Foundation
 import HTTPTypes
 import Hummingbird

@@ -1,3 +1,4 @@
+import DatongTestSupport
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
@@ -93,12 +94,12 @@ struct EnrichmentEndToEndTests {
 
             // A relay of a real page's message: the app's device, the page's URL; the request's
             // User-Agent is the app's HTTP client, never read as a browser.
-            let message = try BridgeRulesTests.messages("ios")[0]
+            let message = try Fixtures.bridgeMessages("ios")[0]
             let pageURL = try #require(
                 ((try JSONSerialization.jsonObject(with: Data(message.utf8)) as? [String: Any])?["data"] as? [String: Any])
                     .flatMap { ($0["properties"] as? [String: Any])?["$url"] as? String })
             let relayed = try await GatewayTests.relay(
-                [message], app: GatewayTests.app(anonymousID: "app-anon", idfv: "IDFV-9"), to: services.gateway,
+                [message], app: Fixtures.relayApp(anonymousID: "app-anon", idfv: "IDFV-9"), to: services.gateway,
                 headers: [.userAgent: "okhttp/4.9.0", HTTPField.Name("X-Forwarded-For")!: "1.2.3.4"])
             #expect(try GatewayTests.statuses(relayed) == ["stored"], "\(String(buffer: relayed.body))")
             let rows = try await TestDatabase.rows(

@@ -1,3 +1,4 @@
+import DatongTestSupport
 import Enrichment
 import Foundation
 import Logging

@@ -1,4 +1,5 @@
 import CompressNIO
+import DatongTestSupport
 import Foundation
 import Gateway
 import HTTPTypes
@@ -14,18 +15,6 @@ import Testing
 struct GatewayTests {
     static let iosCookie = "1a1fe9d7865396-0bb641511e8d2b-774c1751-329160-1a1fe9d7866695"
     static let admin: HTTPFields = [.authorization: "Bearer \(RunningServices.adminToken)"]
-
-    static func app(anonymousID: String, idfv: String, loginID: String? = nil) -> [String: Any] {
-        var app: [String: Any] = [
-            "server_url": "https://sa.example.com/sa?project=production",
-            "anonymous_id": anonymousID,
-            "identities": ["$identity_idfv": idfv, "$identity_anonymous_id": anonymousID],
-            "properties": ["$os": "iOS", "$model": "iPhone15,2", "$app_version": "2.3.0", "$screen_width": 393],
-            "app_version": "2.3.0",
-        ]
-        if let loginID { app["login_id"] = loginID }
-        return app
-    }
 
     static func relay(
         _ messages: [String], app: [String: Any], project: String = "production", to client: any TestClientProtocol,
@@ -72,9 +61,9 @@ struct GatewayTests {
         try await RunningServices.run { services in
             let emissions = try Fixtures.javascript()
             for (number, scenario) in ["ios", "ios_old", "android"].enumerated() {
-                let messages = try BridgeRulesTests.messages(scenario)
+                let messages = try Fixtures.bridgeMessages(scenario)
                 let response = try await Self.relay(
-                    messages, app: Self.app(anonymousID: "app-anon-\(number)", idfv: "IDFV-\(number)"), to: services.gateway
+                    messages, app: Fixtures.relayApp(anonymousID: "app-anon-\(number)", idfv: "IDFV-\(number)"), to: services.gateway
                 )
                 #expect(response.status == .ok, "\(scenario): \(response.text)")
                 #expect(try Self.statuses(response) == ["stored", "stored", "stored"], "\(scenario)")
@@ -158,9 +147,9 @@ struct GatewayTests {
     @Test("forged or foreign server URLs are rejected with a reason; a published whitelist applies within 5 seconds")
     func whitelists() async throws {
         try await RunningServices.run { services in
-            let messages = try BridgeRulesTests.messages("android")
+            let messages = try Fixtures.bridgeMessages("android")
             let foreign = messages[0].replacingOccurrences(of: "sa.example.com:8106", with: "sa.partner.com")
-            let app = Self.app(anonymousID: "app-anon-w", idfv: "IDFV-w")
+            let app = Fixtures.relayApp(anonymousID: "app-anon-w", idfv: "IDFV-w")
             let first = try await Self.relay([foreign, "sensorsanalytics://getAppInfo"], app: app, to: services.gateway)
             #expect(first.status == .ok)
             #expect(try Self.statuses(first) == ["rejected", "ignored"])
@@ -221,11 +210,11 @@ struct GatewayTests {
     @Test("a relay for a project nobody could check yet (config-service never reached) is retried (503), handshakes alike")
     func configUnreachable() async throws {
         try await RunningServices.run(configURL: "http://127.0.0.1:1") { services in
-            let app = Self.app(anonymousID: "app-anon-u", idfv: "IDFV-u")
+            let app = Fixtures.relayApp(anonymousID: "app-anon-u", idfv: "IDFV-u")
             // Authentication comes before the body is read, whatever the messages are.
             let handshake = try await Self.relay(["sensorsanalytics://getAppInfo"], app: app, to: services.gateway)
             #expect(handshake.status == .serviceUnavailable)
-            let records = try await Self.relay(try BridgeRulesTests.messages("ios"), app: app, to: services.gateway)
+            let records = try await Self.relay(try Fixtures.bridgeMessages("ios"), app: app, to: services.gateway)
             #expect(records.status == .serviceUnavailable)
             #expect(records.headers[.retryAfter] != nil)
             let stored = try await TestDatabase.rows(
@@ -238,8 +227,8 @@ struct GatewayTests {
     @Test("a retried relay is recognised message by message; gzip bodies are accepted and bombs refused")
     func retriesAndEncodings() async throws {
         try await RunningServices.run(limits: UploadLimits(maxDecompressedBytes: 64 << 10, timeWindowPastDays: 36_500)) { services in
-            let messages = try BridgeRulesTests.messages("ios_old")
-            let app = Self.app(anonymousID: "app-anon-r", idfv: "IDFV-r")
+            let messages = try Fixtures.bridgeMessages("ios_old")
+            let app = Fixtures.relayApp(anonymousID: "app-anon-r", idfv: "IDFV-r")
             let first = try await Self.relay(Array(messages.prefix(2)), app: app, to: services.gateway, gzip: true)
             #expect(first.status == .ok, "\(first.text)")
             #expect(try Self.statuses(first) == ["stored", "stored"])

@@ -1,4 +1,5 @@
 import DatongContracts
+import DatongTestSupport
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -58,8 +59,8 @@ struct IdentityEndToEndTests {
                 """#, project: "production")
             #expect(try await gateway.execute(uri: uri, method: .post, body: body).status == .ok)
             // 3. The same page inside the app: the app relays its bridge message.
-            let messages = try BridgeRulesTests.messages("ios")
-            let app = GatewayTests.app(anonymousID: "app-anon-1", idfv: "IDFV-1")
+            let messages = try Fixtures.bridgeMessages("ios")
+            let app = Fixtures.relayApp(anonymousID: "app-anon-1", idfv: "IDFV-1")
             let relayed = try await GatewayTests.relay([messages[0]], app: app, to: gateway, headers: [.init("X-Request-Id")!: "relay-1"])
             #expect(try GatewayTests.statuses(relayed) == ["stored"])
             // 4. The page sends directly again, 5. then logs in inside the app.

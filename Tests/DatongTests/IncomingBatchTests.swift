@@ -1,6 +1,7 @@
 import DatongContracts
 import DatongJSON
 import DatongPostgres
+import DatongTestSupport
 import Foundation
 import Testing
 

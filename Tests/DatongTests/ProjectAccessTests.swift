@@ -1,4 +1,5 @@
 import DatongContracts
+import DatongTestSupport
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -67,8 +68,8 @@ struct ProjectAccessTests {
             #expect(filed.first?[1]?.contains("ingestion token") == true, "\(filed)")
 
             // A relay for an unknown project is refused the same way.
-            let relay = try BridgeRulesTests.messages("android")
-            let body = try JSONSerialization.data(withJSONObject: ["app": GatewayTests.app(anonymousID: "a-1", idfv: "I-1"), "messages": [relay[0]]])
+            let relay = try Fixtures.bridgeMessages("android")
+            let body = try JSONSerialization.data(withJSONObject: ["app": Fixtures.relayApp(anonymousID: "a-1", idfv: "I-1"), "messages": [relay[0]]])
             let refused = try await services.gateway.execute(uri: "/v1/bridge?project=nowhere", method: .post, body: ByteBuffer(data: body))
             #expect(refused.status == .notFound)
         }

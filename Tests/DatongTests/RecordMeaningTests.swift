@@ -1,3 +1,4 @@
+import DatongTestSupport
 import Foundation
 import Gateway
 import HTTPTypes

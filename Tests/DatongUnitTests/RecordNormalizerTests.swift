@@ -1,5 +1,6 @@
 import DatongContracts
 import DatongJSON
+import DatongTestSupport
 import Foundation
 import Testing
 

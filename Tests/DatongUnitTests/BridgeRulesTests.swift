@@ -1,5 +1,6 @@
 import DatongContracts
 import DatongJSON
+import DatongTestSupport
 import Foundation
 import Testing
 
@@ -20,14 +21,6 @@ struct BridgeRulesTests {
             ],
             appVersion: "2.3.0"
         )
-    }
-
-    /// The bridge messages of one scenario of the JS fixture (`ios`, `ios_old`, `android`).
-    static func messages(_ scenario: String) throws -> [String] {
-        try Fixtures.javascript().filter { $0.scenario == scenario }.compactMap {
-            if case .text(let text) = $0.payload { return text }
-            return nil
-        }
     }
 
     private func record(_ message: String) throws -> JSONRef {
@@ -87,7 +80,7 @@ struct BridgeRulesTests {
 
     @Test("all three message forms carry the same record", arguments: ["ios", "ios_old", "android"])
     func forms(scenario: String) throws {
-        let records = try Self.messages(scenario).map(record)
+        let records = try Fixtures.bridgeMessages(scenario).map(record)
         #expect(records.map { $0["type"]?.stringValue } == ["track", "track_signup", "profile_set"])
         #expect(records.allSatisfy { $0["server_url"]?.stringValue == "https://sa.example.com:8106/sa.gif?project=production" })
         #expect(records[0]["properties"]?["price"]?.value == .number("9.9"))
@@ -126,13 +119,13 @@ struct BridgeRulesTests {
 
     @Test("a relay's messages are read with their escapes resolved, and a refused one is kept as the page sent it")
     func relayMessageText() throws {
-        let event = try Self.messages("android")[0]
+        let event = try Fixtures.bridgeMessages("android")[0]
         // Quotes, a backslash, a \u escape and CJK text inside the message; `data` that is text
         // but not a record, so it is refused.
         let refused = #"{"callType":"app_h5_track","note":"页面 \"引号\" \\ \u00e9 a/b","data":"not a record"}"#
         // Foundation writes the relay (escaping every quote and backslash again, and `/` as `\/`).
         let body = try JSONSerialization.data(withJSONObject: [
-            "app": GatewayTests.app(anonymousID: "app-anon-1", idfv: "IDFV-1"), "messages": [event, refused],
+            "app": Fixtures.relayApp(anonymousID: "app-anon-1", idfv: "IDFV-1"), "messages": [event, refused],
         ])
         let (app, messages) = try BridgeHandler.parseRelay(Array(body), limits: UploadLimits())
         #expect(messages.map { String(decoding: $0, as: UTF8.self) } == [event, refused])
@@ -146,7 +139,7 @@ struct BridgeRulesTests {
 
     @Test("a relayed event is stored with the app's ids and presets, keeps the page's cookie id and loses what an app removes")
     func rewriteEvent() throws {
-        var raw = try object(try Self.messages("ios")[0])
+        var raw = try object(try Fixtures.bridgeMessages("ios")[0])
         raw["_nocache"] = .string("1")
         raw["project"] = .string("elsewhere")
         guard case .object(var sent)? = raw["properties"] else { throw BridgeMessageProblem("no properties") }
@@ -184,7 +177,7 @@ struct BridgeRulesTests {
 
     @Test("an H5 $SignUp logs the app in: original_id is the app's anonymous id, and later messages carry the login id")
     func signUp() throws {
-        let messages = try Self.messages("android").map(record)
+        let messages = try Fixtures.bridgeMessages("android").map(record)
         var app = Self.app()
         let signup = try stored(messages[1], app: &app)
         #expect(signup.collect.distinctId == "user-123")
@@ -201,7 +194,7 @@ struct BridgeRulesTests {
 
     @Test("a page meant for another server or project is rejected unless whitelisted")
     func serverURL() throws {
-        var raw = try object(try Self.messages("ios")[0])
+        var raw = try object(try Fixtures.bridgeMessages("ios")[0])
         var app = Self.app()
         let none = ProjectWhitelists()
         #expect((try? BridgeRewriter.rewrite(try document(raw), app: &app, project: "production", whitelists: none).get()) != nil)
@@ -237,7 +230,7 @@ struct BridgeRulesTests {
             (["*.h5.example.com"], false), (["example.com"], false), (["shop.other.com"], false), ([String](), true),
         ])
     func domains(list: [String], allowed: Bool) throws {
-        let raw = try record(try Self.messages("ios")[0])
+        let raw = try record(try Fixtures.bridgeMessages("ios")[0])
         var app = Self.app()
         let result = BridgeRewriter.rewrite(raw, app: &app, project: "production", whitelists: ProjectWhitelists(h5Domains: list))
         switch result {
@@ -250,7 +243,7 @@ struct BridgeRulesTests {
 
     @Test("a record without $url is checked against the page the app reports")
     func pageURL() throws {
-        let profile = try record(try Self.messages("ios")[2])
+        let profile = try record(try Fixtures.bridgeMessages("ios")[2])
         let whitelists = ProjectWhitelists(h5Domains: ["*.example.com"])
         var app = Self.app()
         guard case .failure = BridgeRewriter.rewrite(profile, app: &app, project: "production", whitelists: whitelists) else {

@@ -1,4 +1,5 @@
 import DatongContracts
+import DatongTestSupport
 import Testing
 
 /// The one codec of each contract between the services: every field travels, and what is not the contract is refused naming the field.
@@ -17,25 +18,16 @@ struct ContractJSONTests {
                 properties: "{}", itemType: "book", itemId: "42"),
         ], rejected: [RejectedRecord(project: "default", reason: "bad\nreason", raw: "{\u{1}}")])
 
-    /// A record with every field set to something other than its default.
-    static let full = CollectRecord(
-        project: "default", type: "track", event: "$AppClick", time: 1_795_273_119_736, distinctId: "a\"b\\c", userId: 42,
-        anonymousId: "anon", loginId: "login", lib: "iOS", libVersion: "4.5.0", appVersion: "2.3.0", hybridH5: true,
-        properties: #"{"$carrier":"中国移动","price":129.5}"#, itemType: "book", itemId: "42", libMethod: "code",
-        libDetail: "ViewController##viewDidLoad", originalId: "first-anon", identities: ["$identity_login_id": "login", "$identity_idfv": "I"],
-        trackId: -1_289_564_112, schema: "products"
-    )
-
     @Test("every field a record declares is written, and what is written reads back the same")
     func everyFieldTravels() throws {
-        let text = String(decoding: CollectBatch(receivedAt: 1, records: [Self.full]).jsonBytes, as: UTF8.self)
+        let text = String(decoding: CollectBatch(receivedAt: 1, records: [Fixtures.fullRecord]).jsonBytes, as: UTF8.self)
         for field in CollectRecord.Field.allCases {
             #expect(text.contains("\"\(field.name)\":"), "\(field.name) is not written")
         }
         // Properties travel as the object itself, not as a string holding its text.
         #expect(text.contains(#""properties":{"$carrier":"中国移动","price":129.5}"#))
         #expect(try CollectBatch(jsonBytes: Self.batch.jsonBytes) == Self.batch)
-        let full = CollectBatch(receivedAt: 1, records: [Self.full])
+        let full = CollectBatch(receivedAt: 1, records: [Fixtures.fullRecord])
         #expect(try CollectBatch(jsonBytes: full.jsonBytes) == full)
         // A group of batches, and its answer of one outcome per batch.
         let group = CollectBatchGroup(batches: [Self.batch, full])

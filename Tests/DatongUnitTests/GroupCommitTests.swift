@@ -1,5 +1,6 @@
 import DatongContracts
 import DatongRuntime
+import DatongTestSupport
 import HTTPTypes
 import Synchronization
 import Testing

@@ -1,6 +1,7 @@
 import CompressNIO
 import DatongJSON
 import DatongRuntime
+import DatongTestSupport
 import Foundation
 import HTTPTypes
 import NIOCore

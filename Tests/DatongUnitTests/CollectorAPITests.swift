@@ -1,5 +1,6 @@
 import DatongContracts
 import DatongRuntime
+import DatongTestSupport
 import Foundation
 import HTTPTypes
 import Hummingbird

@@ -1,32 +1,7 @@
+import DatongTestSupport
 import Enrichment
 import Foundation
 import Testing
-import Yams
-
-/// uap-core's rules and its own test vectors, as Debian's `uap-core` package installs them
-/// (`scripts/test` installs it; `DATONG_UAP_CORE` names another copy).
-enum UAPCore {
-    static let directory = ProcessInfo.processInfo.environment["DATONG_UAP_CORE"] ?? "/usr/share/uap-core"
-    static var regexes: String { directory + "/regexes.yaml" }
-    static var available: Bool { FileManager.default.fileExists(atPath: regexes) }
-
-    static let parser: UserAgentParser? = try? UserAgentParser(contentsOf: regexes, cacheEntries: 0)
-
-    static func cases(_ file: String) throws -> [[String: Any]] {
-        let text = try String(contentsOfFile: directory + "/tests/" + file, encoding: .utf8)
-        let root = try #require(try Yams.load(yaml: text) as? [String: Any])
-        return try #require(root["test_cases"] as? [[String: Any]])
-    }
-
-    /// A vector's field: YAML's null and the empty string are both "none".
-    static func field(_ entry: [String: Any], _ name: String) -> String? {
-        switch entry[name] {
-        case let text as String: return text.isEmpty ? nil : text
-        case let number as Int: return String(number)
-        default: return nil
-        }
-    }
-}
 
 @Suite(
     "User-Agent parsing: uap-core's rules against uap-core's test vectors",
