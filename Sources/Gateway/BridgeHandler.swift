@@ -84,7 +84,7 @@ package struct PreparedRelay: Sendable {
 
     package var accepted: [NormalizedRecord] { slots.accepted }
     package var rejected: [RejectedRecord] { slots.rejected }
-    /// What each message's answer would be if nothing were stored yet.
+    /// Each message's result before anything is stored (a record accepted so far shows as stored).
     var results: [MessageResult] { slots.answer(CollectResult(stored: 0, duplicates: 0, rejected: 0)).results }
 
     package init(
