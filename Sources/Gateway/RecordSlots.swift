@@ -116,13 +116,15 @@ struct RecordSlots: Sendable {
     /// Sets the fate of the slots sent to the collector, `sent[i]` being the slot of the batch's
     /// i-th record: the one place a collector position becomes a record's.
     mutating func record(_ result: CollectResult, sent: [Int]) {
-        for slot in sent { all[slot].fate = .stored }
+        for slot in sent {
+            all[slot].fate = .stored
+            all[slot].record = nil
+        }
+        records = []
         for position in result.duplicateIndexes where sent.indices.contains(position) { all[sent[position]].fate = .duplicate }
         for (position, reason) in result.rejections where sent.indices.contains(position) {
             all[sent[position]].fate = .collectorRefused(reason: reason.isEmpty ? Self.collectorRefusal : reason)
         }
-        for slot in sent { all[slot].record = nil }
-        records = []
     }
 
     /// Why a record the gateway accepted was refused by the collector, when the collector (an
@@ -137,15 +139,17 @@ struct RecordSlots: Sendable {
         results.reserveCapacity(all.count)
         for slot in all.indices {
             guard let index = all[slot].index else { continue }
-            switch all[slot].fate {
-            case .accepted, .stored: results.append(MessageResult(index: index, status: .stored))
-            case .duplicate: results.append(MessageResult(index: index, status: .duplicate))
-            case .refused(_, let answer): results.append(MessageResult(index: index, status: .rejected, reason: answer))
-            case .collectorRefused(let reason): results.append(MessageResult(index: index, status: .rejected, reason: reason))
-            case .ignored(let reason): results.append(MessageResult(index: index, status: .ignored, reason: reason))
-            case .suppressed: results.append(MessageResult(index: index, status: .suppressed))
-            case .bot: results.append(MessageResult(index: index, status: .bot))
-            }
+            let (status, reason): (MessageResult.Status, String?) =
+                switch all[slot].fate {
+                case .accepted, .stored: (.stored, nil)
+                case .duplicate: (.duplicate, nil)
+                case .refused(_, let answer): (.rejected, answer)
+                case .collectorRefused(let reason): (.rejected, reason)
+                case .ignored(let reason): (.ignored, reason)
+                case .suppressed: (.suppressed, nil)
+                case .bot: (.bot, nil)
+                }
+            results.append(MessageResult(index: index, status: status, reason: reason))
         }
         return IntakeAnswer(
             stored: collected.stored, duplicates: collected.duplicates, rejected: collected.rejected, suppressed: count(.suppressed),
