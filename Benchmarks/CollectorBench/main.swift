@@ -55,7 +55,7 @@ func batch(_ number: Int) -> CollectBatch {
             project: "default", type: "track", event: events[sequence % events.count], time: now - Int64(sequence % 86_400_000),
             distinctId: "anon-\(user)", userId: Int64(user + 1), anonymousId: "anon-\(user)", loginId: user % 2 == 0 ? "user-\(user)" : nil,
             lib: hybrid ? "js" : "iOS", libVersion: hybrid ? "1.27.10" : "4.5.0", appVersion: "2.3.0", hybridH5: hybrid,
-            properties: properties[hybrid ? 1 : 0].replacingOccurrences(of: "%d", with: String(sequence))
+            properties: PropertiesText(properties[hybrid ? 1 : 0].replacingOccurrences(of: "%d", with: String(sequence)))
         )
     }
     return CollectBatch(receivedAt: now, records: records)

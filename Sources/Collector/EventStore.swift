@@ -485,7 +485,7 @@ final class PostgresEventStore: EventStore {
         writer.bigint(record.userId)
         writer.text(record.itemType)
         writer.text(record.itemId)
-        writer.jsonb(record.properties)
+        record.properties.utf8.withUnsafeBufferPointer { writer.jsonb(utf8: $0) }
         writer.bigint(record.trackId)
         writer.bigint(Int64(position))
     }

@@ -132,7 +132,7 @@ enum TypeCheck {
                     EventRows.append(batch.eventRows[row], replacingProperties: properties, to: &eventRows!)
                     rewritten.content = .event(row: start..<eventRows!.count)
                 case .profile(var profile):
-                    profile.properties = String(decoding: properties, as: UTF8.self)
+                    profile.properties = PropertiesText(utf8: properties)
                     rewritten.content = .profile(profile)
                 }
                 checked.records.append(rewritten)

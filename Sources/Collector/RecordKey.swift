@@ -102,7 +102,7 @@ extension RecordKey {
         field(record.distinctId)
         field(record.itemType)
         field(record.itemId)
-        if let trackId { field(String(trackId)) } else { field(record.properties) }
+        if let trackId { field(String(trackId)) } else { record.properties.utf8.withUnsafeBufferPointer { Self.appendField($0, to: &input) } }
         self.init(hashing: input)
     }
 

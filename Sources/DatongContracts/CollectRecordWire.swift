@@ -198,7 +198,7 @@ extension CollectRecord {
             case .appVersion: appVersion = reader.string(field, bytes: bytes)
             case .hybridH5: hybridH5 = reader.hybridH5
             // Taken as sent: the parser checked it, and it is stored as it is (jsonb).
-            case .properties: properties = String(decoding: CollectRecordReader.slice(bytes, entries[slot]), as: UTF8.self)
+            case .properties: properties = PropertiesText(utf8: Array(CollectRecordReader.slice(bytes, entries[slot])))
             case .itemType: itemType = reader.string(field, bytes: bytes)
             case .itemId: itemId = reader.string(field, bytes: bytes)
             case .libMethod: libMethod = reader.string(field, bytes: bytes)

@@ -34,7 +34,7 @@ public struct CollectRecord: Sendable, Equatable {
     /// The record's properties as JSON object text (the gateway writes it canonical: keys sorted),
     /// stored as `jsonb` without being parsed again. On the wire it is the object itself, not a
     /// string holding it, so neither side escapes or unescapes it.
-    package var properties: String
+    package var properties: PropertiesText
     package var itemType: String?
     package var itemId: String?
     /// `lib.$lib_method`: how the event was made: `code`, `autoTrack`, or codeless (`visual`).
@@ -56,7 +56,7 @@ public struct CollectRecord: Sendable, Equatable {
     package init(
         project: String, type: String, event: String?, time: Int64, distinctId: String?, userId: Int64?,
         anonymousId: String? = nil, loginId: String? = nil, lib: String? = nil, libVersion: String? = nil,
-        appVersion: String? = nil, hybridH5: Bool = false, properties: String, itemType: String? = nil,
+        appVersion: String? = nil, hybridH5: Bool = false, properties: PropertiesText, itemType: String? = nil,
         itemId: String? = nil, libMethod: String? = nil, libDetail: String? = nil, originalId: String? = nil,
         identities: [String: String]? = nil, trackId: Int64? = nil, schema: String? = nil
     ) {
@@ -82,6 +82,25 @@ public struct CollectRecord: Sendable, Equatable {
         self.itemType = itemType
         self.itemId = itemId
     }
+}
+
+/// A record's properties as the UTF-8 text of a JSON object. Bytes rather than a `String`: the
+/// gateway writes them from an upload its parser has already checked (valid UTF-8, strings and
+/// numbers PostgreSQL takes) and the collector copies them into `jsonb` as they are; a `String`
+/// made on the way would check every byte once more (5.8k instructions an event at 50 records,
+/// docs/BENCHMARKS.md) for a text nothing reads as one.
+package struct PropertiesText: Sendable, Hashable, ExpressibleByStringLiteral, CustomStringConvertible {
+    /// The text's bytes, which must be well-formed UTF-8 (every maker here writes them so).
+    package var utf8: [UInt8]
+
+    /// Text already checked: JSON written by the gateway or read by `JSONParser`.
+    package init(utf8: [UInt8]) { self.utf8 = utf8 }
+    package init(_ text: String) { utf8 = Array(text.utf8) }
+    package init(stringLiteral text: String) { self.init(text) }
+
+    /// The text as a `String` (for tests and messages; checks the bytes again).
+    package var text: String { String(decoding: utf8, as: UTF8.self) }
+    package var description: String { text }
 }
 
 extension CollectRecord {

@@ -27,8 +27,8 @@ package enum UntrustedText {
     /// Why PostgreSQL would refuse `text` as a `jsonb` object, or nil: it must be a JSON object whose
     /// strings hold no NUL and no lone surrogate escape, and whose numbers follow `JSONNumberRule`.
     /// The rule the gateway's record checks keep; the fuzz targets hold them to it.
-    package static func storageProblem(ofJSONObject text: String) -> String? {
-        guard let document = try? JSONParser.parse(Array(text.utf8), maxDepth: 512) else { return "not JSON" }
+    package static func storageProblem(ofJSONObject text: [UInt8]) -> String? {
+        guard let document = try? JSONParser.parse(text, maxDepth: 512) else { return "not JSON" }
         guard document.root.isObject else { return "not a JSON object" }
         return document.bytes.withUnsafeBufferPointer { bytes in
             for entry in document.entries {

@@ -312,7 +312,7 @@ struct PropertiesReading {
     /// repeated key keeping its last value, date-times given three millisecond digits, and each of
     /// `presets` (sorted by key) in place of the property of its name. Values are copied as sent:
     /// a number keeps every digit.
-    func canonicalText(replacing presets: [PropertyPreset] = [], dateTimes: RecordNormalizer.DateTimeStyle = .milliseconds) -> String {
+    func canonicalText(replacing presets: [PropertyPreset] = [], dateTimes: RecordNormalizer.DateTimeStyle = .milliseconds) -> PropertiesText {
         var out: [UInt8] = []
         // The presets too: outgrowing the estimate would copy the whole text once more.
         out.reserveCapacity(estimatedSize + presets.reduce(0) { $0 + $1.size + 1 })
@@ -347,22 +347,27 @@ struct PropertiesReading {
                     var presetIndex = 0
                     // `out` and `presetIndex` go in as arguments: captured, every append would pay a
                     // dynamic exclusivity check.
-                    func writePresets(before key: UnsafeBufferPointer<UInt8>?, _ presetIndex: inout Int, _ out: inout [UInt8]) {
+                    // Writes the presets that sort before `key` (all that are left for nil), and
+                    // answers whether the next one is `key` itself.
+                    func writePresets(before key: UnsafeBufferPointer<UInt8>?, _ presetIndex: inout Int, _ out: inout [UInt8]) -> Bool {
                         while presetIndex < presets.count {
-                            if let key, presets[presetIndex].key.withUnsafeBufferPointer({ Self.compare($0, key) }) >= 0 { return }
+                            if let key {
+                                let order = presets[presetIndex].key.withUnsafeBufferPointer { Self.compare($0, key) }
+                                if order >= 0 { return order == 0 }
+                            }
                             if presets[presetIndex].value != nil {
                                 if out.count > 1 { out.append(UInt8(ascii: ",")) }
                                 presets[presetIndex].write(to: &out)
                             }
                             presetIndex += 1
                         }
+                        return false
                     }
                     for (position, key) in sorted.enumerated() {
                         let keyName = name(key)
                         // Of a repeated key only the last one sent (the last of its run) is stored.
                         if position + 1 < sorted.count, Self.compare(keyName, name(sorted[position + 1])) == 0 { continue }
-                        writePresets(before: keyName, &presetIndex, &out)
-                        if presetIndex < presets.count, presets[presetIndex].key.elementsEqual(keyName) {
+                        if writePresets(before: keyName, &presetIndex, &out) {
                             // The app's value, unless the page's own is kept (`$lib`, `$lib_version`, `$app_version`).
                             if !presets[presetIndex].pageWins { continue }
                             presetIndex += 1
@@ -377,12 +382,14 @@ struct PropertiesReading {
                         out.append(UInt8(ascii: ":"))
                         Self.writeValue(at: Int(key) + 1, bytes: bytes, entries: entries, dateTimes: dateTimes, to: &out)
                     }
-                    writePresets(before: nil, &presetIndex, &out)
+                    _ = writePresets(before: nil, &presetIndex, &out)
                 }
             }
         }
         out.append(UInt8(ascii: "}"))
-        return String(decoding: out, as: UTF8.self)
+        // Well-formed UTF-8: the parser checked every string of the upload, and escapes are
+        // resolved to well-formed text.
+        return PropertiesText(utf8: out)
     }
 
     /// The stored text is about as long as the properties sent.

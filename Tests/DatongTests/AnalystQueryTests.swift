@@ -56,7 +56,7 @@ struct AnalystQueryTests {
             // an app that only views, an Android user who added to cart before viewing (not a conversion).
             let now = Int64(Date().timeIntervalSince1970 * 1000) - 10_000
             func event(
-                _ name: String, user: Int64, lib: String, at offset: Int64, hybrid: Bool = false, method: String? = nil, properties: String = "{}"
+                _ name: String, user: Int64, lib: String, at offset: Int64, hybrid: Bool = false, method: String? = nil, properties: PropertiesText = "{}"
             ) -> CollectRecord {
                 CollectRecord(
                     project: "default", type: "track", event: name, time: now + offset, distinctId: "d\(user)", userId: user,

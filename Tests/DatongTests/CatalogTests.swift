@@ -459,7 +459,7 @@ struct CatalogTests {
             for number in 0..<11 {
                 var record = CollectorTests.event("Spam", time: now - Int64(number))
                 let names = (0..<1_000).map { #""p\#(number)_\#($0)": 1"# }
-                record.properties = "{" + names.joined(separator: ",") + "}"
+                record.properties = PropertiesText("{" + names.joined(separator: ",") + "}")
                 #expect(try await store.write(CollectBatch(receivedAt: now, records: [record])).stored == 1)
             }
             let sizes = try await TestDatabase.rows(

@@ -49,11 +49,11 @@ struct CollectorTests {
         CollectRecord(project: "default", type: "track", event: name, time: time, distinctId: "d", userId: 1, properties: "{}")
     }
 
-    private func profile(_ type: String, user: Int64 = 7, at offset: Int64, _ properties: String) -> CollectRecord {
+    private func profile(_ type: String, user: Int64 = 7, at offset: Int64, _ properties: PropertiesText) -> CollectRecord {
         CollectRecord(project: "default", type: type, event: nil, time: Self.base + offset, distinctId: "u\(user)", userId: user, properties: properties)
     }
 
-    private func item(_ type: String, id: String, at offset: Int64, _ properties: String = "{}") -> CollectRecord {
+    private func item(_ type: String, id: String, at offset: Int64, _ properties: PropertiesText = "{}") -> CollectRecord {
         CollectRecord(
             project: "default", type: type, event: nil, time: Self.base + offset, distinctId: nil, userId: nil,
             properties: properties, itemType: "book", itemId: id)
@@ -226,13 +226,13 @@ struct CollectorTests {
         try await withStore { store, url in
             // Several users, so that no one content-hash order can pass by chance.
             var trackId: Int64 = 0
-            func op(_ type: String, user: Int64, _ properties: String) -> CollectRecord {
+            func op(_ type: String, user: Int64, _ properties: PropertiesText) -> CollectRecord {
                 trackId += 1
                 var record = profile(type, user: user, at: 0, properties)
                 record.trackId = trackId
                 return record
             }
-            func itemOp(_ type: String, id: String, _ properties: String = "{}") -> CollectRecord {
+            func itemOp(_ type: String, id: String, _ properties: PropertiesText = "{}") -> CollectRecord {
                 trackId += 1
                 var record = item(type, id: id, at: 0, properties)
                 record.trackId = trackId
@@ -262,7 +262,7 @@ struct CollectorTests {
 
             // Two requests received in the same millisecond: the one written later wins.
             for (index, value) in ["x", "y", "z"].enumerated() {
-                var set = profile("profile_set", user: 9, at: 0, #"{"last":"\#(value)"}"#)
+                var set = profile("profile_set", user: 9, at: 0, PropertiesText(#"{"last":"\#(value)"}"#))
                 set.trackId = Int64(100 + index)
                 _ = try await write(store, [set])
             }
@@ -271,7 +271,7 @@ struct CollectorTests {
             // A request received earlier but written later (two gateways, or one slow to reach the
             // collector) is still the later one: the order is the order written, not of receipt.
             for (index, (value, receivedLater)) in [("early-written", Int64(5)), ("late-written", Int64(1))].enumerated() {
-                var set = profile("profile_set", user: 10, at: 0, #"{"last":"\#(value)"}"#)
+                var set = profile("profile_set", user: 10, at: 0, PropertiesText(#"{"last":"\#(value)"}"#))
                 set.trackId = Int64(200 + index)
                 _ = try await store.write(CollectBatch(receivedAt: Self.base + 60_000 + receivedLater, records: [set]))
             }
@@ -296,7 +296,7 @@ struct CollectorTests {
                             let records = (0..<3).map { n in
                                 CollectRecord(
                                     project: "default", type: "track", event: "E", time: Self.base + Int64(round * 100 + writer * 10 + n),
-                                    distinctId: "d", userId: 1, properties: #"{"p\#(round)":\#(values[(writer + round) % 4])}"#)
+                                    distinctId: "d", userId: 1, properties: PropertiesText(#"{"p\#(round)":\#(values[(writer + round) % 4])}"#))
                             }
                             _ = try await replicas[writer % 2].write(CollectBatch(receivedAt: Self.base + 60_000, records: records))
                         }
@@ -337,7 +337,7 @@ struct CollectorTests {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for writer in Int64(0)..<6 {
                         group.addTask {
-                            var set = self.profile("profile_set", user: 100 + round, at: round, #"{"v":"w\#(writer)"}"#)
+                            var set = self.profile("profile_set", user: 100 + round, at: round, PropertiesText(#"{"v":"w\#(writer)"}"#))
                             set.trackId = round * 10 + writer
                             _ = try await store.write(CollectBatch(receivedAt: Self.base + 60_000 + (5 - writer), records: [set]))
                         }

@@ -54,7 +54,7 @@ func violated(_ what: String, _ input: [UInt8]) -> Never {
 /// What PostgreSQL would refuse in a record the gateway accepted.
 func checkStorable(_ outcome: GatewayHarness.Outcome, _ input: [UInt8]) {
     for record in outcome.accepted {
-        if let problem = UntrustedText.storageProblem(ofJSONObject: record.properties) {
+        if let problem = UntrustedText.storageProblem(ofJSONObject: record.properties.utf8) {
             violated("accepted properties PostgreSQL refuses: \(problem)", input)
         }
         let texts = [
