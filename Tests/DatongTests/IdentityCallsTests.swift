@@ -88,7 +88,11 @@ struct IdentityCallsTests {
         let stub = StubIdentity()
         let outcome: Result<Void, any Error> = try await stub.application().test(.live) { identity in
             await captured {
-                try await RunningServices.run(identityURL: "http://127.0.0.1:\(identity.port!)", gatewayIdentityCalls: 1) { services in
+                // The calls' deadline well beyond their 300 ms each: on a loaded machine (the
+                // full parallel run) two uploads once waited past the default 5 s and got 503s.
+                try await RunningServices.run(
+                    identityURL: "http://127.0.0.1:\(identity.port!)", gatewayIdentityCalls: 1, gatewayUpstreamTimeoutSeconds: 30
+                ) { services in
                     // The first upload holds the only call slot; the next ones, with the refused
                     // device among them, wait for it and go in one call.
                     async let first = Self.sendAll([Self.upload(0, device: "held-device")], to: services.gateway)
