@@ -87,7 +87,7 @@ public struct CollectRecord: Sendable, Equatable {
 /// A record's properties as the UTF-8 text of a JSON object. Bytes rather than a `String`: the
 /// gateway writes them from an upload its parser has already checked (valid UTF-8, strings and
 /// numbers PostgreSQL takes) and the collector copies them into `jsonb` as they are; a `String`
-/// made on the way would check every byte once more (5.8k instructions an event at 50 records,
+/// made on the way would check every byte once more (about 5k instructions an event at 50 records,
 /// docs/BENCHMARKS.md) for a text nothing reads as one.
 package struct PropertiesText: Sendable, Hashable, ExpressibleByStringLiteral, CustomStringConvertible {
     /// The text's bytes, which must be well-formed UTF-8 (every maker here writes them so).
