@@ -58,7 +58,7 @@ package enum Fixtures {
     }
 
     package static func python() throws -> [CapturedRequest] {
-        try lines("python-sdk-1.11.0.jsonl").map { try JSONDecoder().decode(CapturedRequest.self, from: Data($0.utf8)) }
+        try requests("python-sdk-1.11.0.jsonl")
     }
 
     package static func ruby() throws -> [CapturedRequest] {
