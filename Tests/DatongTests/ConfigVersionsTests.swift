@@ -165,8 +165,8 @@ struct ConfigVersionsTests {
             let start = clock.now
             while try await served(replicaB) != 2 {
                 // The cache keeps an answer for 1 s; the rest is slack for a loaded 2-core machine.
-                guard clock.now - start < .seconds(3) else {
-                    Issue.record("replica B still serves version 1 after 3 s")
+                guard clock.now - start < .seconds(8) else {
+                    Issue.record("replica B still serves version 1 after 8 s")
                     break
                 }
                 try await Task.sleep(for: .milliseconds(50))

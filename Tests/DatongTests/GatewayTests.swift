@@ -170,7 +170,9 @@ struct GatewayTests {
             let clock = ContinuousClock()
             let start = clock.now
             var accepted = false
-            while clock.now - start < .seconds(6) {
+            // The gateway reads the whitelists every WHITELIST_REFRESH_SECONDS (2); the rest is slack
+            // for a loaded 2-core machine.
+            while clock.now - start < .seconds(12) {
                 let retry = try await Self.relay([foreign], app: app, project: "default", to: services.gateway)
                 if try Self.statuses(retry) == ["stored"] {
                     accepted = true
@@ -178,8 +180,8 @@ struct GatewayTests {
                 }
                 try await Task.sleep(for: .milliseconds(250))
             }
-            #expect(accepted, "the whitelist was not applied within 6 seconds")
-            #expect(clock.now - start < .seconds(5))
+            #expect(accepted, "the whitelist was not applied within 12 seconds")
+            #expect(clock.now - start < .seconds(10))
 
             // An H5 domain whitelist keeps pages of other domains out.
             #expect(try await services.config.execute(uri: "/v1/projects/production", method: .put, headers: Self.admin).status == .ok)
@@ -190,7 +192,7 @@ struct GatewayTests {
             #expect(domains.status == .created)
             let published = clock.now
             var refused: TestResponse?
-            while clock.now - published < .seconds(6) {
+            while clock.now - published < .seconds(12) {
                 let page = try await Self.relay([messages[0]], app: app, to: services.gateway)
                 if try Self.statuses(page) == ["rejected"] {
                     refused = page
@@ -199,7 +201,7 @@ struct GatewayTests {
                 try await Task.sleep(for: .milliseconds(250))
             }
             #expect(refused?.text.contains("H5 domain whitelist") == true)
-            #expect(clock.now - published < .seconds(5))
+            #expect(clock.now - published < .seconds(10))
             let events = try await TestDatabase.rows(
                 services.databaseURL,
                 "SELECT count(*)::text FROM analytics.events WHERE project = 'default'")

@@ -32,7 +32,9 @@ struct BodyDeadlinesTests {
         }
         let elapsed = clock.now - start
         #expect(stopped == nil)
-        #expect(elapsed >= .milliseconds(200) && elapsed < .seconds(2), "\(elapsed)")
+        // The watch runs on the threads every test shares (two here), which a test doing seconds of
+        // work without yielding can hold: the bound is the read's minute, not the tick.
+        #expect(elapsed >= .milliseconds(200) && elapsed < .seconds(30), "\(elapsed)")
 
         // A read that ignores its cancellation and returns late: what it returns is dropped.
         #expect(
@@ -67,7 +69,7 @@ struct BodyDeadlinesTests {
         #expect(outcomes.count == 200)
         #expect(outcomes.allSatisfy { index, value in value == (index.isMultiple(of: 2) ? index : nil) })
         // The slow reads were stopped at their deadline, not left to sleep their minute.
-        #expect(clock.now - readsStart < .seconds(5))
+        #expect(clock.now - readsStart < .seconds(30))
 
         let start = clock.now
         let caller = Task {
@@ -79,7 +81,7 @@ struct BodyDeadlinesTests {
         try await Task.sleep(for: .milliseconds(50))
         caller.cancel()
         await #expect(throws: CancellationError.self) { _ = try await caller.value }
-        #expect(clock.now - start < .seconds(5))
+        #expect(clock.now - start < .seconds(30))
         #expect(deadlines.watching.reads == 0)
     }
 }
