@@ -61,8 +61,8 @@ package struct BinaryCopyWriter: Sendable {
         appendInteger(unixMillis * 1000 - Self.postgresEpochOffsetMicros)
     }
 
-    /// A `jsonb` value from JSON text (binary jsonb is a version byte followed by the text).
-    /// A `jsonb` field whose text `write` appends (the field's length is filled in afterwards).
+    /// A `jsonb` field whose text `write` appends (the field's length is filled in afterwards;
+    /// binary jsonb is a version byte followed by the text).
     package mutating func jsonb(writing write: (inout [UInt8]) -> Void) {
         let start = bytes.count
         appendInteger(Int32(0))
@@ -71,15 +71,6 @@ package struct BinaryCopyWriter: Sendable {
         let length = Int32(bytes.count - start - 4).bigEndian
         withUnsafeBytes(of: length) { raw in
             for offset in 0..<4 { bytes[start + offset] = raw[offset] }
-        }
-    }
-
-    package mutating func jsonb(_ json: String?) {
-        guard var json else { return null() }
-        json.withUTF8 { utf8 in
-            appendInteger(Int32(utf8.count + 1))
-            bytes.append(1)
-            bytes.append(contentsOf: utf8)
         }
     }
 

@@ -129,7 +129,7 @@ struct PostgresTests {
         writer.bigint(-42)
         writer.boolean(true)
         writer.timestamp(unixMillis: 1_795_273_119_736)
-        writer.jsonb(#"{"a": [1, "b"]}"#)
+        Array(#"{"a": [1, "b"]}"#.utf8).withUnsafeBufferPointer { writer.jsonb(utf8: $0) }
         writer.uuid(Array(0..<16))
         writer.beginRow(fieldCount: 6)
         for _ in 0..<6 { writer.null() }
