@@ -122,7 +122,8 @@ package struct InvalidationLog: Sendable, Equatable {
     /// The database server that was read (its postmaster's start time): a different one (a failover
     /// or a restart) may lack changes a cache has seen, so the cache forgets everything.
     package var server: String
-    /// `after` for the next look: the oldest transaction still running at this one (an xid8).
+    /// `after` for the next look: which transactions had finished at this one (PostgreSQL's
+    /// `pg_snapshot` text, `xmin:xmax:running ids`); opaque to the caller.
     package var horizon: String
     package var identities: [IdentityName]
     /// False when more changed than one answer carries (`maxIdentities`): forget everything.

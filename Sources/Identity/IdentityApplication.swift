@@ -79,8 +79,8 @@ struct IdentityAPI: ServiceAPI {
     @Sendable func invalidationLog(_ request: Request, context: DatongRequestContext) async throws -> Response {
         try serviceToken.check(request)
         let after = request.uri.queryParameters["after"].map(String.init)
-        if let after, !PostgresInvalidationLog.isHorizon(after) {
-            throw ServiceError.badRequest(.invalidHorizon, "after must be the horizon a previous look answered (a whole number)")
+        if let after, PostgresInvalidationLog.snapshot(horizon: after) == nil {
+            throw ServiceError.badRequest(.invalidHorizon, "after must be the horizon a previous look answered (xmin:xmax:running ids)")
         }
         return Self.json(try await invalidations.look(after: after).jsonBytes)
     }

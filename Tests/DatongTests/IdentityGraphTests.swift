@@ -402,6 +402,59 @@ struct IdentityGraphTests {
         }
     }
 
+    @Test("a look reads each change once, however long another transaction runs; one running at a look is read when it ends")
+    func looksReadEachChangeOnce() async throws {
+        let url = try await TestDatabase.create()
+        try await TestDatabase.withPool(url) { pool in
+            try await Migrator.migrate(schema: IdentitySchema.name, migrations: IdentitySchema.migrations, pool: pool, logger: TestDatabase.logger)
+            try await pool.withConnection { try $0.execute("CREATE TABLE public.gate (opened boolean)") }
+            @Sendable func entry(_ value: String) -> String {
+                "INSERT INTO identity.invalidations (project, key, value) VALUES ('default', '\(Self.cookie)', '\(value)')"
+            }
+            let log = PostgresInvalidationLog(pool: pool)
+            var look = try await log.look(after: nil)
+            func next() async throws -> [String] {
+                look = try await log.look(after: look.horizon)
+                return look.identities.map(\.value)
+            }
+            // A transaction (a long erasure, a backfill: any writer on the server) that writes an
+            // entry and stays open until the gate opens, or for a minute at most.
+            let long = Task {
+                try await pool.transaction { connection in
+                    try connection.execute(entry("long"))
+                    try connection.execute(
+                        """
+                        DO $$ BEGIN
+                            FOR second IN 1..6000 LOOP
+                                EXIT WHEN EXISTS (SELECT 1 FROM public.gate);
+                                PERFORM pg_sleep(0.01);
+                            END LOOP;
+                        END $$
+                        """)
+                }
+            }
+            let running = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND backend_xid IS NOT NULL"
+            while try await TestDatabase.rows(url, running) != [["1"]] { try await Task.sleep(for: .milliseconds(20)) }
+
+            try await pool.withConnection { try $0.execute(entry("short")) }
+            #expect(try await next() == ["short"])
+            // Read once: while the long transaction holds the oldest running transaction back, a
+            // look that read it again would make every cache forget it again each interval (and
+            // learn nothing that a look overlapped).
+            #expect(try await next() == [], "read again while another transaction runs")
+            #expect(try await next() == [])
+            try await pool.withConnection { try $0.execute("INSERT INTO public.gate VALUES (true)") }
+            try await long.value
+            #expect(try await next() == ["long"], "a transaction running at a look is read once it has ended")
+            #expect(try await next() == [])
+
+            // A horizon stays a size a URL carries: with thousands of transactions running, the
+            // oldest alone (which reads again what finished after it).
+            #expect(PostgresInvalidationLog.bounded("3:5:4") == "3:5:4")
+            #expect(PostgresInvalidationLog.bounded("3:5000:" + (3..<4999).map(String.init).joined(separator: ",")) == "3:3:")
+        }
+    }
+
     @Test("a look that ends long after the last good one began forgets everything: the log may have pruned what it missed")
     func cacheForgetsAfterAHungLook() async throws {
         final class SlowSource: InvalidationSource {
