@@ -22,6 +22,10 @@ package func buildCollectorApplication(
         partitions: partitions, settings: RetentionSettings(pool: database.pool), retentionDays: settings.retentionDays, logger: runtime.logger
     )
     let replication = ReplicationMonitor(pool: database.pool, registry: runtime.metrics, logger: runtime.logger)
+    let rollup: [ReportRollup] =
+        settings.reportRollupIntervalMs > 0
+        ? [ReportRollup(pool: database.pool, interval: .milliseconds(settings.reportRollupIntervalMs), registry: runtime.metrics, logger: runtime.logger)]
+        : []
     return database.application(
         name: "collector",
         api: CollectorAPI(
@@ -29,10 +33,10 @@ package func buildCollectorApplication(
             maxBatchBytes: settings.maxBatchBytes, refusals: Refusals(registry: runtime.metrics),
             keyRule: StoredKeyRule(pool: database.pool).current, userData: UserData(pool: database.pool), retention: maintenance,
             notes: CatalogNotes(pool: database.pool), types: TypeSettings(pool: database.pool, catalog: catalog),
-            replay: TypeRefusalReplay(pool: database.pool)
+            replay: TypeRefusalReplay(pool: database.pool), timeZones: ReportTimeZones(pool: database.pool)
         ),
         schema: CollectorSchema.name, migrations: CollectorSchema.migrations, server: settings.server, runtime: runtime,
-        services: [maintenance, replication] + (catalog.map { [TypeChangeWatch(pool: database.pool, catalog: $0, logger: runtime.logger)] } ?? [])
+        services: [maintenance, replication] + rollup + (catalog.map { [TypeChangeWatch(pool: database.pool, catalog: $0, logger: runtime.logger)] } ?? [])
     )
 }
 
@@ -58,6 +62,8 @@ struct CollectorAPI: ServiceAPI {
     var types: TypeSettings? = nil
     /// Replays records refused for a value of another type or an undeclared event; nil: no such route.
     var replay: TypeRefusalReplay? = nil
+    /// The projects' time zones, for reports; nil: no such routes.
+    var timeZones: ReportTimeZones? = nil
 
     func register(on router: Router<DatongRequestContext>) {
         // Writes: a batch, or a group of batches the gateways folded together.
@@ -83,6 +89,11 @@ struct CollectorAPI: ServiceAPI {
             router.get("/v1/retention") { try await retentionPlan(retention, $0, $1) }
             projects.put("retention") { try await setRetention(retention, $0, $1) }
             projects.delete("retention") { try await clearRetention(retention, $0, $1) }
+        }
+        // The project's time zone, the days of its reports.
+        if let timeZones {
+            projects.get("time-zone") { try await timeZone(timeZones, $0, $1) }
+            projects.put("time-zone") { try await setTimeZone(timeZones, $0, $1) }
         }
         // A person's rows, for the erasures and exports config-service runs.
         if let userData {
@@ -218,6 +229,25 @@ struct CollectorAPI: ServiceAPI {
         let project = try authorize(request, context)
         try await retention.settings.clear(project: project)
         return Response(status: .noContent)
+    }
+
+    // MARK: Reports
+
+    private func timeZone(_ zones: ReportTimeZones, _ request: Request, _ context: DatongRequestContext) async throws -> Response {
+        let project = try authorize(request, context)
+        return try jsonResponse(.ok, encoding: try await zones.zone(of: project))
+    }
+
+    private func setTimeZone(_ zones: ReportTimeZones, _ request: Request, _ context: DatongRequestContext) async throws -> Response {
+        let project = try authorize(request, context)
+        let setting = try await decodeJSONBody(TimeZoneSetting.self, from: request, limit: 1024)
+        if let problem = ProjectTimeZone.shapeProblem(setting.timeZone) { throw ServiceError.badRequest(.invalidValue, problem) }
+        let zone = ProjectTimeZone(project: project, timeZone: setting.timeZone)
+        guard try await zones.set(zone) else {
+            throw ServiceError.badRequest(
+                .invalidValue, "timeZone '\(setting.timeZone)' is not a time zone PostgreSQL knows (an IANA name such as Asia/Shanghai)")
+        }
+        return try jsonResponse(.ok, encoding: zone)
     }
 
     // MARK: A person's rows

@@ -705,5 +705,6 @@ package enum CollectorSchema {
                     FROM collector.catalog_properties p
                     LEFT JOIN collector.catalog_notes n ON n.project = p.project AND n.kind = p.kind || '_property' AND n.name = p.name;
                 """),
+        ReportSchema.migration,
     ]
 }

@@ -12,12 +12,15 @@ package struct CollectorSettings: Sendable {
     package var maxWaitingRecords: Int
     /// Days of events kept; older monthly partitions are dropped whole (`RETENTION_DAYS`, 0 = keep all).
     package var retentionDays: Int
+    /// Milliseconds between two looks of the report rollups (`REPORT_ROLLUP_INTERVAL_MS`, 0 = none).
+    package var reportRollupIntervalMs: Int
 
     package static let defaultPort = 8109
 
     package init(
         server: ServerSettings, database: DatabaseSettings, maxBatchBytes: Int = 64 << 20,
-        maxRecordsPerTransaction: Int = 10_000, maxWaitingRecords: Int = 200_000, retentionDays: Int = 0
+        maxRecordsPerTransaction: Int = 10_000, maxWaitingRecords: Int = 200_000, retentionDays: Int = 0,
+        reportRollupIntervalMs: Int = 2000
     ) {
         self.server = server
         self.database = database
@@ -25,6 +28,7 @@ package struct CollectorSettings: Sendable {
         self.maxRecordsPerTransaction = maxRecordsPerTransaction
         self.maxWaitingRecords = maxWaitingRecords
         self.retentionDays = retentionDays
+        self.reportRollupIntervalMs = reportRollupIntervalMs
     }
 
     /// The defaults are the memberwise initializer's, and nowhere else.
@@ -38,7 +42,9 @@ package struct CollectorSettings: Sendable {
                 "COLLECTOR_MAX_RECORDS_PER_TRANSACTION", default: defaults.maxRecordsPerTransaction, range: 1...1_000_000
             ),
             maxWaitingRecords: try reader.int("COLLECTOR_MAX_WAITING_RECORDS", default: defaults.maxWaitingRecords, range: 1...100_000_000),
-            retentionDays: try reader.int("RETENTION_DAYS", default: defaults.retentionDays, range: 0...36_500)
+            retentionDays: try reader.int("RETENTION_DAYS", default: defaults.retentionDays, range: 0...36_500),
+            reportRollupIntervalMs: try reader.int(
+                "REPORT_ROLLUP_INTERVAL_MS", default: defaults.reportRollupIntervalMs, range: 0...3_600_000)
         )
     }
 }

@@ -16,6 +16,12 @@ package enum EventRows {
     /// The same into the transaction's staging table (`LIKE collector.events`).
     static let copyIntoStaging = copyStatement(into: "pg_temp.incoming_events")
 
+    /// Moves the staged rows into `collector.events`, naming the columns so that the table's own
+    /// (`stored_xid`) take their defaults.
+    static let insertFromStaging =
+        "INSERT INTO collector.events (\(columns.joined(separator: ", "))) SELECT \(columns.joined(separator: ", ")) FROM pg_temp.incoming_events "
+        + "ON CONFLICT DO NOTHING RETURNING event_id::text"
+
     private static func copyStatement(into table: String) -> String {
         "COPY \(table) (\(columns.joined(separator: ", "))) FROM STDIN (FORMAT binary)"
     }

@@ -232,7 +232,7 @@ final class PostgresEventStore: EventStore {
                 case .staging:
                     _ = try connection.copyIn(EventRows.copyIntoStaging, data: eventData)
                     let rows = try connection.execute(
-                        "INSERT INTO collector.events SELECT * FROM pg_temp.incoming_events ON CONFLICT DO NOTHING RETURNING event_id::text"
+                        EventRows.insertFromStaging
                     ).rows
                     for row in rows { if let key = row[0].flatMap(RecordKey.init(uuidText:)) { inserted.insert(key) } }
                 }

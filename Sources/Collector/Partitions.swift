@@ -120,11 +120,19 @@ final class EventPartitions: Sendable {
         }
     }
 
-    /// Drops the tables `tables` (their SQL names; retention): the rows in them are gone.
+    /// Drops the tables `tables` (their SQL names; retention): the rows in them are gone, and the
+    /// days they held are marked for the report rollups to build again without them.
     func drop(_ tables: [String]) async throws {
         guard !tables.isEmpty else { return }
         try await changing { connection in
-            for table in tables { try connection.execute("DROP TABLE IF EXISTS \(table)") }
+            for table in tables where try connection.query("SELECT to_regclass($1) IS NOT NULL", [table]).scalar == "t" {
+                try connection.execute(
+                    """
+                    INSERT INTO collector.report_dirty (project, day)
+                    SELECT DISTINCT project, (time AT TIME ZONE collector.report_zone(project))::date FROM \(table);
+                    DROP TABLE \(table)
+                    """)
+            }
         }
         forgetAll()
     }

@@ -23,7 +23,9 @@ package struct UserData: Sendable {
         let users = postgresBigintArray(step.subject.users)
         let limit = String(step.limit)
         var erased = CollectorErasure(rejectedAfter: step.rejectedAfter)
-        erased.events = try await delete(Self.events, [project, users, limit])
+        erased.events = try await pool.transaction { connection in
+            try connection.query(Self.events, [project, users, limit]).scalar.flatMap(Int.init) ?? 0
+        }
         erased.profileRecords = try await delete(Self.profileRecords, [project, users, limit])
         erased.details = try await delete(Self.details, [project, users, limit])
         erased.profiles = try await delete(Self.profiles, [project, users])
@@ -161,11 +163,20 @@ package struct UserData: Sendable {
         return String(text.dropFirst().dropLast()).replacingOccurrences(of: "\\/", with: "/")
     }
 
+    /// Deletes a batch of the person's events and marks their days, in the project's time zone, for
+    /// the report rollups to build again without them (ReportRollup); answers how many went.
     private static let events = """
-        DELETE FROM collector.events e USING (
-            SELECT time, event_id FROM collector.events WHERE project = $1 AND user_id = ANY($2::bigint[]) LIMIT $3
-        ) gone
-        WHERE e.project = $1 AND e.time = gone.time AND e.event_id = gone.event_id
+        WITH gone AS (
+            DELETE FROM collector.events e USING (
+                SELECT time, event_id FROM collector.events WHERE project = $1 AND user_id = ANY($2::bigint[]) LIMIT $3
+            ) picked
+            WHERE e.project = $1 AND e.time = picked.time AND e.event_id = picked.event_id
+            RETURNING e.time
+        ), marked AS (
+            INSERT INTO collector.report_dirty (project, day)
+            SELECT DISTINCT $1, (time AT TIME ZONE collector.report_zone($1))::date FROM gone
+        )
+        SELECT count(*)::text FROM gone
         """
 
     private static let profileRecords = """

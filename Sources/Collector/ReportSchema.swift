@@ -1,0 +1,669 @@
+import DatongPostgres
+
+/// What Sensors' reports read, kept by the collector (`ReportRollup`), and the report functions
+/// analysts call (docs/ANALYTICS.md, "Reports"): event trends, funnels, retention, distributions
+/// and a person's events, in the project's time zone, people followed through their merges.
+enum ReportSchema {
+    static let migration = Migration(
+        version: 15, name: "report rollups, the project's time zone and the report functions",
+        sql: #"""
+                -- Which transaction stored each event, so that the rollups read what is new since their last
+                -- look (the snapshot technique identity's invalidation log uses). Events stored before this
+                -- migration have none: the first look builds everything from every event.
+                ALTER TABLE collector.events ADD COLUMN stored_xid bigint;
+                ALTER TABLE collector.events ALTER COLUMN stored_xid SET DEFAULT pg_current_xact_id()::text::bigint;
+                CREATE INDEX events_stored_xid ON collector.events USING brin (stored_xid) WITH (pages_per_range = 16);
+                -- A person's events newest first (analytics.user_events) without sorting all of them.
+                CREATE INDEX events_project_user_time ON collector.events (project, user_id, time);
+                DROP INDEX collector.events_project_user;
+
+                -- A project's time zone (an IANA name): its days and hours in every report and rollup.
+                CREATE TABLE collector.report_settings (
+                    project    text        PRIMARY KEY,
+                    time_zone  text        NOT NULL,
+                    updated_at timestamptz NOT NULL DEFAULT now()
+                );
+                CREATE FUNCTION collector.report_zone(project text) RETURNS text
+                LANGUAGE sql STABLE AS $$
+                    SELECT coalesce((SELECT s.time_zone FROM collector.report_settings s WHERE s.project = $1), 'UTC')
+                $$;
+
+                -- Events per project, event and local hour.
+                CREATE TABLE collector.report_hours (
+                    project text      NOT NULL,
+                    event   text      NOT NULL,
+                    hour    timestamp NOT NULL,
+                    events  bigint    NOT NULL,
+                    PRIMARY KEY (project, event, hour)
+                );
+                -- Per project, event, local day and the user each event was stored with (0: none), with the
+                -- SDK and app version: how many events, and the first one's time. People are counted by
+                -- following user_id through analytics.user_canonical when a report is asked, so a merge made
+                -- later changes nothing here.
+                CREATE TABLE collector.report_days (
+                    project     text        NOT NULL,
+                    event       text        NOT NULL,
+                    day         date        NOT NULL,
+                    user_id     bigint      NOT NULL,
+                    lib         text        NOT NULL,
+                    app_version text        NOT NULL,
+                    events      bigint      NOT NULL,
+                    first_at    timestamptz NOT NULL,
+                    PRIMARY KEY (project, event, day, user_id, lib, app_version)
+                );
+                -- Days whose rollups are built again from collector.events (an erasure, retention); a NULL day:
+                -- all of the project's (its time zone changed).
+                CREATE TABLE collector.report_dirty (
+                    project   text        NOT NULL,
+                    day       date,
+                    marked_at timestamptz NOT NULL DEFAULT now()
+                );
+                -- How far the rollups have read: the snapshot of the last look (NULL: build everything).
+                CREATE TABLE collector.report_state (
+                    one_row     boolean     PRIMARY KEY DEFAULT true CHECK (one_row),
+                    snapshot    pg_snapshot,
+                    rounds      bigint      NOT NULL DEFAULT 0,
+                    finished_at timestamptz,
+                    events_read bigint      NOT NULL DEFAULT 0
+                );
+                INSERT INTO collector.report_state DEFAULT VALUES;
+
+                -- Adds to both rollups the events of collector.events that `condition` (SQL over `e`, with the
+                -- parameters $1 … $4 of collector.report_round) selects.
+                CREATE FUNCTION collector.report_add(condition text, prev pg_snapshot, projects text[], days date[], whole text[]) RETURNS bigint
+                LANGUAGE plpgsql AS $fn$
+                DECLARE
+                    added bigint;
+                BEGIN
+                    EXECUTE format($q$
+                        WITH picked AS MATERIALIZED (
+                            SELECT e.project, e.event, e.time AT TIME ZONE coalesce(s.time_zone, 'UTC') AS local, e.time,
+                                   coalesce(e.user_id, 0) AS user_id, coalesce(e.lib, '') AS lib, coalesce(e.app_version, '') AS app_version
+                            FROM collector.events e LEFT JOIN collector.report_settings s ON s.project = e.project
+                            WHERE %s
+                        ), hours AS (
+                            INSERT INTO collector.report_hours AS h (project, event, hour, events)
+                            SELECT project, event, date_trunc('hour', local), count(*) FROM picked GROUP BY 1, 2, 3
+                            ON CONFLICT (project, event, hour) DO UPDATE SET events = h.events + excluded.events
+                        ), days AS (
+                            INSERT INTO collector.report_days AS d (project, event, day, user_id, lib, app_version, events, first_at)
+                            SELECT project, event, local::date, user_id, lib, app_version, count(*), min(time) FROM picked GROUP BY 1, 2, 3, 4, 5, 6
+                            ON CONFLICT (project, event, day, user_id, lib, app_version)
+                            DO UPDATE SET events = d.events + excluded.events, first_at = least(d.first_at, excluded.first_at)
+                        )
+                        SELECT count(*) FROM picked
+                    $q$, condition) INTO added USING prev, projects, days, whole;
+                    RETURN added;
+                END $fn$;
+
+                -- One look of the rollups, in a REPEATABLE READ transaction: rebuilds at most `max_days` marked
+                -- days (or whole projects), then adds every event stored by a transaction the last look did not
+                -- see finished, outside what was rebuilt. The look's snapshot is the next one's start, written in
+                -- the same transaction: an event is added once, whatever crashes. Two collectors looking at once:
+                -- the second fails to serialize and looks again later.
+                CREATE FUNCTION collector.report_round(max_days integer) RETURNS TABLE (events_read bigint, days_rebuilt integer, days_waiting bigint)
+                LANGUAGE plpgsql AS $fn$
+                DECLARE
+                    prev pg_snapshot;
+                    cur pg_snapshot := pg_current_snapshot();
+                    projects text[];
+                    days date[];
+                    whole text[];
+                    n bigint := 0;
+                BEGIN
+                    IF current_setting('transaction_isolation') <> 'repeatable read' THEN
+                        RAISE EXCEPTION 'collector.report_round runs in a REPEATABLE READ transaction';
+                    END IF;
+                    SELECT s.snapshot INTO prev FROM collector.report_state s FOR UPDATE;
+                    IF prev IS NULL THEN
+                        DELETE FROM collector.report_hours;
+                        DELETE FROM collector.report_days;
+                        DELETE FROM collector.report_dirty;
+                        n := collector.report_add('true', NULL, NULL, NULL, NULL);
+                        days_rebuilt := 0;
+                    ELSE
+                        WITH taken AS (
+                            DELETE FROM collector.report_dirty r WHERE r.ctid = ANY(ARRAY(
+                                SELECT ctid FROM collector.report_dirty ORDER BY day NULLS FIRST, marked_at LIMIT max_days))
+                            RETURNING r.project, r.day
+                        ), distinct_taken AS (SELECT DISTINCT t.project, t.day FROM taken t)
+                        SELECT coalesce(array_agg(t.project), '{}'), coalesce(array_agg(t.day), '{}') INTO projects, days FROM distinct_taken t;
+                        whole := ARRAY(SELECT p FROM unnest(projects, days) u(p, d) WHERE d IS NULL);
+                        -- A project built whole needs none of its days built.
+                        SELECT coalesce(array_agg(p), '{}'), coalesce(array_agg(d), '{}') INTO projects, days
+                        FROM unnest(projects, days) u(p, d) WHERE d IS NOT NULL AND p <> ALL(whole);
+                        days_rebuilt := cardinality(days) + cardinality(whole);
+                        IF days_rebuilt > 0 THEN
+                            DELETE FROM collector.report_hours h USING unnest(projects, days) u(p, d)
+                            WHERE h.project = u.p AND h.hour >= u.d AND h.hour < u.d + 1;
+                            DELETE FROM collector.report_hours h WHERE h.project = ANY(whole);
+                            DELETE FROM collector.report_days r USING unnest(projects, days) u(p, d) WHERE r.project = u.p AND r.day = u.d;
+                            DELETE FROM collector.report_days r WHERE r.project = ANY(whole);
+                            n := n + collector.report_add('e.project = ANY($4)', prev, projects, days, whole);
+                            n := n + collector.report_add($c$
+                                EXISTS (SELECT 1 FROM unnest($2, $3) u(p, d) WHERE e.project = u.p
+                                        AND e.time >= u.d::timestamp AT TIME ZONE coalesce(s.time_zone, 'UTC')
+                                        AND e.time < (u.d + 1)::timestamp AT TIME ZONE coalesce(s.time_zone, 'UTC'))
+                                $c$, prev, projects, days, whole);
+                        END IF;
+                        n := n + collector.report_add($c$
+                            e.stored_xid >= pg_snapshot_xmin($1)::text::bigint
+                            AND NOT pg_visible_in_snapshot(e.stored_xid::text::xid8, $1)
+                            AND e.project <> ALL($4)
+                            AND NOT EXISTS (SELECT 1 FROM unnest($2, $3) u(p, d)
+                                            WHERE e.project = u.p AND u.d = (e.time AT TIME ZONE coalesce(s.time_zone, 'UTC'))::date)
+                            $c$, prev, projects, days, whole);
+                    END IF;
+                    UPDATE collector.report_state
+                    SET snapshot = cur, rounds = rounds + 1, finished_at = clock_timestamp(), events_read = report_state.events_read + n;
+                    events_read := n;
+                    SELECT count(*) INTO days_waiting FROM collector.report_dirty;
+                    RETURN NEXT;
+                END $fn$;
+
+                -- Marks for rebuilding the local days of `project` from `lo` to `hi` (an erasure, a dropped month).
+                CREATE FUNCTION collector.report_mark(project text, lo timestamptz, hi timestamptz) RETURNS void
+                LANGUAGE sql AS $$
+                    INSERT INTO collector.report_dirty (project, day)
+                    SELECT $1, d::date FROM generate_series((lo AT TIME ZONE collector.report_zone($1))::date,
+                                                            (hi AT TIME ZONE collector.report_zone($1))::date, interval '1 day') d
+                $$;
+
+                ------------------------------------------------------------------------------------------------
+                -- The reports' shared checks and pieces of SQL. Every error is 22023 (invalid_parameter_value)
+                -- with a message that says what is wrong.
+
+                CREATE FUNCTION collector.report_fail(message text) RETURNS void
+                LANGUAGE plpgsql AS $$
+                BEGIN
+                    RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = message;
+                END $$;
+
+                -- The project exists (it has stored an event, or has a time zone set), the days are in order and
+                -- at most `max_days` apart.
+                CREATE FUNCTION collector.report_check_range(project text, from_day date, to_day date, max_days integer) RETURNS void
+                LANGUAGE plpgsql STABLE AS $$
+                BEGIN
+                    IF project IS NULL OR NOT (EXISTS (SELECT 1 FROM collector.catalog_event_sources c WHERE c.project = $1)
+                                               OR EXISTS (SELECT 1 FROM collector.report_settings s WHERE s.project = $1)) THEN
+                        PERFORM collector.report_fail(format('unknown project %L: it has stored no event', project));
+                    END IF;
+                    IF from_day IS NULL OR to_day IS NULL THEN
+                        PERFORM collector.report_fail('from_day and to_day are both needed');
+                    END IF;
+                    IF to_day < from_day THEN
+                        PERFORM collector.report_fail(format('to_day %s is before from_day %s', to_day, from_day));
+                    END IF;
+                    IF to_day - from_day + 1 > max_days THEN
+                        PERFORM collector.report_fail(format('%s days from %s to %s: this report covers at most %s days',
+                                                             to_day - from_day + 1, from_day, to_day, max_days));
+                    END IF;
+                END $$;
+
+                -- The event has been stored in the project and is not hidden.
+                CREATE FUNCTION collector.report_check_event(project text, event text) RETURNS void
+                LANGUAGE plpgsql STABLE AS $$
+                BEGIN
+                    IF event IS NULL OR event = '' THEN PERFORM collector.report_fail('an event name is needed'); END IF;
+                    IF NOT EXISTS (SELECT 1 FROM collector.catalog_event_sources c WHERE c.project = $1 AND c.event = $2) THEN
+                        PERFORM collector.report_fail(format('project %L has stored no event %L', project, event));
+                    END IF;
+                    IF EXISTS (SELECT 1 FROM collector.catalog_notes n WHERE n.project = $1 AND n.kind = 'event' AND n.name = $2 AND n.hidden) THEN
+                        PERFORM collector.report_fail(format('event %L is hidden from analysts in project %L', event, project));
+                    END IF;
+                END $$;
+
+                -- A property a report reads: `lib` and `app_version` (the event's SDK and app version),
+                -- `user.NAME` (a profile property of the event's person) or `NAME` (an event property). Gives the
+                -- SQL expression of its value (`as_type`: 'text' or 'number') and whether the profile is needed.
+                CREATE FUNCTION collector.report_property(project text, ref text, as_type text, OUT expression text, OUT profile boolean, OUT type text)
+                LANGUAGE plpgsql STABLE AS $$
+                DECLARE
+                    v_kind text := 'event';
+                    v_name text := ref;
+                    hidden boolean;
+                BEGIN
+                    profile := false;
+                    IF ref IS NULL OR ref = '' THEN PERFORM collector.report_fail('a property name is needed'); END IF;
+                    IF ref IN ('lib', 'app_version') AND as_type = 'text' THEN
+                        expression := 'e.' || ref;
+                        type := 'STRING';
+                        RETURN;
+                    END IF;
+                    IF ref LIKE 'user.%' THEN
+                        v_kind := 'profile';
+                        v_name := substr(ref, 6);
+                        profile := true;
+                    END IF;
+                    SELECT c.type INTO type FROM collector.catalog_properties c WHERE c.project = $1 AND c.kind = v_kind AND c.name = v_name;
+                    IF type IS NULL THEN
+                        PERFORM collector.report_fail(format('project %L has no %s property %L', project, v_kind, v_name));
+                    END IF;
+                    SELECT n.hidden INTO hidden FROM collector.catalog_notes n
+                    WHERE n.project = $1 AND n.kind = v_kind || '_property' AND n.name = v_name;
+                    IF coalesce(hidden, false) THEN
+                        PERFORM collector.report_fail(format('%s property %L is hidden from analysts in project %L', v_kind, v_name, project));
+                    END IF;
+                    IF as_type = 'number' AND type <> 'NUMBER' THEN
+                        PERFORM collector.report_fail(format('%s property %L is %s, not a NUMBER', v_kind, v_name, type));
+                    END IF;
+                    expression := format('analytics.as_%s(%s.properties, %L)', CASE WHEN as_type = 'number' THEN 'number' ELSE 'string' END,
+                                         CASE WHEN profile THEN 'p' ELSE 'e' END, v_name);
+                END $$;
+
+                -- Property conditions as SQL over `e` (and `p`, the profile, when `profile`): a JSON array of
+                -- {"property": REF, "op": OP, "value": V}, all of which must hold. OP: = != < <= > >= (V a value),
+                -- in / not_in (V a list), contains (V a text: part of a text, or an element of a list), is_set, not_set.
+                CREATE FUNCTION collector.report_conditions(project text, filters jsonb, OUT condition text, OUT profile boolean)
+                LANGUAGE plpgsql STABLE AS $$
+                DECLARE
+                    f jsonb;
+                    prop record;
+                    op text;
+                    v jsonb;
+                    ref text;
+                    typed text;
+                    value_sql text;
+                    parts text[] := '{}';
+                BEGIN
+                    profile := false;
+                    IF filters IS NULL THEN filters := '[]'; END IF;
+                    IF jsonb_typeof(filters) <> 'array' THEN
+                        PERFORM collector.report_fail('filters is a JSON array of {"property": …, "op": …, "value": …}');
+                    END IF;
+                    IF jsonb_array_length(filters) > 20 THEN PERFORM collector.report_fail('at most 20 filters'); END IF;
+                    FOR f IN SELECT * FROM jsonb_array_elements(filters) LOOP
+                        IF jsonb_typeof(f) <> 'object' OR jsonb_typeof(f -> 'property') <> 'string' OR jsonb_typeof(f -> 'op') <> 'string' THEN
+                            PERFORM collector.report_fail(format('filter %s: needs "property" and "op" texts', f));
+                        END IF;
+                        ref := f ->> 'property';
+                        op := f ->> 'op';
+                        v := f -> 'value';
+                        SELECT * INTO prop FROM collector.report_property(project, ref, 'text');
+                        profile := profile OR prop.profile;
+                        -- Compare as the property's type: numbers as numbers, everything else as text.
+                        IF prop.type = 'NUMBER' THEN
+                            typed := replace(prop.expression, 'as_string', 'as_number');
+                        ELSIF prop.type = 'BOOL' THEN
+                            typed := replace(prop.expression, 'as_string', 'as_bool');
+                        ELSE
+                            typed := prop.expression;
+                        END IF;
+                        IF op IN ('=', '!=', '<', '<=', '>', '>=') THEN
+                            IF v IS NULL OR jsonb_typeof(v) NOT IN ('string', 'number', 'boolean') THEN
+                                PERFORM collector.report_fail(format('filter on %L: %s needs a text, number or boolean "value"', ref, op));
+                            END IF;
+                            IF prop.type = 'NUMBER' AND (jsonb_typeof(v) <> 'number') THEN
+                                PERFORM collector.report_fail(format('filter on %L: the property is a NUMBER; "value" must be a number', ref));
+                            END IF;
+                            IF prop.type = 'BOOL' AND (jsonb_typeof(v) <> 'boolean') THEN
+                                PERFORM collector.report_fail(format('filter on %L: the property is a BOOL; "value" must be true or false', ref));
+                            END IF;
+                            value_sql := CASE prop.type WHEN 'NUMBER' THEN format('%s::numeric', v #>> '{}') WHEN 'BOOL' THEN (v #>> '{}')
+                                                        ELSE quote_literal(v #>> '{}') END;
+                            parts := parts || format('(%s %s %s)', typed, CASE op WHEN '!=' THEN 'IS DISTINCT FROM' ELSE op END, value_sql);
+                        ELSIF op IN ('in', 'not_in') THEN
+                            IF jsonb_typeof(v) IS DISTINCT FROM 'array' OR jsonb_array_length(v) = 0 OR jsonb_array_length(v) > 1000 THEN
+                                PERFORM collector.report_fail(format('filter on %L: %s needs a "value" list of 1 to 1000 values', ref, op));
+                            END IF;
+                            parts := parts || format('(%s %s (SELECT jsonb_array_elements_text(%L::jsonb)))', prop.expression,
+                                                     CASE op WHEN 'in' THEN 'IN' ELSE 'NOT IN' END, v);
+                            IF op = 'not_in' THEN parts[cardinality(parts)] := format('(%s IS NULL OR %s)', prop.expression, parts[cardinality(parts)]); END IF;
+                        ELSIF op = 'contains' THEN
+                            IF jsonb_typeof(v) IS DISTINCT FROM 'string' THEN
+                                PERFORM collector.report_fail(format('filter on %L: contains needs a text "value"', ref));
+                            END IF;
+                            IF prop.type = 'LIST' THEN
+                                parts := parts || format('(%s = ANY(%s))', quote_literal(v #>> '{}'), replace(prop.expression, 'as_string', 'as_list'));
+                            ELSE
+                                parts := parts || format('(strpos(%s, %L) > 0)', prop.expression, v #>> '{}');
+                            END IF;
+                        ELSIF op IN ('is_set', 'not_set') THEN
+                            IF ref IN ('lib', 'app_version') THEN
+                                parts := parts || format('(%s %s)', prop.expression, CASE op WHEN 'is_set' THEN 'IS NOT NULL' ELSE 'IS NULL' END);
+                            ELSE
+                                parts := parts || format('(%s(coalesce(%s.properties, ''{}'') ? %L))', CASE op WHEN 'is_set' THEN '' ELSE 'NOT ' END,
+                                                         CASE WHEN prop.profile THEN 'p' ELSE 'e' END, CASE WHEN prop.profile THEN substr(ref, 6) ELSE ref END);
+                            END IF;
+                        ELSE
+                            PERFORM collector.report_fail(format('filter on %L: unknown op %L (= != < <= > >= in not_in contains is_set not_set)', ref, op));
+                        END IF;
+                    END LOOP;
+                    condition := CASE WHEN cardinality(parts) = 0 THEN 'true' ELSE array_to_string(parts, ' AND ') END;
+                END $$;
+
+                -- The FROM clause of a report that reads events: each event with its person now (`u`) and, when
+                -- asked, the person's profile (`p`).
+                CREATE FUNCTION collector.report_from(profile boolean) RETURNS text
+                LANGUAGE sql IMMUTABLE AS $$
+                    SELECT 'collector.events e LEFT JOIN analytics.user_canonical c ON c.project = e.project AND c.user_id = e.user_id'
+                        || CASE WHEN profile THEN ' LEFT JOIN collector.profiles p ON p.project = e.project AND p.user_id = coalesce(c.canonical_user_id, e.user_id)' ELSE '' END
+                $$;
+
+                ------------------------------------------------------------------------------------------------
+                -- The reports (docs/ANALYTICS.md, "Reports").
+
+                CREATE FUNCTION analytics.event_trend(
+                    project text, events text[], from_day date, to_day date, unit text DEFAULT 'day', measure text DEFAULT 'events',
+                    property text DEFAULT NULL, group_by text DEFAULT NULL, filters jsonb DEFAULT '[]', top integer DEFAULT 10
+                ) RETURNS TABLE (bucket timestamp, event text, group_value text, value numeric)
+                LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+                DECLARE
+                    zone text;
+                    cond record;
+                    grp_expr text;
+                    grp_profile boolean := false;
+                    val_expr text;
+                    sql text;
+                    name text;
+                BEGIN
+                    PERFORM collector.report_check_range(project, from_day, to_day, 400);
+                    IF events IS NULL OR cardinality(events) = 0 OR cardinality(events) > 30 THEN
+                        PERFORM collector.report_fail('events: name 1 to 30 events');
+                    END IF;
+                    FOREACH name IN ARRAY events LOOP PERFORM collector.report_check_event(project, name); END LOOP;
+                    IF unit IS NULL OR unit NOT IN ('hour', 'day', 'week', 'month') THEN
+                        PERFORM collector.report_fail(format('unit %L: hour, day, week or month', unit));
+                    END IF;
+                    IF unit = 'hour' AND to_day - from_day >= 31 THEN PERFORM collector.report_fail('unit hour covers at most 31 days'); END IF;
+                    IF measure IS NULL OR measure NOT IN ('events', 'people', 'sum', 'avg', 'min', 'max') THEN
+                        PERFORM collector.report_fail(format('measure %L: events, people, sum, avg, min or max', measure));
+                    END IF;
+                    IF (measure IN ('sum', 'avg', 'min', 'max')) <> (property IS NOT NULL) THEN
+                        PERFORM collector.report_fail('property names the NUMBER property of sum, avg, min and max, and only of them');
+                    END IF;
+                    IF top IS NULL OR top NOT BETWEEN 1 AND 1000 THEN PERFORM collector.report_fail('top: 1 to 1000 groups'); END IF;
+                    zone := collector.report_zone(project);
+                    SELECT * INTO cond FROM collector.report_conditions(project, filters);
+                    IF group_by IS NOT NULL THEN SELECT expression, profile INTO grp_expr, grp_profile FROM collector.report_property(project, group_by, 'text'); END IF;
+                    IF property IS NOT NULL THEN val_expr := (collector.report_property(project, property, 'number')).expression; END IF;
+
+                    IF cond.condition = 'true' AND measure = 'events' AND group_by IS NULL THEN
+                        -- Counts: the hourly rollup.
+                        sql := format($q$
+                            SELECT date_trunc(%L, h.hour), h.event, NULL::text, sum(h.events)::numeric
+                            FROM collector.report_hours h
+                            WHERE h.project = $1 AND h.event = ANY($2) AND h.hour >= $3::timestamp AND h.hour < $4::timestamp + interval '1 day'
+                            GROUP BY 1, 2$q$, unit);
+                    ELSIF cond.condition = 'true' AND measure IN ('events', 'people') AND unit <> 'hour'
+                          AND (group_by IS NULL OR group_by IN ('lib', 'app_version') OR grp_profile) THEN
+                        -- People, and counts by SDK, app version or a profile property: the daily rollup.
+                        sql := format($q$
+                            SELECT date_trunc(%L, d.day::timestamp), d.event, %s, %s
+                            FROM collector.report_days d
+                            LEFT JOIN analytics.user_canonical c ON c.project = d.project AND c.user_id = d.user_id
+                            %s
+                            WHERE d.project = $1 AND d.event = ANY($2) AND d.day >= $3 AND d.day <= $4
+                            GROUP BY 1, 2, 3$q$, unit,
+                            CASE WHEN group_by IS NULL THEN 'NULL::text' WHEN grp_profile THEN grp_expr ELSE format('nullif(d.%s, %L)', group_by, '') END,
+                            CASE measure WHEN 'events' THEN 'sum(d.events)::numeric'
+                                         ELSE 'count(DISTINCT coalesce(c.canonical_user_id, d.user_id)) FILTER (WHERE d.user_id <> 0)::numeric' END,
+                            CASE WHEN grp_profile THEN 'LEFT JOIN collector.profiles p ON p.project = d.project AND p.user_id = coalesce(c.canonical_user_id, d.user_id)' ELSE '' END);
+                    ELSE
+                        -- Anything else reads the events.
+                        sql := format($q$
+                            SELECT date_trunc(%L, e.time AT TIME ZONE %L), e.event, %s, %s
+                            FROM %s
+                            WHERE e.project = $1 AND e.event = ANY($2) AND e.time >= $3::timestamp AT TIME ZONE %L
+                              AND e.time < ($4 + 1)::timestamp AT TIME ZONE %L AND %s
+                            GROUP BY 1, 2, 3$q$, unit, zone,
+                            coalesce(grp_expr, 'NULL::text'),
+                            CASE measure WHEN 'events' THEN 'count(*)::numeric'
+                                         WHEN 'people' THEN 'count(DISTINCT coalesce(c.canonical_user_id, e.user_id))::numeric'
+                                         ELSE format('%s(%s)::numeric', measure, val_expr) END,
+                            collector.report_from(coalesce(cond.profile, false) OR coalesce(grp_profile, false)), zone, zone, cond.condition);
+                    END IF;
+                    IF group_by IS NULL THEN
+                        RETURN QUERY EXECUTE sql || ' ORDER BY 1, 2' USING project, events, from_day, to_day;
+                    ELSE
+                        -- The `top` groups with the largest values over the whole range.
+                        RETURN QUERY EXECUTE format($q$
+                            WITH t(bucket, event, g, v) AS (%s),
+                            ranked AS (SELECT g, row_number() OVER (ORDER BY sum(v) DESC, g NULLS LAST) AS n FROM t GROUP BY g)
+                            SELECT t.bucket, t.event, t.g, t.v FROM t JOIN ranked r ON r.g IS NOT DISTINCT FROM t.g
+                            WHERE r.n <= %s ORDER BY t.bucket, t.event, r.n$q$, sql, top) USING project, events, from_day, to_day;
+                    END IF;
+                END $fn$;
+
+                -- A funnel step: an event name, or {"event": NAME, "filters": [...]}.
+                CREATE FUNCTION analytics.funnel(
+                    project text, steps jsonb, from_day date, to_day date, window_seconds integer DEFAULT 86400,
+                    group_by text DEFAULT NULL, top integer DEFAULT 10
+                ) RETURNS TABLE (group_value text, step integer, event text, people bigint, conversion numeric, median_seconds numeric)
+                LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+                DECLARE
+                    zone text;
+                    n integer;
+                    k integer;
+                    s jsonb;
+                    names text[] := '{}';
+                    cond record;
+                    grp_expr text;
+                    grp_profile boolean := false;
+                    parts text[] := '{}';
+                    levels text[] := '{}';
+                    sql text;
+                BEGIN
+                    PERFORM collector.report_check_range(project, from_day, to_day, 400);
+                    IF steps IS NULL OR jsonb_typeof(steps) <> 'array' THEN PERFORM collector.report_fail('steps is a JSON array of 2 to 10 steps'); END IF;
+                    n := jsonb_array_length(steps);
+                    IF n NOT BETWEEN 2 AND 10 THEN
+                        PERFORM collector.report_fail(format('%s steps: a funnel has 2 to 10', n));
+                    END IF;
+                    IF window_seconds IS NULL OR window_seconds NOT BETWEEN 1 AND 180 * 86400 THEN
+                        PERFORM collector.report_fail(format('window_seconds %s: the conversion window is 1 second to 180 days (15552000)', window_seconds));
+                    END IF;
+                    IF top IS NULL OR top NOT BETWEEN 1 AND 1000 THEN PERFORM collector.report_fail('top: 1 to 1000 groups'); END IF;
+                    zone := collector.report_zone(project);
+                    IF group_by IS NOT NULL THEN SELECT expression, profile INTO grp_expr, grp_profile FROM collector.report_property(project, group_by, 'text'); END IF;
+                    FOR k IN 1..n LOOP
+                        s := steps -> (k - 1);
+                        IF jsonb_typeof(s) = 'string' THEN s := jsonb_build_object('event', s); END IF;
+                        IF jsonb_typeof(s) <> 'object' OR jsonb_typeof(s -> 'event') IS DISTINCT FROM 'string' THEN
+                            PERFORM collector.report_fail(format('step %s: an event name or {"event": …, "filters": […]}', k));
+                        END IF;
+                        PERFORM collector.report_check_event(project, s ->> 'event');
+                        names := names || (s ->> 'event');
+                        SELECT * INTO cond FROM collector.report_conditions(project, s -> 'filters');
+                        -- Step k's events: the first step's start in the range, the others up to a window after it.
+                        parts := parts || format($q$
+                            s%s AS (SELECT coalesce(c.canonical_user_id, e.user_id) AS u, e.time AS t%s
+                                    FROM %s
+                                    WHERE e.project = $1 AND e.event = %L AND e.user_id IS NOT NULL AND e.time >= $2 AND e.time < %s AND %s)$q$,
+                            k, CASE WHEN k = 1 THEN format(', %s AS g', CASE WHEN group_by IS NULL THEN 'NULL::text' ELSE grp_expr END) ELSE '' END,
+                            collector.report_from(cond.profile OR (k = 1 AND coalesce(grp_profile, false))),
+                            s ->> 'event', CASE WHEN k = 1 THEN '$3' ELSE '$3 + $4' END, cond.condition);
+                        IF k = 1 THEN
+                            parts := array_append(parts, 'r1 AS (SELECT u, g, t, t AS s, t AS prev FROM s1)');
+                        ELSE
+                            -- Reaching step k: a step k event strictly after a reach of step k-1, within the window
+                            -- of that chain's start; of the reaches before it, the one with the latest start.
+                            parts := parts || format($q$
+                                r%1$s AS (SELECT u, g, t, m[1] AS s, m[2] AS prev FROM (
+                                    SELECT u, g, t, kind, max(m0) OVER (PARTITION BY u, g ORDER BY t, kind DESC ROWS UNBOUNDED PRECEDING) AS m
+                                    FROM (SELECT u, g, t, 0 AS kind, ARRAY[s, t] AS m0 FROM r%2$s
+                                          UNION ALL
+                                          SELECT x.u, w.g, x.t, 1, NULL FROM s%1$s x JOIN (SELECT DISTINCT u, g FROM r%2$s) w ON w.u = x.u) a
+                                    ) b WHERE kind = 1 AND m IS NOT NULL AND t - m[1] <= $4)$q$, k, k - 1);
+                        END IF;
+                        levels := levels || format($q$
+                            SELECT g, %1$s AS step, count(*) AS people, %2$s AS median
+                            FROM (SELECT DISTINCT ON (u, g) u, g, extract(epoch FROM t - prev) AS gap FROM r%1$s ORDER BY u, g, t) x GROUP BY g$q$,
+                            k, CASE WHEN k = 1 THEN 'NULL::numeric' ELSE 'percentile_cont(0.5) WITHIN GROUP (ORDER BY gap)::numeric' END);
+                    END LOOP;
+                    sql := format($q$
+                        WITH %s,
+                        levels AS (%s),
+                        firsts AS (SELECT g, people AS first, row_number() OVER (ORDER BY people DESC, g NULLS LAST) AS n FROM levels WHERE step = 1)
+                        SELECT f.g, k.step, ($5::text[])[k.step], coalesce(l.people, 0), round(coalesce(l.people, 0)::numeric / f.first, 4), round(l.median, 3)
+                        FROM firsts f CROSS JOIN generate_series(1, %s) AS k(step)
+                        LEFT JOIN levels l ON l.g IS NOT DISTINCT FROM f.g AND l.step = k.step
+                        WHERE f.n <= %s
+                        ORDER BY f.n, k.step$q$,
+                        array_to_string(parts, ', '), array_to_string(levels, ' UNION ALL '), n, top);
+                    RETURN QUERY EXECUTE sql USING project, from_day::timestamp AT TIME ZONE zone, (to_day + 1)::timestamp AT TIME ZONE zone,
+                        make_interval(secs => window_seconds), names;
+                END $fn$;
+
+                CREATE FUNCTION analytics.retention(
+                    project text, start_event text, return_event text, from_day date, to_day date, unit text DEFAULT 'day',
+                    periods integer DEFAULT 7, start_filters jsonb DEFAULT '[]', return_filters jsonb DEFAULT '[]'
+                ) RETURNS TABLE (cohort date, people bigint, period integer, returned bigint, returned_within bigint)
+                LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+                DECLARE
+                    zone text;
+                    len integer;
+                    c_cond record;
+                    r_cond record;
+                    starts text;
+                    returns text;
+                    today date;
+                BEGIN
+                    PERFORM collector.report_check_range(project, from_day, to_day, 400);
+                    PERFORM collector.report_check_event(project, start_event);
+                    PERFORM collector.report_check_event(project, return_event);
+                    IF unit IS NULL OR unit NOT IN ('day', 'week') THEN PERFORM collector.report_fail(format('unit %L: day or week', unit)); END IF;
+                    IF periods IS NULL OR periods NOT BETWEEN 1 AND 30 THEN
+                        PERFORM collector.report_fail(format('periods %s: 1 to 30 days or weeks', periods));
+                    END IF;
+                    len := CASE unit WHEN 'day' THEN 1 ELSE 7 END;
+                    zone := collector.report_zone(project);
+                    today := (now() AT TIME ZONE zone)::date;
+                    SELECT * INTO c_cond FROM collector.report_conditions(project, start_filters);
+                    SELECT * INTO r_cond FROM collector.report_conditions(project, return_filters);
+                    -- (person, day) pairs of the start and the return event: the daily rollup, or the events
+                    -- when a filter needs their properties.
+                    starts := CASE WHEN c_cond.condition = 'true' THEN
+                        'SELECT DISTINCT coalesce(c.canonical_user_id, d.user_id) AS u, d.day FROM collector.report_days d
+                         LEFT JOIN analytics.user_canonical c ON c.project = d.project AND c.user_id = d.user_id
+                         WHERE d.project = $1 AND d.event = $2 AND d.user_id <> 0 AND d.day >= $4 AND d.day <= $5'
+                        ELSE format('SELECT DISTINCT coalesce(c.canonical_user_id, e.user_id) AS u, (e.time AT TIME ZONE %L)::date AS day FROM %s
+                         WHERE e.project = $1 AND e.event = $2 AND e.user_id IS NOT NULL AND e.time >= $4::timestamp AT TIME ZONE %L
+                           AND e.time < ($5 + 1)::timestamp AT TIME ZONE %L AND %s', zone, collector.report_from(c_cond.profile), zone, zone, c_cond.condition) END;
+                    returns := CASE WHEN r_cond.condition = 'true' THEN
+                        'SELECT DISTINCT coalesce(c.canonical_user_id, d.user_id) AS u, d.day FROM collector.report_days d
+                         LEFT JOIN analytics.user_canonical c ON c.project = d.project AND c.user_id = d.user_id
+                         WHERE d.project = $1 AND d.event = $3 AND d.user_id <> 0 AND d.day > $4 AND d.day <= $6'
+                        ELSE format('SELECT DISTINCT coalesce(c.canonical_user_id, e.user_id) AS u, (e.time AT TIME ZONE %L)::date AS day FROM %s
+                         WHERE e.project = $1 AND e.event = $3 AND e.user_id IS NOT NULL AND e.time >= ($4 + 1)::timestamp AT TIME ZONE %L
+                           AND e.time < ($6 + 1)::timestamp AT TIME ZONE %L AND %s', zone, collector.report_from(r_cond.profile), zone, zone, r_cond.condition) END;
+                    RETURN QUERY EXECUTE format($q$
+                        WITH st AS (SELECT DISTINCT u, date_trunc(%1$L, day)::date AS cohort FROM (%2$s) x),
+                        rt AS (SELECT DISTINCT u, date_trunc(%1$L, day)::date AS at FROM (%3$s) x),
+                        hits AS (SELECT st.cohort, st.u, (rt.at - st.cohort) / %4$s AS k
+                                 FROM st JOIN rt ON rt.u = st.u AND rt.at > st.cohort AND rt.at <= st.cohort + %4$s * $7),
+                        firsts AS (SELECT cohort, u, min(k) AS k FROM hits GROUP BY 1, 2),
+                        sizes AS (SELECT cohort, count(*) AS people FROM st GROUP BY 1),
+                        exact AS (SELECT cohort, k, count(*) AS returned FROM hits GROUP BY 1, 2),
+                        firstk AS (SELECT cohort, k, count(*) AS first FROM firsts GROUP BY 1, 2)
+                        SELECT z.cohort, z.people, p.k,
+                               CASE WHEN z.cohort + %4$s * (p.k + 1) - 1 > $8 THEN NULL ELSE coalesce(x.returned, 0) END,
+                               CASE WHEN z.cohort + %4$s * (p.k + 1) - 1 > $8 THEN NULL
+                                    ELSE coalesce(sum(f.first) OVER (PARTITION BY z.cohort ORDER BY p.k), 0) END::bigint
+                        FROM sizes z CROSS JOIN generate_series(1, $7) AS p(k)
+                        LEFT JOIN exact x ON x.cohort = z.cohort AND x.k = p.k
+                        LEFT JOIN firstk f ON f.cohort = z.cohort AND f.k = p.k
+                        ORDER BY 1, 3$q$, unit, starts, returns, len)
+                    USING project, start_event, return_event, from_day, to_day, to_day + len * (periods + 1), periods, today;
+                END $fn$;
+
+                CREATE FUNCTION analytics.distribution(
+                    project text, event text, from_day date, to_day date, measure text DEFAULT 'events', property text DEFAULT NULL,
+                    buckets numeric[] DEFAULT NULL, filters jsonb DEFAULT '[]'
+                ) RETURNS TABLE (bucket_from numeric, bucket_to numeric, people bigint)
+                LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+                DECLARE
+                    zone text;
+                    cond record;
+                    val_expr text;
+                    per_person text;
+                    edges numeric[];
+                BEGIN
+                    PERFORM collector.report_check_range(project, from_day, to_day, 400);
+                    PERFORM collector.report_check_event(project, event);
+                    IF measure IS NULL OR measure NOT IN ('events', 'sum') THEN PERFORM collector.report_fail(format('measure %L: events or sum', measure)); END IF;
+                    IF (measure = 'sum') <> (property IS NOT NULL) THEN
+                        PERFORM collector.report_fail('property names the NUMBER property of measure sum, and only of it');
+                    END IF;
+                    IF measure = 'sum' AND buckets IS NULL THEN PERFORM collector.report_fail('measure sum needs buckets (their lower bounds, ascending)'); END IF;
+                    edges := coalesce(buckets, '{1,2,3,4,5,6,11,21,51,101}'::numeric[]);
+                    IF cardinality(edges) NOT BETWEEN 1 AND 100 OR array_position(edges, NULL) IS NOT NULL
+                       OR EXISTS (SELECT 1 FROM unnest(edges) WITH ORDINALITY a(v, i) JOIN unnest(edges) WITH ORDINALITY b(v, i) ON b.i = a.i + 1 WHERE b.v <= a.v) THEN
+                        PERFORM collector.report_fail('buckets: 1 to 100 lower bounds, ascending');
+                    END IF;
+                    zone := collector.report_zone(project);
+                    SELECT * INTO cond FROM collector.report_conditions(project, filters);
+                    IF property IS NOT NULL THEN val_expr := (collector.report_property(project, property, 'number')).expression; END IF;
+                    IF cond.condition = 'true' AND measure = 'events' THEN
+                        per_person := 'SELECT sum(d.events)::numeric AS v FROM collector.report_days d
+                            LEFT JOIN analytics.user_canonical c ON c.project = d.project AND c.user_id = d.user_id
+                            WHERE d.project = $1 AND d.event = $2 AND d.user_id <> 0 AND d.day >= $3 AND d.day <= $4
+                            GROUP BY coalesce(c.canonical_user_id, d.user_id)';
+                    ELSE
+                        per_person := format('SELECT %s AS v FROM %s
+                            WHERE e.project = $1 AND e.event = $2 AND e.user_id IS NOT NULL AND e.time >= $3::timestamp AT TIME ZONE %L
+                              AND e.time < ($4 + 1)::timestamp AT TIME ZONE %L AND %s
+                            GROUP BY coalesce(c.canonical_user_id, e.user_id)',
+                            CASE measure WHEN 'events' THEN 'count(*)::numeric' ELSE format('coalesce(sum(%s), 0)', val_expr) END,
+                            collector.report_from(cond.profile), zone, zone, cond.condition);
+                    END IF;
+                    RETURN QUERY EXECUTE format($q$
+                        WITH v AS (%s),
+                        b AS (SELECT i, $5[i] AS lo, $5[i + 1] AS hi FROM generate_subscripts($5, 1) i
+                              UNION ALL SELECT 0, NULL, $5[1])
+                        SELECT b.lo, b.hi, count(v.v)
+                        FROM b LEFT JOIN v ON (b.lo IS NULL OR v.v >= b.lo) AND (b.hi IS NULL OR v.v < b.hi)
+                        GROUP BY b.i, b.lo, b.hi
+                        HAVING b.i > 0 OR count(v.v) > 0
+                        ORDER BY b.i$q$, per_person)
+                    USING project, event, from_day, to_day, edges;
+                END $fn$;
+
+                -- A person's events, newest first: every event of every user merged into the person now. `before`
+                -- is the `next` of the last row of the page before.
+                CREATE FUNCTION analytics.user_events(project text, user_id bigint, before text DEFAULT NULL, page_size integer DEFAULT 100)
+                RETURNS TABLE ("time" timestamptz, event text, distinct_id text, lib text, hybrid_h5 boolean, stored_user_id bigint,
+                               event_id uuid, properties jsonb, next text)
+                LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+                DECLARE
+                    person bigint;
+                    users bigint[];
+                    at timestamptz;
+                    after_id uuid;
+                BEGIN
+                    IF project IS NULL OR NOT EXISTS (SELECT 1 FROM collector.catalog_event_sources c WHERE c.project = $1) THEN
+                        PERFORM collector.report_fail(format('unknown project %L: it has stored no event', project));
+                    END IF;
+                    IF user_id IS NULL OR user_id <= 0 THEN PERFORM collector.report_fail('user_id: a user number (1, 2, …)'); END IF;
+                    IF page_size IS NULL OR page_size NOT BETWEEN 1 AND 1000 THEN PERFORM collector.report_fail('page_size: 1 to 1000'); END IF;
+                    IF before IS NOT NULL THEN
+                        IF before !~ '^-?[0-9]{1,19}/[0-9a-f-]{36}$' THEN
+                            PERFORM collector.report_fail('before: the next of a row of the page before');
+                        END IF;
+                        at := to_timestamp(split_part(before, '/', 1)::numeric / 1000000);
+                        after_id := split_part(before, '/', 2)::uuid;
+                    END IF;
+                    person := coalesce((SELECT u.canonical_user_id FROM analytics.user_canonical u WHERE u.project = $1 AND u.user_id = $2), $2);
+                    users := person || ARRAY(SELECT u.user_id FROM analytics.user_canonical u WHERE u.project = $1 AND u.canonical_user_id = person);
+                    RETURN QUERY
+                        SELECT e.time, e.event, e.distinct_id, e.lib, e.hybrid_h5, e.user_id, e.event_id,
+                               CASE WHEN h.names IS NULL THEN e.properties ELSE e.properties - h.names END,
+                               (extract(epoch FROM e.time) * 1000000)::bigint || '/' || e.event_id
+                        FROM collector.events e
+                        LEFT JOIN (SELECT array_agg(n.name) AS names FROM collector.catalog_notes n
+                                   WHERE n.project = $1 AND n.kind = 'event_property' AND n.hidden) h ON true
+                        WHERE e.project = $1 AND e.user_id = ANY(users)
+                          AND (at IS NULL OR (e.time, e.event_id) < (at, after_id))
+                          AND NOT EXISTS (SELECT 1 FROM collector.catalog_notes n
+                                          WHERE n.project = $1 AND n.kind = 'event' AND n.name = e.event AND n.hidden)
+                        ORDER BY e.time DESC, e.event_id DESC
+                        LIMIT page_size;
+                END $fn$;
+
+                -- How far behind the rollups are: when the last look finished, and days marked to build again.
+                CREATE VIEW analytics.report_status AS
+                    SELECT s.finished_at AS rolled_up_at, s.rounds, s.events_read, (SELECT count(*) FROM collector.report_dirty) AS days_waiting
+                    FROM collector.report_state s;
+                COMMENT ON VIEW analytics.report_status IS 'The report rollups: when their last look finished, looks made, events read, days waiting to be built again.';
+            """#)
+}
