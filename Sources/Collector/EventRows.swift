@@ -11,6 +11,10 @@ package enum EventRows {
     /// The columns a row holds, in order.
     package static let columns: [String] = ["event_id", "received_at"] + eventFields.map(\.column)
 
+    /// The columns PostgreSQL fills itself: the storing transaction's id (`stored_xid`, which the
+    /// report rollups read by; ReportSchema).
+    package static let filledByTable: [String] = ["stored_xid"]
+
     /// The statement that COPYs rows into `collector.events`.
     package static let copyIntoEvents = copyStatement(into: "collector.events")
     /// The same into the transaction's staging table (`LIKE collector.events`).

@@ -356,14 +356,20 @@ enum ReportSchema {
                     val_expr text;
                     sql text;
                     name text;
+                    any_event boolean := events = ARRAY['*'];
+                    hidden text[];
                 BEGIN
                     PERFORM collector.report_check_range(project, from_day, to_day, 400);
                     IF events IS NULL OR cardinality(events) = 0 OR cardinality(events) > 30 THEN
-                        PERFORM collector.report_fail('events: name 1 to 30 events');
+                        PERFORM collector.report_fail('events: name 1 to 30 events, or ''*'' for any event');
                     END IF;
-                    FOREACH name IN ARRAY events LOOP PERFORM collector.report_check_event(project, name); END LOOP;
-                    IF unit IS NULL OR unit NOT IN ('hour', 'day', 'week', 'month') THEN
-                        PERFORM collector.report_fail(format('unit %L: hour, day, week or month', unit));
+                    IF NOT any_event THEN
+                        FOREACH name IN ARRAY events LOOP PERFORM collector.report_check_event(project, name); END LOOP;
+                    END IF;
+                    -- Any event: every event but the hidden ones, counted as one event named '*'.
+                    hidden := ARRAY(SELECT n.name FROM collector.catalog_notes n WHERE n.project = $1 AND n.kind = 'event' AND n.hidden);
+                    IF unit IS NULL OR unit NOT IN ('hour', 'day', 'week', 'month', 'all') THEN
+                        PERFORM collector.report_fail(format('unit %L: hour, day, week, month or all (one bucket for the whole range)', unit));
                     END IF;
                     IF unit = 'hour' AND to_day - from_day >= 31 THEN PERFORM collector.report_fail('unit hour covers at most 31 days'); END IF;
                     IF measure IS NULL OR measure NOT IN ('events', 'people', 'sum', 'avg', 'min', 'max') THEN
@@ -381,47 +387,50 @@ enum ReportSchema {
                     IF cond.condition = 'true' AND measure = 'events' AND group_by IS NULL THEN
                         -- Counts: the hourly rollup.
                         sql := format($q$
-                            SELECT date_trunc(%L, h.hour), h.event, NULL::text, sum(h.events)::numeric
+                            SELECT %s, %s, NULL::text, sum(h.events)::numeric
                             FROM collector.report_hours h
-                            WHERE h.project = $1 AND h.event = ANY($2) AND h.hour >= $3::timestamp AND h.hour < $4::timestamp + interval '1 day'
-                            GROUP BY 1, 2$q$, unit);
+                            WHERE h.project = $1 AND %s AND h.hour >= $3::timestamp AND h.hour < $4::timestamp + interval '1 day'
+                            GROUP BY 1, 2$q$, CASE WHEN unit = 'all' THEN '$3::timestamp' ELSE format('date_trunc(%L, h.hour)', unit) END, CASE WHEN any_event THEN '''*''::text' ELSE 'h.event' END,
+                            CASE WHEN any_event THEN 'h.event <> ALL($5)' ELSE 'h.event = ANY($2)' END);
                     ELSIF cond.condition = 'true' AND measure IN ('events', 'people') AND unit <> 'hour'
                           AND (group_by IS NULL OR group_by IN ('lib', 'app_version') OR grp_profile) THEN
                         -- People, and counts by SDK, app version or a profile property: the daily rollup.
                         sql := format($q$
-                            SELECT date_trunc(%L, d.day::timestamp), d.event, %s, %s
+                            SELECT %s, %s, %s, %s
                             FROM collector.report_days d
                             LEFT JOIN analytics.user_canonical c ON c.project = d.project AND c.user_id = d.user_id
                             %s
-                            WHERE d.project = $1 AND d.event = ANY($2) AND d.day >= $3 AND d.day <= $4
-                            GROUP BY 1, 2, 3$q$, unit,
+                            WHERE d.project = $1 AND %s AND d.day >= $3 AND d.day <= $4
+                            GROUP BY 1, 2, 3$q$, CASE WHEN unit = 'all' THEN '$3::timestamp' ELSE format('date_trunc(%L, d.day::timestamp)', unit) END, CASE WHEN any_event THEN '''*''::text' ELSE 'd.event' END,
                             CASE WHEN group_by IS NULL THEN 'NULL::text' WHEN grp_profile THEN grp_expr ELSE format('nullif(d.%s, %L)', group_by, '') END,
                             CASE measure WHEN 'events' THEN 'sum(d.events)::numeric'
                                          ELSE 'count(DISTINCT coalesce(c.canonical_user_id, d.user_id)) FILTER (WHERE d.user_id <> 0)::numeric' END,
-                            CASE WHEN grp_profile THEN 'LEFT JOIN collector.profiles p ON p.project = d.project AND p.user_id = coalesce(c.canonical_user_id, d.user_id)' ELSE '' END);
+                            CASE WHEN grp_profile THEN 'LEFT JOIN collector.profiles p ON p.project = d.project AND p.user_id = coalesce(c.canonical_user_id, d.user_id)' ELSE '' END,
+                            CASE WHEN any_event THEN 'd.event <> ALL($5)' ELSE 'd.event = ANY($2)' END);
                     ELSE
                         -- Anything else reads the events.
                         sql := format($q$
-                            SELECT date_trunc(%L, e.time AT TIME ZONE %L), e.event, %s, %s
+                            SELECT %s, %s, %s, %s
                             FROM %s
-                            WHERE e.project = $1 AND e.event = ANY($2) AND e.time >= $3::timestamp AT TIME ZONE %L
+                            WHERE e.project = $1 AND %s AND e.time >= $3::timestamp AT TIME ZONE %L
                               AND e.time < ($4 + 1)::timestamp AT TIME ZONE %L AND %s
-                            GROUP BY 1, 2, 3$q$, unit, zone,
+                            GROUP BY 1, 2, 3$q$, CASE WHEN unit = 'all' THEN '$3::timestamp' ELSE format('date_trunc(%L, e.time AT TIME ZONE %L)', unit, zone) END, CASE WHEN any_event THEN '''*''::text' ELSE 'e.event' END,
                             coalesce(grp_expr, 'NULL::text'),
                             CASE measure WHEN 'events' THEN 'count(*)::numeric'
                                          WHEN 'people' THEN 'count(DISTINCT coalesce(c.canonical_user_id, e.user_id))::numeric'
                                          ELSE format('%s(%s)::numeric', measure, val_expr) END,
-                            collector.report_from(coalesce(cond.profile, false) OR coalesce(grp_profile, false)), zone, zone, cond.condition);
+                            collector.report_from(coalesce(cond.profile, false) OR coalesce(grp_profile, false)),
+                            CASE WHEN any_event THEN 'e.event <> ALL($5)' ELSE 'e.event = ANY($2)' END, zone, zone, cond.condition);
                     END IF;
                     IF group_by IS NULL THEN
-                        RETURN QUERY EXECUTE sql || ' ORDER BY 1, 2' USING project, events, from_day, to_day;
+                        RETURN QUERY EXECUTE sql || ' ORDER BY 1, 2' USING project, events, from_day, to_day, hidden;
                     ELSE
                         -- The `top` groups with the largest values over the whole range.
                         RETURN QUERY EXECUTE format($q$
                             WITH t(bucket, event, g, v) AS (%s),
                             ranked AS (SELECT g, row_number() OVER (ORDER BY sum(v) DESC, g NULLS LAST) AS n FROM t GROUP BY g)
                             SELECT t.bucket, t.event, t.g, t.v FROM t JOIN ranked r ON r.g IS NOT DISTINCT FROM t.g
-                            WHERE r.n <= %s ORDER BY t.bucket, t.event, r.n$q$, sql, top) USING project, events, from_day, to_day;
+                            WHERE r.n <= %s ORDER BY t.bucket, t.event, r.n$q$, sql, top) USING project, events, from_day, to_day, hidden;
                     END IF;
                 END $fn$;
 

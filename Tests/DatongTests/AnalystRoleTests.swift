@@ -24,6 +24,13 @@ struct AnalystRoleTests {
         }
     }
 
+    /// The rows `sql` gives when run as `datong_analyst`.
+    static func rows(asAnalyst url: String, _ sql: String) async throws -> [[String?]] {
+        var components = try #require(URLComponents(string: url))
+        components.user = "datong_analyst"
+        return try await TestDatabase.rows(try #require(components.string), sql)
+    }
+
     @Test("datong_analyst reads every analytics view, made before or after it, and nothing else; it writes nothing")
     func grants() async throws {
         // As compose does: the role first (at the database's first start), the services' migrations after.

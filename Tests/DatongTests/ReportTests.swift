@@ -172,6 +172,11 @@ struct ReportTests {
                 "SELECT date_trunc('day', \(local)), e.event, p.properties ->> 'gender', count(DISTINCT e.user_id) FROM analytics.events e LEFT JOIN analytics.profiles p ON p.project = e.project AND p.user_id = e.user_id WHERE e.project = 'shop' AND e.event = 'Pay' AND e.\(range) AND e.user_id IS NOT NULL GROUP BY 1, 2, 3"
             ),
             (
+                "payers by city over the whole range",
+                "SELECT bucket, event, group_value, value FROM analytics.event_trend('shop', ARRAY['Pay'], '\(from)', '\(to)', 'all', 'people', group_by => '$city')",
+                "SELECT '\(from)'::timestamp, event, properties ->> '$city', count(DISTINCT user_id) FROM analytics.events WHERE project = 'shop' AND event = 'Pay' AND \(range) GROUP BY 1, 2, 3"
+            ),
+            (
                 "amount paid a week by city, over 100 only",
                 "SELECT bucket, event, group_value, value FROM analytics.event_trend('shop', ARRAY['Pay'], '\(from)', '\(to)', 'week', 'sum', 'price', '$city', '[{\"property\": \"price\", \"op\": \">\", \"value\": 100}]')",
                 "SELECT date_trunc('week', \(local)), event, properties ->> '$city', sum((properties ->> 'price')::numeric) FROM analytics.events WHERE project = 'shop' AND event = 'Pay' AND \(range) AND (properties ->> 'price')::numeric > 100 GROUP BY 1, 2, 3"
@@ -352,6 +357,23 @@ struct ReportTests {
                 _ = try await world.rows("SELECT * FROM analytics.event_trend('shop', ARRAY['AddToCart'], '2026-09-01', '2026-09-02')")
             }
             try await world.execute("UPDATE collector.catalog_notes SET hidden = false")
+        }
+    }
+
+    @Test("the documented report examples run as written, as datong_analyst")
+    func documentedReports() async throws {
+        let examples = try AnalystQueryTests.sqlBlock("docs/ANALYTICS.md", after: "## Reports")
+        let statements = examples.components(separatedBy: ";\n").filter { $0.contains("SELECT") }
+        #expect(statements.count == 7)
+        try await Self.withWorld { world in
+            try await world.execute(try String(contentsOf: AnalystRoleTests.script, encoding: .utf8))
+            try await Self.store(Self.traffic(seed: 69), in: world)
+            try await world.merge(9, into: 8)
+            _ = try await world.rollup.look()
+            for statement in statements {
+                let answer = try await AnalystRoleTests.rows(asAnalyst: world.url, statement)
+                #expect(!answer.isEmpty, "\(statement)")
+            }
         }
     }
 

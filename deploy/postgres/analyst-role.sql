@@ -13,6 +13,9 @@ END
 $$;
 ALTER ROLE datong_analyst NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION LOGIN;
 ALTER ROLE datong_analyst SET default_transaction_read_only = on;
+-- A report or query that runs away is stopped after a minute (docs/ANALYTICS.md, "Reports");
+-- a session that needs longer can SET statement_timeout itself.
+ALTER ROLE datong_analyst SET statement_timeout = '60s';
 
 -- The services create their views in `analytics` later (migrations at start-up), as the role that
 -- runs this script: default privileges give the analysts SELECT on each one as it is made, and on
