@@ -419,6 +419,8 @@ struct ErasureAPI: ServiceAPI {
         // project's retention, the catalog's notes, types, rules and declarations, replays.
         projects.put("retention", use: setRetention)
         projects.delete("retention", use: clearRetention)
+        projects.get("time-zone", use: timeZone)
+        projects.put("time-zone", use: setTimeZone)
         projects.put("metadata/notes", use: saveNotes)
         projects.put("metadata/types", use: setType)
         projects.post("metadata/types/preview", use: previewType)
@@ -546,6 +548,28 @@ struct ErasureAPI: ServiceAPI {
         let project = try context.project()
         return try await changeInCollector(
             .DELETE, "retention", done: .noContent, audit: "retention.cleared", actor: actor, project: project, context: context)
+    }
+
+    /// The project's time zone: the days of its reports. The collector keeps it beside the report
+    /// rollups it builds again in a new zone; the change is audited here.
+    @Sendable func timeZone(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        _ = try await auth.authorize(request)
+        let project = try context.project()
+        try await store.requireProject(project)
+        return try await calls.collector.call(.GET, "/v1/projects/\(project)/time-zone", requestID: context.requestID, logger: context.logger)
+    }
+
+    @Sendable func setTimeZone(_ request: Request, context: DatongRequestContext) async throws -> Response {
+        let actor = try await auth.authorize(request)
+        let project = try context.project()
+        let body = try await collectBody(request, limit: 1024)
+        guard let setting = try? JSONDecoder().decode(TimeZoneSetting.self, from: Data(buffer: body)) else {
+            throw ServiceError.badRequest(.invalidBody, #"send {"timeZone": "Asia/Shanghai"} (an IANA name)"#)
+        }
+        if let problem = ProjectTimeZone.shapeProblem(setting.timeZone) { throw ServiceError.badRequest(.invalidValue, problem) }
+        return try await changeInCollector(
+            .PUT, "time-zone", body: Array(try JSONEncoder().encode(setting)), done: .ok, audit: "reports.time_zone_set",
+            detail: setting.timeZone, actor: actor, project: project, context: context)
     }
 
     /// Display names and descriptions of the catalog's entries: the collector keeps them beside

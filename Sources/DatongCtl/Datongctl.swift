@@ -99,7 +99,10 @@ struct Root: ParsableCommand {
             (default http://127.0.0.1:8108). Exit codes: 0 done, 1 refused by config-service, 2 wrong command line, \
             3 config-service unreachable or failing.
             """,
-        subcommands: [Publish.self, Versions.self, Show.self, Diff.self, Rollback.self, Keys.self, User.self, Retention.self, Metadata.self, Enrichment.self]
+        subcommands: [
+            Publish.self, Versions.self, Show.self, Diff.self, Rollback.self, Keys.self, User.self, Retention.self, TimeZoneCommand.self, Metadata.self,
+            Enrichment.self,
+        ]
     )
 }
 

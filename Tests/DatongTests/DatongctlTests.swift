@@ -113,6 +113,28 @@ struct DatongctlTests {
         }
     }
 
+    @Test("a project's time zone from the command line, through config-service to the collector, audited")
+    func timeZone() async throws {
+        try await RunningServices.run { services in
+            let environment = ["DATONG_CONFIG_URL": "http://127.0.0.1:\(services.config.port!)", "DATONG_ADMIN_TOKEN": RunningServices.adminToken]
+            func ctl(_ arguments: String...) async -> (output: String, exitCode: Int32) {
+                await Datongctl.run(arguments, environment: environment)
+            }
+            #expect(await ctl("timezone", "default").output == "default counts its reports' days in UTC")
+            let set = await ctl("timezone", "set", "default", "Asia/Shanghai")
+            #expect(set.exitCode == 0, "\(set.output)")
+            #expect(await ctl("timezone", "show", "default").output == "default counts its reports' days in Asia/Shanghai")
+            let rows = try await TestDatabase.rows(
+                services.databaseURL,
+                "SELECT (SELECT time_zone FROM collector.report_settings WHERE project = 'default'), (SELECT count(*) FROM config.audit WHERE action = 'reports.time_zone_set')::text"
+            )
+            #expect(rows == [["Asia/Shanghai", "1"]])
+            let unknown = await ctl("timezone", "set", "default", "Mars/Olympus")
+            #expect(unknown.exitCode == 1 && unknown.output.contains("not a time zone PostgreSQL knows"), "\(unknown.output)")
+            #expect(await ctl("timezone", "set", "default", "Asia/Shang hai").exitCode == 2)
+        }
+    }
+
     @Test("refusals and mistakes exit with their codes and say why")
     func failures() async throws {
         try await RunningServices.run { services in
