@@ -245,12 +245,6 @@ struct ReportTests {
 
     // MARK: The funnel against a search written apart
 
-    /// One person's step events for the funnel oracle.
-    struct Occurrence {
-        var step: Int
-        var time: Int64
-    }
-
     /// How far each person got, by the funnel's definition read literally: for every start (a
     /// first-step event in the range), take each next step's earliest event after the previous
     /// step and within the window of the start; a person reached the deepest step of any start.
