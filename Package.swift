@@ -159,7 +159,7 @@ let package = Package(
         .target(
             name: "DatongCtl",
             dependencies: [
-                "DatongJSON", "DatongContracts",
+                "DatongJSON", "DatongContracts", "CZlib",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -20,6 +20,9 @@ package enum Datongctl {
             let message = Root.fullMessage(for: error)
             return (message, exit == .success ? 0 : CtlFailure.usage("").exitCode)
         }
+        if let importing = command as? ImportCommand {
+            return await importing.execute(environment: environment)
+        }
         guard let step = command as? any CtlCommand else {
             // `datongctl help user erase`, or a group named alone (`datongctl keys`): that command's help.
             let named = arguments.first == "help" ? Array(arguments.dropFirst()) : arguments
@@ -101,7 +104,7 @@ struct Root: ParsableCommand {
             """,
         subcommands: [
             Publish.self, Versions.self, Show.self, Diff.self, Rollback.self, Keys.self, User.self, Retention.self, TimeZoneCommand.self, Metadata.self,
-            Enrichment.self,
+            Enrichment.self, ImportCommand.self,
         ]
     )
 }
