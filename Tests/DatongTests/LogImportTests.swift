@@ -3,6 +3,8 @@ import Foundation
 import HummingbirdTesting
 import Testing
 
+@testable import DatongCtl
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -330,5 +332,56 @@ struct LogImportTests {
             #expect(second.status == 0, "\(second.output)")
             #expect(second.figure("stored") == 10 && second.figure("duplicates") == 0, "\(second.output)")
         }
+    }
+}
+
+/// The importer's reading of files, without services: gzip members, a stream cut short, lines too
+/// long to hold, CRLF.
+@Suite("datongctl import: reading files")
+struct LogReadingTests {
+    static func file(_ bytes: [UInt8], name: String) throws -> LogFile {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("read-\(UUID().uuidString)-\(name)").path
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        return try #require(LogFiles.discover([path]).files.first)
+    }
+
+    static func lines(_ file: LogFile, from offset: Int64 = 0, line: Int = 1, maxLineBytes: Int = 1 << 20) throws -> ([LogLine], LogLineReader) {
+        let reader = try LogLineReader(file: file, offset: offset, line: line, maxLineBytes: maxLineBytes)
+        var lines: [LogLine] = []
+        while let next = try reader.next() { lines.append(next) }
+        return (lines, reader)
+    }
+
+    static func gzip(_ text: String) throws -> [UInt8] { Array(try GatewayUploader.gzip(Array(text.utf8))) }
+
+    @Test("every member of a multi-member .gz; a cut-short stream gives its complete lines and says so")
+    func gzipMembers() throws {
+        let whole = try Self.gzip("a\nb\n") + Self.gzip("c\n")
+        let (lines, reader) = try Self.lines(try Self.file(whole, name: "whole.gz"))
+        #expect(lines.map { String(decoding: $0.text ?? [], as: UTF8.self) } == ["a", "b", "c"])
+        #expect(lines.map(\.end) == [2, 4, 6] && !reader.gzipIncomplete)
+
+        let third = try Self.gzip(String(repeating: "x", count: 5000) + "\nlast\n")
+        let cut = whole + third.prefix(third.count - 12)
+        let (partial, cutReader) = try Self.lines(try Self.file(Array(cut), name: "cut.gz"))
+        #expect(cutReader.gzipIncomplete)
+        #expect(partial.prefix(3).map { String(decoding: $0.text ?? [], as: UTF8.self) } == ["a", "b", "c"])
+        #expect(!partial.contains { $0.text.map { String(decoding: $0, as: UTF8.self) } == "last" })
+
+        // Resuming inside a .gz skips what was read (offsets count inflated bytes).
+        let (resumed, _) = try Self.lines(try Self.file(whole, name: "again.gz"), from: 4, line: 3)
+        #expect(resumed.map(\.number) == [3] && resumed.first?.text == Array("c".utf8))
+        #expect(throws: ImportError.self) { try Self.lines(try Self.file(Array("not gzip at all\n".utf8), name: "bad.gz")) }
+    }
+
+    @Test("a line over the limit is skipped without being held; CRLF ends a line; an unfinished last line waits")
+    func longLines() throws {
+        let long = String(repeating: "y", count: 3 * LogLineReader.chunkBytes)
+        let file = try Self.file(Array("first\r\n\(long)\nthird\nunfinished".utf8), name: "long.log")
+        let (lines, reader) = try Self.lines(file, maxLineBytes: 1000)
+        #expect(lines.map(\.number) == [1, 2, 3])
+        #expect(lines[0].text == Array("first".utf8) && lines[1].text == nil && lines[2].text == Array("third".utf8))
+        #expect(lines[2].end == Int64(7 + long.utf8.count + 1 + 6))
+        #expect(reader.unterminatedBytes == "unfinished".utf8.count)
     }
 }

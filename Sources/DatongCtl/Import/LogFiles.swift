@@ -26,9 +26,11 @@ enum LogFiles {
     static let prefixBytes = 4096
 
     /// Every regular file the paths name now, oldest first (then by name), each once; names starting
-    /// with "." (the importer's own state and rejects files among them) are left out of directories
-    /// and globs. `missing` are the paths that name nothing.
-    static func discover(_ paths: [String]) -> (files: [LogFile], missing: [String]) {
+    /// with "." (the importer's own state and rejects files by default) are left out of directories
+    /// and globs, and so are the files in `excluding` (its state and rejects files wherever they
+    /// are). `missing` are the paths that name nothing.
+    static func discover(_ paths: [String], excluding: Set<String> = []) -> (files: [LogFile], missing: [String]) {
+        let excluded = Set(excluding.map { URL(fileURLWithPath: $0).standardizedFileURL.path })
         var found: [String: LogFile] = [:]
         var missing: [String] = []
         for path in paths {
@@ -42,7 +44,7 @@ enum LogFiles {
                 named = [path]
             }
             var any = false
-            for name in named {
+            for name in named where !excluded.contains(URL(fileURLWithPath: name).standardizedFileURL.path) {
                 guard let status = status(of: name), status.st_mode & S_IFMT == S_IFREG else { continue }
                 any = true
                 let file = LogFile(

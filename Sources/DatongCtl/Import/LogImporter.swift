@@ -99,7 +99,8 @@ final class LogImporter {
     private func importAll(_ group: inout ThrowingTaskGroup<(Int, BatchOutcome), any Error>) async throws {
         var first = true
         while !stop.isStopped {
-            let (files, missing) = LogFiles.discover(settings.paths)
+            let own = [settings.statePath, settings.statePath + ".tmp", settings.rejectsPath]
+            let (files, missing) = LogFiles.discover(settings.paths, excluding: Set(own))
             if first {
                 guard missing.isEmpty || settings.follow else {
                     throw ImportError.unreadable(missing.joined(separator: ", "), "no such file (or nothing matches)")
