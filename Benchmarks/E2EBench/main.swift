@@ -22,6 +22,9 @@
 // builds or two settings exactly; use fewer requests (e.g. --requests 200 --devices 50).
 //
 // (the script builds the services, starts a throwaway PostgreSQL and passes --bin and DATABASE_URL).
+// --import-megabytes N: instead of rounds, `datongctl import` of a generated log file of N MB and
+// of N/10 MB: lines a second, the importer's peak RSS, the CPU of each process (LogImport.swift);
+// --import-parallel N: the importer's requests in flight (its --parallel, default 2).
 import BenchSupport
 import DatongPostgres
 import Foundation
@@ -87,6 +90,41 @@ guard let adminURL = ProcessInfo.processInfo.environment["DATABASE_URL"], let bi
 }
 let logger = Bench.quietLogger("e2e-bench")
 let logDirectory = Bench.text("--logs") ?? NSTemporaryDirectory() + "datong-e2e-logs"
+
+// `--import-megabytes N`: instead of rounds, `datongctl import` of a log file (LogImport.swift).
+let importMegabytes = Bench.option("--import-megabytes", default: 0)
+if importMegabytes > 0 {
+    let file = NSTemporaryDirectory() + "datong-import-bench.log"
+    try? FileManager.default.createDirectory(atPath: logDirectory, withIntermediateDirectories: true)
+    print(
+        "\n| file | lines | seconds | lines a second | MB a second | importer peak RSS | importer CPU | gateway CPU | collector CPU | identity CPU | PostgreSQL CPU |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for (number, megabytes) in [max(1, importMegabytes / 10), importMegabytes].enumerated() {
+        do {
+            let lines = try LogImportLoad.writeFile(file, megabytes: megabytes, seed: number)
+            try? FileManager.default.removeItem(atPath: file + ".state")
+            let url = try await Bench.freshDatabase(adminURL: adminURL, logger: logger)
+            let report = try await LogImportLoad.run(
+                binDirectory: binDirectory, logDirectory: logDirectory, settings: serviceSettings, url: url, file: file,
+                megabytes: Double(megabytes), lines: lines, parallel: Bench.option("--import-parallel", default: 2))
+            await VolumeDatabase.drop(url, adminURL: adminURL)
+            print(
+                String(
+                    format: "| %d MB | %d | %.1f | %.0f | %.1f | %.0f MB | %.1f s | %.1f s | %.1f s | %.1f s | %.1f s |", megabytes, report.lines,
+                    report.seconds,
+                    Double(report.lines) / report.seconds, report.megabytes / report.seconds, Double(report.peakRSS) / 1_048_576, report.importerCPU,
+                    report.servicesCPU["bridge-gateway"] ?? 0, report.servicesCPU["collector"] ?? 0, report.servicesCPU["identity-service"] ?? 0,
+                    report.postgresCPU))
+        } catch {
+            print("e2e-bench: the import run failed: \(error) (logs in \(logDirectory))")
+            exit(1)
+        }
+    }
+    try? FileManager.default.removeItem(atPath: file)
+    try? FileManager.default.removeItem(atPath: file + ".state")
+    exit(0)
+}
 
 // MARK: Traffic: what the SDKs send
 
