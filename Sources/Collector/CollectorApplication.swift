@@ -4,6 +4,7 @@ import DatongStorage
 import Foundation
 import Hummingbird
 import Logging
+import Prometheus
 
 /// Builds the collector: `POST /v1/batches` writes a batch and answers after commit.
 /// - Parameter keepsCatalog: false only for the benchmark that measures what the catalog costs.
@@ -16,10 +17,15 @@ package func buildCollectorApplication(
     let store = PostgresEventStore(
         pool: database.pool, partitions: partitions, writers: settings.database.poolSize,
         maxRecordsPerTransaction: settings.maxRecordsPerTransaction, maxWaitingRecords: settings.maxWaitingRecords,
-        catalog: catalog
+        catalog: catalog,
+        waitingRecords: runtime.metrics.makeGauge(
+            descriptor: MetricNameDescriptor(
+                namespace: "datong", subsystem: "collector", metricName: "waiting_records", unitName: "",
+                helpText: "Records waiting for a writer (group commit); at COLLECTOR_MAX_WAITING_RECORDS batches are refused with 503"))
     )
     let maintenance = PartitionMaintenance(
-        partitions: partitions, settings: RetentionSettings(pool: database.pool), retentionDays: settings.retentionDays, logger: runtime.logger
+        partitions: partitions, settings: RetentionSettings(pool: database.pool), retentionDays: settings.retentionDays, logger: runtime.logger,
+        registry: runtime.metrics
     )
     let replication = ReplicationMonitor(pool: database.pool, registry: runtime.metrics, logger: runtime.logger)
     let rollup: [ReportRollup] =

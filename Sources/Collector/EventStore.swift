@@ -1,6 +1,7 @@
 import DatongContracts
 import DatongJSON
 import DatongPostgres
+import Prometheus
 
 /// Where the collector writes batches.
 protocol EventStore: Sendable {
@@ -27,13 +28,15 @@ final class PostgresEventStore: EventStore {
     ///     its cost so, and tests write as releases before it did).
     init(
         pool: PostgresPool, partitions: EventPartitions? = nil, writers: Int = 4, maxRecordsPerTransaction: Int = 10_000,
-        maxWaitingRecords: Int = 200_000, catalog: Catalog? = Catalog()
+        maxWaitingRecords: Int = 200_000, catalog: Catalog? = Catalog(), waitingRecords: Gauge? = nil
     ) {
         let partitions = partitions ?? EventPartitions(pool: pool)
         self.pool = pool
         self.partitions = partitions
         self.catalog = catalog
-        group = GroupCommit(maxWriters: writers, maxRecordsPerGroup: maxRecordsPerTransaction, maxWaitingRecords: maxWaitingRecords) { batches in
+        group = GroupCommit(
+            maxWriters: writers, maxRecordsPerGroup: maxRecordsPerTransaction, maxWaitingRecords: maxWaitingRecords, waiting: waitingRecords
+        ) { batches in
             try await Self.commit(batches, pool: pool, partitions: partitions, catalog: catalog)
         }
     }

@@ -1,5 +1,6 @@
 import DatongContracts
 import DatongRuntime
+import Prometheus
 
 /// Group commit: concurrent batches wait in one queue, and a few writers (one per database
 /// connection) each take everything waiting and write it in one transaction. An idle collector
@@ -13,8 +14,12 @@ final class GroupCommit: Sendable {
     typealias Commit = @Sendable ([IncomingBatch]) async throws -> [CollectResult]
 
     private let queue: FoldingQueue<IncomingBatch, CollectResult>
+    /// `datong_collector_waiting_records`: records waiting for a writer, as of the last batch that
+    /// came or went.
+    private let waiting: Gauge?
 
-    init(maxWriters: Int, maxRecordsPerGroup: Int, maxWaitingRecords: Int, commit: @escaping Commit) {
+    init(maxWriters: Int, maxRecordsPerGroup: Int, maxWaitingRecords: Int, waiting: Gauge? = nil, commit: @escaping Commit) {
+        self.waiting = waiting
         queue = FoldingQueue(
             maxWorkers: maxWriters, maxGroupWeight: maxRecordsPerGroup,
             waitingLimit: .init(weight: maxWaitingRecords) { waiting in
@@ -26,7 +31,9 @@ final class GroupCommit: Sendable {
 
     /// Queues `batch` and returns its result once the transaction holding it committed.
     func submit(_ batch: IncomingBatch) async throws -> CollectResult {
-        try await queue.submit(batch, weight: batch.weight)
+        defer { waiting?.set(Double(queue.waitingWeight)) }
+        waiting?.set(Double(queue.waitingWeight + batch.weight))
+        return try await queue.submit(batch, weight: batch.weight)
     }
 
     /// Commits a group; if it fails and held several batches, each is tried alone, so one batch the

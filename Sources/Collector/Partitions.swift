@@ -2,6 +2,7 @@ import DatongContracts
 import DatongPostgres
 import Foundation
 import Logging
+import Prometheus
 import ServiceLifecycle
 import Synchronization
 
@@ -325,11 +326,30 @@ final class PartitionMaintenance: Service, Sendable {
     let retentionDays: Int
     private let logger: Logger
 
-    init(partitions: EventPartitions, settings: RetentionSettings, retentionDays: Int, logger: Logger) {
+    /// `datong_collector_partition_maintenance_last_success_timestamp_seconds`, `…_failures_total`
+    /// and `datong_collector_partition_months_ahead` (months after this one with their tables).
+    private let lastSuccess: Gauge?
+    private let failures: Counter?
+    private let monthsAhead: Gauge?
+
+    init(partitions: EventPartitions, settings: RetentionSettings, retentionDays: Int, logger: Logger, registry: PrometheusCollectorRegistry? = nil) {
         self.partitions = partitions
         self.settings = settings
         self.retentionDays = retentionDays
         self.logger = logger
+        func name(_ metric: String, _ unit: String) -> MetricNameDescriptor {
+            let help: String
+            switch metric {
+            case "partition_maintenance_last_success_timestamp":
+                help = "When partition maintenance (partitions ahead, retention) last succeeded (Unix time)"
+            case "partition_maintenance_failures": help = "Partition maintenance runs that failed (tried again in 10 s)"
+            default: help = "Months after the current one whose partitions exist (maintenance keeps 2)"
+            }
+            return MetricNameDescriptor(namespace: "datong", subsystem: "collector", metricName: metric, unitName: unit, helpText: help)
+        }
+        lastSuccess = registry?.makeGauge(descriptor: name("partition_maintenance_last_success_timestamp", "seconds"))
+        failures = registry?.makeCounter(descriptor: name("partition_maintenance_failures", "total"))
+        monthsAhead = registry?.makeGauge(descriptor: name("partition_months_ahead", ""))
     }
 
     func run() async throws {
@@ -337,13 +357,19 @@ final class PartitionMaintenance: Service, Sendable {
             while true {
                 let succeeded: Bool
                 do {
-                    let dropped = try await self.maintain(nowMillis: Int64(Date().timeIntervalSince1970 * 1000))
+                    let now = Int64(Date().timeIntervalSince1970 * 1000)
+                    let dropped = try await self.maintain(nowMillis: now)
                     if !dropped.isEmpty {
                         self.logger.info("partitions.dropped", metadata: ["partitions": "\(dropped)"])
                     }
+                    let current = MonthPartition(unixMillis: now)
+                    let ahead = try await self.partitions.existing().months.filter { current < $0 }.count
+                    self.monthsAhead?.set(Double(ahead))
+                    self.lastSuccess?.set(Date().timeIntervalSince1970)
                     succeeded = true
                 } catch {
                     self.logger.warning("partitions.maintenance_failed", metadata: ["error": "\(error)"])
+                    self.failures?.increment()
                     succeeded = false
                 }
                 try await Task.sleep(for: succeeded ? .seconds(3600) : .seconds(10))

@@ -45,8 +45,9 @@ final class ReportRollup: Service, Sendable {
     func run() async throws {
         let age = registry.makeGauge(descriptor: Self.metric("age", unit: "seconds", "Seconds since the report rollups' last finished look"))
         let waiting = registry.makeGauge(descriptor: Self.metric("days_waiting", "Days marked to be built again, not built yet"))
-        let events = registry.makeCounter(descriptor: Self.metric("events", "Events the report rollups read"))
-        let failures = registry.makeCounter(descriptor: Self.metric("failures", "Looks that failed (other than losing a race to another collector)"))
+        let events = registry.makeCounter(descriptor: Self.metric("events", unit: "total", "Events the report rollups read"))
+        let failures = registry.makeCounter(
+            descriptor: Self.metric("failures", unit: "total", "Looks that failed (other than losing a race to another collector)"))
         try? await cancelWhenGracefulShutdown {
             while true {
                 do {

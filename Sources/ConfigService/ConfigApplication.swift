@@ -7,6 +7,7 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOFoundationEssentialsCompat
+import Prometheus
 
 /// Builds config-service: projects, versioned documents (admin API) and ETag-revalidated reads.
 package func buildConfigApplication(
@@ -29,7 +30,11 @@ package func buildConfigApplication(
         erasures: ErasureAPI(auth: auth, store: erasures, calls: calls, settleSeconds: settings.erasureSettleSeconds),
         console: .bundled()
     )
-    let runner = ErasureRunner(store: erasures, calls: calls, batchRows: settings.erasureBatchRows, logger: runtime.logger)
+    var runner = ErasureRunner(store: erasures, calls: calls, batchRows: settings.erasureBatchRows, logger: runtime.logger)
+    runner.failures = runtime.metrics.makeCounter(
+        descriptor: MetricNameDescriptor(
+            namespace: "datong", subsystem: "erasure", metricName: "failures", unitName: "total",
+            helpText: "Erasure claims and steps that failed (a step is tried again)"))
     return database.application(
         name: "config-service", api: api, schema: ConfigSchema.name, migrations: ConfigSchema.migrations, server: settings.server, runtime: runtime,
         services: [runner]

@@ -8,6 +8,7 @@ import Logging
 import NIOCore
 import NIOFoundationEssentialsCompat
 import NIOHTTP1
+import Prometheus
 import ServiceLifecycle
 
 /// A user's erasure as a job (docs/PRIVACY.md). Asking records the job, and the ids to suppress,
@@ -349,6 +350,9 @@ struct ErasureRunner: Service {
     let batchRows: Int
     var interval: Duration = .seconds(1)
     let logger: Logger
+    /// `datong_erasure_failures_total`: claims and steps that failed (a failed step is tried
+    /// again in `retrySeconds`).
+    var failures: Counter? = nil
 
     static let leaseSeconds = 120
     static let retrySeconds = 5
@@ -369,6 +373,7 @@ struct ErasureRunner: Service {
             claimed = try await store.claim(leaseSeconds: Self.leaseSeconds)
         } catch {
             logger.warning("erasure.claim_failed", metadata: ["error": "\(error)"])
+            failures?.increment()
             return false
         }
         guard let job = claimed else { return false }
@@ -389,6 +394,7 @@ struct ErasureRunner: Service {
             logger.info("erasure.done", metadata: ["erasure": "\(job.id)", "events": "\(total.events)"])
         } catch {
             logger.warning("erasure.step_failed", metadata: ["erasure": "\(job.id)", "error": "\(error)"])
+            failures?.increment()
             try? await store.failed(job.id, "\(error)", retrySeconds: Self.retrySeconds)
         }
         return true

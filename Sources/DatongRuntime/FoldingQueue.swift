@@ -51,6 +51,9 @@ package final class FoldingQueue<Item: Sendable, Output: Sendable>: Sendable {
         self.process = process
     }
 
+    /// The weight of the items waiting for a worker now.
+    package var waitingWeight: Int { state.withLock { $0.waitingWeight } }
+
     /// Queues `item` and returns its outcome once the group holding it was processed.
     package func submit(_ item: Item, weight: Int) async throws -> Output {
         try await withCheckedThrowingContinuation { continuation in

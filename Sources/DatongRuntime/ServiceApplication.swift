@@ -55,8 +55,24 @@ package func makeServiceRouter(runtime: ServiceRuntime, readiness: [ReadinessChe
         return jsonResponse(failed.isEmpty ? .ok : .serviceUnavailable, body)
     }
     let registry = runtime.metrics
+    // `datong_ready{check}`: each readiness check, run at every scrape (1 passed, 0 failed), so
+    // that an alert sees the database or a called service go away while the process still answers.
+    let readyGauges = readiness.map { check in
+        (
+            check,
+            registry.makeGauge(
+                descriptor: MetricNameDescriptor(
+                    namespace: "datong", metricName: "ready", unitName: "",
+                    helpText: "Whether a readiness check passed at the last scrape (1) or failed (0)"),
+                labels: [("check", check.name)])
+        )
+    }
     router.get("/metrics") { _, _ in
-        Response(
+        for (check, gauge) in readyGauges {
+            let passed = await check.check()
+            gauge.set(to: passed ? 1.0 : 0.0)
+        }
+        return Response(
             status: .ok,
             headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
             body: .init(byteBuffer: ByteBuffer(bytes: registry.emitToBuffer()))

@@ -117,9 +117,32 @@ struct CollectorCallMetrics: Sendable {
     }
 }
 
+/// `datong_gateway_records_total{outcome}`: what the collector made of the records the gateway
+/// gave it (stored, duplicate, or rejected and kept in analytics.rejected), as it answered.
+struct RecordOutcomeMetrics: Sendable {
+    let stored: Counter
+    let duplicate: Counter
+    let rejected: Counter
+
+    init(registry: PrometheusCollectorRegistry) {
+        let help = "Records the collector stored, found to be duplicates, or kept as rejected"
+        stored = registry.gatewayCounter("records", help, labels: [("outcome", "stored")])
+        duplicate = registry.gatewayCounter("records", help, labels: [("outcome", "duplicate")])
+        rejected = registry.gatewayCounter("records", help, labels: [("outcome", "rejected")])
+    }
+
+    func count(_ result: CollectResult) {
+        stored.increment(by: Int64(result.stored))
+        duplicate.increment(by: Int64(result.duplicates))
+        rejected.increment(by: Int64(result.rejected))
+    }
+}
+
 extension PrometheusCollectorRegistry {
     /// `datong_gateway_<name>_total`.
-    func gatewayCounter(_ name: String, _ help: String) -> Counter {
-        makeCounter(descriptor: MetricNameDescriptor(namespace: "datong", subsystem: "gateway", metricName: name, unitName: "total", helpText: help))
+    func gatewayCounter(_ name: String, _ help: String, labels: [(String, String)] = []) -> Counter {
+        makeCounter(
+            descriptor: MetricNameDescriptor(namespace: "datong", subsystem: "gateway", metricName: name, unitName: "total", helpText: help),
+            labels: labels)
     }
 }

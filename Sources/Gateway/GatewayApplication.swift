@@ -24,6 +24,7 @@ package func buildGatewayApplication(
     )
     ingest.suppressedRecords = runtime.metrics.gatewayCounter(
         "suppressed_records", "Records dropped because they name an erased user's id (docs/PRIVACY.md)")
+    ingest.outcomes = RecordOutcomeMetrics(registry: runtime.metrics)
     var services: [any Service] = []
     if settings.identityCacheEntries > 0 {
         let cache = IdentityCache(capacity: settings.identityCacheEntries, refreshInterval: .milliseconds(settings.identityCacheRefreshMilliseconds))

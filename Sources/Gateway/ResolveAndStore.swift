@@ -21,6 +21,7 @@ struct ResolveAndStore: Sendable {
     var metrics: IdentityCacheMetrics? = nil
     /// `datong_gateway_suppressed_records_total`: records of erased users dropped.
     var suppressedRecords: Counter? = nil
+    var outcomes: RecordOutcomeMetrics? = nil
 
     /// Stores the accepted records of `slots` and keeps the refused ones, but drops those naming a
     /// suppressed id of their project (an erased user's), accepted or refused; sets each slot's
@@ -60,6 +61,7 @@ struct ResolveAndStore: Sendable {
             propertiesBytes: sent.reduce(0) { $0 + slots[recordOf: $1].collect.properties.utf8.count }, rejected: rejected
         ) { slots[recordOf: sent[$0]].collect.write(to: &$1, userId: users[$0]) }
         let result = try await collector.store(batch: batch, requestID: context.requestID, logger: context.logger)
+        outcomes?.count(result)
         slots.record(result, sent: sent)
         return result
     }

@@ -1,4 +1,5 @@
 import DatongContracts
+import Foundation
 import Logging
 import Prometheus
 import ServiceLifecycle
@@ -32,6 +33,9 @@ package final class CacheFeed: Service, Sendable {
     package static let maxGap: Duration = .seconds(120)
     /// `datong_identity_cache_server_changes_total`: looks that found a different server.
     private let serverChanges: Counter?
+    /// `datong_identity_cache_last_refresh_timestamp_seconds`: when the last look that succeeded
+    /// ended (Unix time), so that an alert sees a cache that stopped refreshing.
+    private let lastRefresh: Gauge?
 
     package init(
         cache: IdentityCache, source: any InvalidationSource, interval: Duration, maxGap: Duration = CacheFeed.maxGap, logger: Logger,
@@ -41,6 +45,11 @@ package final class CacheFeed: Service, Sendable {
             descriptor: MetricNameDescriptor(
                 namespace: "datong", subsystem: "identity", metricName: "cache_server_changes", unitName: "total",
                 helpText: "Refreshes of the identity cache that found a different database server and forgot everything"
+            ))
+        self.lastRefresh = metrics?.makeGauge(
+            descriptor: MetricNameDescriptor(
+                namespace: "datong", subsystem: "identity", metricName: "cache_last_refresh_timestamp", unitName: "seconds",
+                helpText: "When the identity cache last refreshed from the invalidation log (Unix time)"
             ))
         self.cache = cache
         self.source = source
@@ -91,5 +100,6 @@ package final class CacheFeed: Service, Sendable {
             logger.notice("identity.cache_cleared", metadata: ["reason": "the database server changed (failover or restart)"])
             serverChanges?.increment()
         }
+        lastRefresh?.set(Date().timeIntervalSince1970)
     }
 }
