@@ -5,6 +5,7 @@ import NIOCore
 import NIOFoundationEssentialsCompat
 import Prometheus
 import ServiceLifecycle
+import Synchronization
 
 /// One thing `/ready` checks: the database, migrations, a service this one calls.
 package struct ReadinessCheck: Sendable {
@@ -14,6 +15,34 @@ package struct ReadinessCheck: Sendable {
     package init(_ name: String, check: @escaping @Sendable () async -> Bool) {
         self.name = name
         self.check = check
+    }
+
+    /// How long a scrape of /metrics waits for the checks: below Prometheus' scrape timeouts.
+    package static let scrapeLimit: Duration = .milliseconds(750)
+
+    /// Runs `checks` at once and answers within `limit`: a check that has not answered by then
+    /// counts as failed, and finishes in the background (a call to a service that is down retries
+    /// its connection until its own timeout; a ping of a database that hangs waits on it).
+    package static func run(_ checks: [ReadinessCheck], within limit: Duration) async -> [Bool] {
+        let outcomes = Outcomes(count: checks.count)
+        for (index, check) in checks.enumerated() {
+            Task { outcomes.set(index, await check.check()) }
+        }
+        let deadline = ContinuousClock.now + limit
+        while !outcomes.complete, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return outcomes.values
+    }
+
+    private final class Outcomes: Sendable {
+        private let state: Mutex<[Bool?]>
+
+        init(count: Int) { state = Mutex(Array(repeating: nil, count: count)) }
+
+        func set(_ index: Int, _ passed: Bool) { state.withLock { $0[index] = passed } }
+        var complete: Bool { state.withLock { $0.allSatisfy { $0 != nil } } }
+        var values: [Bool] { state.withLock { $0.map { $0 ?? false } } }
     }
 }
 
@@ -55,21 +84,19 @@ package func makeServiceRouter(runtime: ServiceRuntime, readiness: [ReadinessChe
         return jsonResponse(failed.isEmpty ? .ok : .serviceUnavailable, body)
     }
     let registry = runtime.metrics
-    // `datong_ready{check}`: each readiness check, run at every scrape (1 passed, 0 failed), so
-    // that an alert sees the database or a called service go away while the process still answers.
+    // `datong_ready{check}`: each readiness check, run at every scrape (1 passed, 0 failed or not
+    // answered within `ReadinessCheck.scrapeLimit`), so that an alert sees the database or a called
+    // service go away while the process still answers; the scrape never waits longer than that.
     let readyGauges = readiness.map { check in
-        (
-            check,
-            registry.makeGauge(
-                descriptor: MetricNameDescriptor(
-                    namespace: "datong", metricName: "ready", unitName: "",
-                    helpText: "Whether a readiness check passed at the last scrape (1) or failed (0)"),
-                labels: [("check", check.name)])
-        )
+        registry.makeGauge(
+            descriptor: MetricNameDescriptor(
+                namespace: "datong", metricName: "ready", unitName: "",
+                helpText: "Whether a readiness check passed at the last scrape (1) or failed or did not answer in time (0)"),
+            labels: [("check", check.name)])
     }
     router.get("/metrics") { _, _ in
-        for (check, gauge) in readyGauges {
-            let passed = await check.check()
+        let passed = await ReadinessCheck.run(readiness, within: ReadinessCheck.scrapeLimit)
+        for (gauge, passed) in zip(readyGauges, passed) {
             gauge.set(to: passed ? 1.0 : 0.0)
         }
         return Response(

@@ -1,3 +1,4 @@
+import DatongRuntime
 import DatongTestSupport
 import Foundation
 import HTTPTypes
@@ -109,5 +110,21 @@ struct MetricsTests {
             #expect((Self.value(collector, "datong_collector_partition_maintenance_last_success_timestamp_seconds") ?? 0) >= started)
             #expect((Self.value(gateway, "datong_identity_cache_last_refresh_timestamp_seconds") ?? 0) >= started)
         }
+    }
+
+    @Test("a scrape waits for the readiness checks a bounded time: one that hangs counts as failed")
+    func readinessWithinLimit() async throws {
+        let checks = [
+            ReadinessCheck("fast") { true },
+            ReadinessCheck("hangs") {
+                try? await Task.sleep(for: .seconds(30))
+                return true
+            },
+            ReadinessCheck("fails") { false },
+        ]
+        let started = ContinuousClock.now
+        let passed = await ReadinessCheck.run(checks, within: .milliseconds(300))
+        #expect(passed == [true, false, false])
+        #expect(ContinuousClock.now - started < .seconds(10), "the scrape did not wait for the hung check")
     }
 }
