@@ -331,6 +331,10 @@ final class PartitionMaintenance: Service, Sendable {
     private let lastSuccess: Gauge?
     private let failures: Counter?
     private let monthsAhead: Gauge?
+    /// `datong_collector_partition_oldest_start_timestamp_seconds` and `…_newest_end_…`: the span
+    /// of months `collector.events` has tables for.
+    private let oldest: Gauge?
+    private let newest: Gauge?
 
     init(partitions: EventPartitions, settings: RetentionSettings, retentionDays: Int, logger: Logger, registry: PrometheusCollectorRegistry? = nil) {
         self.partitions = partitions
@@ -343,6 +347,8 @@ final class PartitionMaintenance: Service, Sendable {
             case "partition_maintenance_last_success_timestamp":
                 help = "When partition maintenance (partitions ahead, retention) last succeeded (Unix time)"
             case "partition_maintenance_failures": help = "Partition maintenance runs that failed (tried again in 10 s)"
+            case "partition_oldest_start_timestamp": help = "Where the oldest month with event tables starts (Unix time)"
+            case "partition_newest_end_timestamp": help = "Where the newest month with event tables ends (Unix time)"
             default: help = "Months after the current one whose partitions exist (maintenance keeps 2)"
             }
             return MetricNameDescriptor(namespace: "datong", subsystem: "collector", metricName: metric, unitName: unit, helpText: help)
@@ -350,6 +356,8 @@ final class PartitionMaintenance: Service, Sendable {
         lastSuccess = registry?.makeGauge(descriptor: name("partition_maintenance_last_success_timestamp", "seconds"))
         failures = registry?.makeCounter(descriptor: name("partition_maintenance_failures", "total"))
         monthsAhead = registry?.makeGauge(descriptor: name("partition_months_ahead", ""))
+        oldest = registry?.makeGauge(descriptor: name("partition_oldest_start_timestamp", "seconds"))
+        newest = registry?.makeGauge(descriptor: name("partition_newest_end_timestamp", "seconds"))
     }
 
     func run() async throws {
@@ -363,8 +371,12 @@ final class PartitionMaintenance: Service, Sendable {
                         self.logger.info("partitions.dropped", metadata: ["partitions": "\(dropped)"])
                     }
                     let current = MonthPartition(unixMillis: now)
-                    let ahead = try await self.partitions.existing().months.filter { current < $0 }.count
-                    self.monthsAhead?.set(Double(ahead))
+                    let months = try await self.partitions.existing().months
+                    self.monthsAhead?.set(Double(months.filter { current < $0 }.count))
+                    if let first = months.min(), let last = months.max() {
+                        self.oldest?.set(Double(first.startUnixMillis / 1000))
+                        self.newest?.set(Double(last.next.startUnixMillis / 1000))
+                    }
                     self.lastSuccess?.set(Date().timeIntervalSince1970)
                     succeeded = true
                 } catch {

@@ -30,6 +30,25 @@ struct OwnedDataAPI: ServiceAPI {
         /// The largest answer passed on; the owners bound their pages well below it.
         static let maxAnswerBytes = 16 << 20
 
+        /// The service's `/ready` and `/metrics` (public operational endpoints, no token), each
+        /// within 3 s.
+        func probe() async -> ServiceProbe {
+            func get(_ path: String, limit: Int) async -> (status: UInt, text: String)? {
+                var request = HTTPClientRequest(url: baseURL + path)
+                request.method = .GET
+                guard let response = try? await HTTPClient.shared.execute(request, timeout: .seconds(3)),
+                    let body = try? await response.body.collect(upTo: limit)
+                else { return nil }
+                return (response.status.code, String(buffer: body))
+            }
+            async let ready = get("/ready", limit: 64 << 10)
+            async let metrics = get("/metrics", limit: ServiceProbe.maxMetricsBytes)
+            let (readiness, text) = await (ready, metrics)
+            return ServiceProbe(
+                name: name, url: baseURL, ready: readiness?.status == 200, readiness: readiness?.text, metrics: text?.text,
+                error: readiness == nil && text == nil ? "\(name) cannot be reached at \(baseURL)" : nil)
+        }
+
         func call(_ method: HTTPMethod, _ pathAndQuery: String, body: [UInt8]? = nil, requestID: String, logger: Logger) async throws -> Response {
             var request = HTTPClientRequest(url: baseURL + pathAndQuery)
             request.method = method
@@ -83,6 +102,14 @@ struct OwnedDataAPI: ServiceAPI {
             _ = try await auth.authorize(request)
             let query = request.uri.query.map { "?" + $0 } ?? ""
             return try await collector.call(.GET, "/v1/retention" + query, requestID: context.requestID, logger: context.logger)
+        }
+        // `datongctl status`: the readiness and metrics of the services behind config-service, which
+        // an operator's host usually cannot reach (they listen on the services' network only).
+        router.get("/v1/status") { request, context in
+            _ = try await auth.authorize(request)
+            async let identityProbe = identity.probe()
+            async let collectorProbe = collector.probe()
+            return try jsonResponse(.ok, encoding: ServicesStatus(services: [await identityProbe, await collectorProbe]))
         }
         projects.post("merges/:merge/undo") { request, context in
             // The undo is recorded in identity's history under the admin token's name.

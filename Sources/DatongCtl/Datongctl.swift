@@ -23,6 +23,9 @@ package enum Datongctl {
         if let importing = command as? ImportCommand {
             return await importing.execute(environment: environment)
         }
+        if let status = command as? StatusCommand {
+            return await status.execute(environment: environment)
+        }
         guard let step = command as? any CtlCommand else {
             // `datongctl help user erase`, or a group named alone (`datongctl keys`): that command's help.
             let named = arguments.first == "help" ? Array(arguments.dropFirst()) : arguments
@@ -104,7 +107,7 @@ struct Root: ParsableCommand {
             """,
         subcommands: [
             Publish.self, Versions.self, Show.self, Diff.self, Rollback.self, Keys.self, User.self, Retention.self, TimeZoneCommand.self, Metadata.self,
-            Enrichment.self, ImportCommand.self,
+            Enrichment.self, ImportCommand.self, StatusCommand.self,
         ]
     )
 }

@@ -94,6 +94,12 @@ package func makeServiceRouter(runtime: ServiceRuntime, readiness: [ReadinessChe
                 helpText: "Whether a readiness check passed at the last scrape (1) or failed or did not answer in time (0)"),
             labels: [("check", check.name)])
     }
+    // `process_start_time_seconds`, as Prometheus' client libraries name it (here: when the service's
+    // router was made, at its start): uptime is `time() - process_start_time_seconds`.
+    registry.makeGauge(
+        descriptor: MetricNameDescriptor(
+            namespace: "process", metricName: "start_time", unitName: "seconds", helpText: "When the service started (Unix time)")
+    ).set(to: Date().timeIntervalSince1970)
     router.get("/metrics") { _, _ in
         let passed = await ReadinessCheck.run(readiness, within: ReadinessCheck.scrapeLimit)
         for (gauge, passed) in zip(readyGauges, passed) {

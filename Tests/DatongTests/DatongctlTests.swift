@@ -113,6 +113,51 @@ struct DatongctlTests {
         }
     }
 
+    @Test("status: every service, ingest, the cache, the collector and partitions on one screen; exit 4 and why when something needs attention")
+    func status() async throws {
+        try await RunningServices.run { services in
+            let gateway = "http://127.0.0.1:\(services.gateway.port!)"
+            let environment = [
+                "DATONG_CONFIG_URL": "http://127.0.0.1:\(services.config.port!)", "DATONG_ADMIN_TOKEN": RunningServices.adminToken,
+                "DATONG_GATEWAY_URL": gateway,
+            ]
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            _ = try await ErasureTests.upload(
+                "["
+                    + (0..<3).map {
+                        #"{"type":"track","event":"Status","time":\#(now + Int64($0)),"distinct_id":"s-\#($0)","_track_id":\#($0),"lib":{"$lib":"Java"},"properties":{}}"#
+                    }
+                    .joined(separator: ",") + "]", to: services.gateway)
+            // Maintenance and the identity cache report their first success within moments of the start.
+            var result = await Datongctl.run(["status"], environment: environment)
+            let deadline = Date().addingTimeInterval(20)
+            while result.exitCode != 0, Date() < deadline {
+                try await Task.sleep(for: .milliseconds(250))
+                result = await Datongctl.run(["status"], environment: environment)
+            }
+            #expect(result.exitCode == 0, "\(result.output)")
+            let lines = result.output.split(separator: "\n").map(String.init)
+            for service in ["bridge-gateway", "identity-service", "config-service", "collector"] {
+                #expect(lines.contains { $0.hasPrefix(service) && $0.contains(" yes ") }, "\(service): \(result.output)")
+            }
+            #expect(lines.contains { $0.hasPrefix("default") && $0.split(separator: " ").dropFirst().first == "3" }, "ingest: \(result.output)")
+            #expect(result.output.contains("identity cache (gateway): refreshed"))
+            #expect(result.output.contains("(2 months ahead)"), "\(result.output)")
+            #expect(result.output.contains("Nothing needs attention."))
+
+            let json = await Datongctl.run(["status", "--json"], environment: environment)
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(json.output.utf8)) as? [String: Any], "\(json.output)")
+            #expect((object["services"] as? [[String: Any]])?.count == 4)
+            #expect((object["problems"] as? [Any])?.isEmpty == true)
+
+            // A gateway that does not answer: exit 4, and the screen says which.
+            let down = await Datongctl.run(["status", "--gateway", "http://127.0.0.1:1"], environment: environment)
+            #expect(down.exitCode == 4, "\(down.output)")
+            #expect(down.output.contains("Needs attention:\n  - bridge-gateway cannot be reached at http://127.0.0.1:1"), "\(down.output)")
+            #expect(await Datongctl.run(["status"], environment: environment.merging(["DATONG_ADMIN_TOKEN": "wrong"]) { $1 }).exitCode == 1)
+        }
+    }
+
     @Test("a project's time zone from the command line, through config-service to the collector, audited")
     func timeZone() async throws {
         try await RunningServices.run { services in
