@@ -231,7 +231,13 @@ def run(args):
         reason = c.find(".rejected-table td.reason", timeout=20).text
         assert "distinct_id" in reason, f"the rejected record's reason names what was wrong: {reason!r}"
         c.find(".chart svg polyline.received")
+        # The services behind config-service, ready, with the collector's figures.
+        c.text_in(".services-table tr[data-service='collector'] td.ready", "yes")
+        c.text_in(".services-table tr[data-service='collector']", "months of partitions ahead")
+        c.text_in(".services-table tr[data-service='identity-service'] td.ready", "yes")
         c.shot("live-data")
+        d.execute_script("arguments[0].scrollIntoView()", c.find(".services-table"))
+        c.shot("live-services")
 
         # 7. The user behind the distinct id.
         d.get(f"{args.console}#/p/{PROJECT}/identity")

@@ -1,5 +1,6 @@
-// Live data of a project: the per-minute counts, the newest events and the rejected records, each
-// refreshed every few seconds while the page is open.
+// Live data of a project: the per-minute counts, the newest events and the rejected records, and
+// the health of the services behind config-service, each refreshed every few seconds while the
+// page is open.
 import { api, seg } from "./api.js";
 import { h, svg, clear, notice, time, empty, pretty } from "./dom.js";
 
@@ -17,6 +18,7 @@ export async function liveView(main, project) {
   const chart = h("div.chart");
   const events = h("div.events");
   const rejected = h("div.rejected");
+  const services = h("div.services");
   const status = h("div.status", { "aria-live": "polite" });
   const hours = h("select#chart-hours", { "aria-label": "Hours shown", onchange: () => refreshCounts() },
     [1, 3, 6, 24, 72].map((n) => h("option", { value: n, selected: n === 3 }, `last ${n} h`)));
@@ -52,9 +54,16 @@ export async function liveView(main, project) {
         h("td", h("details", h("summary", `${r.raw.slice(0, 60)}${r.raw.length > 60 || r.raw_truncated ? "…" : ""}`), h("pre.code", r.raw))))))));
   }
 
+  async function refreshServices() {
+    const answer = await api.get("/v1/status");
+    clear(services, h("table.grid.services-table",
+      h("thead", h("tr", h("th", "Service"), h("th", "Ready"), h("th", "Up"), h("th", "Figures"))),
+      h("tbody", answer.services.map(serviceRow))));
+  }
+
   async function refresh() {
     try {
-      await Promise.all([refreshCounts(), refreshEvents(), refreshRejected()]);
+      await Promise.all([refreshCounts(), refreshEvents(), refreshRejected(), refreshServices()]);
       clear(status, h("p.muted.small", `Updated ${new Date().toLocaleTimeString()}`));
     } catch (error) {
       clear(status, notice("error", error.message));
@@ -70,10 +79,53 @@ export async function liveView(main, project) {
         field("event", "Event"), field("distinct_id", "Distinct id"), field("user_id", "User", { inputmode: "numeric", size: 8 })),
       events),
     h("section", h("h2", "Rejected records"), rejected),
+    h("section", h("h2", "Services"),
+      h("p.muted.small", "identity-service and the collector as their /ready and /metrics answer (alerts and runbook: docs/OPERATING.md; `datongctl status` adds the gateway)."),
+      services),
   );
   await refresh();
   const timer = setInterval(() => { if (auto.checked && !document.hidden) refresh(); }, REFRESH_MS);
   return () => clearInterval(timer);
+}
+
+/** The first sample of a metric in Prometheus' text format (`name{labels} value`), or null. */
+function metric(text, name) {
+  for (const line of (text || "").split("\n")) {
+    if (line.startsWith(name + " ") || line.startsWith(name + "{")) return Number(line.slice(line.lastIndexOf(" ") + 1));
+  }
+  return null;
+}
+
+function seconds(value) {
+  if (value === null || value < 0) return "—";
+  if (value < 60) return `${value.toFixed(1)} s`;
+  if (value < 3600) return `${Math.floor(value / 60)} min`;
+  return `${Math.floor(value / 3600)} h ${Math.floor(value % 3600 / 60)} min`;
+}
+
+/** A service's readiness (with its failed checks), uptime and the figures an operator reads first. */
+function serviceRow(service) {
+  const checks = (() => { try { return JSON.parse(service.readiness || "{}").checks || {}; } catch { return {}; } })();
+  const failed = Object.keys(checks).filter((name) => checks[name] !== "ok");
+  const ready = service.error ? "unreachable" : service.ready ? "yes" : `no${failed.length ? ` (${failed.join(", ")})` : ""}`;
+  const started = metric(service.metrics, "process_start_time_seconds");
+  const figures = [];
+  if (service.name === "collector") {
+    const waiting = metric(service.metrics, "datong_collector_waiting_records");
+    const rollups = metric(service.metrics, "datong_report_rollup_age_seconds");
+    const standbys = metric(service.metrics, "datong_postgres_standbys");
+    const ahead = metric(service.metrics, "datong_collector_partition_months_ahead");
+    if (waiting !== null) figures.push(`${waiting} records waiting`);
+    if (rollups !== null) figures.push(`report rollups ${seconds(rollups)} behind`);
+    if (standbys !== null) figures.push(`${standbys} standby(s) streaming`);
+    if (ahead !== null) figures.push(`${ahead} months of partitions ahead`);
+  }
+  const refusals = (service.metrics || "").split("\n").filter((line) => line.startsWith("datong_refusals_total{"))
+    .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(" ") + 1)), 0);
+  if (service.metrics) figures.push(`${refusals} refusals since it started`);
+  return h("tr", { dataset: { service: service.name } },
+    h("td", h("strong", service.name)), h("td.ready", ready),
+    h("td", started === null ? "—" : seconds(Date.now() / 1000 - started)), h("td", figures.join(" · ") || "—"));
 }
 
 /** A row per event; a click opens its properties, lib, identities and H5 flag. */
