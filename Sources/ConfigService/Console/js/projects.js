@@ -1,4 +1,5 @@
-// Projects: the list, a new project, and its ingestion token (made here, shown once).
+// Projects: the list, a new project, its ingestion token (made here, shown once) and the time zone
+// its reports count days in (docs/ANALYTICS.md, Reports).
 import { api, seg, ApiError } from "./api.js";
 import { h, clear, notice, time, empty } from "./dom.js";
 import { state } from "./app.js";
@@ -17,13 +18,14 @@ export async function projectsView(main) {
     const projects = await state.reloadProjects();
     if (projects.length === 0) return clear(list, empty("No projects yet."));
     clear(list, h("table.grid",
-      h("thead", h("tr", h("th", "Project"), h("th", "Created"), h("th", "Ingestion token"), h("th", ""))),
+      h("thead", h("tr", h("th", "Project"), h("th", "Created"), h("th", "Ingestion token"), h("th", "Reports' time zone"), h("th", ""))),
       h("tbody", projects.map((p) => h("tr", { dataset: { project: p.name } },
         h("td", h("a", { href: `#/p/${seg(p.name)}/live` }, p.name)),
         h("td", time(p.createdAt)),
         h("td",
           h("button", { type: "button", onclick: () => setToken(p.name) }, "Set new token"), " ",
           h("button.link", { type: "button", onclick: () => clearToken(p.name) }, "Remove token")),
+        h("td", timeZoneForm(p.name)),
         h("td.actions",
           h("a", { href: `#/p/${seg(p.name)}/tracking` }, "Tracking table"), " · ",
           h("a", { href: `#/p/${seg(p.name)}/documents/remote-config` }, "Documents")),
@@ -45,6 +47,23 @@ export async function projectsView(main) {
     } catch (error) {
       clear(status, notice("error", error.message));
     }
+  }
+
+  /** The project's zone (UTC unless set), changed in place; the collector checks the name. */
+  function timeZoneForm(project) {
+    const field = h("input.time-zone", { name: "timeZone", size: 18, list: "time-zones", "aria-label": `Time zone of ${project}`, placeholder: "UTC" });
+    api.get(`/v1/projects/${seg(project)}/time-zone`).then((answer) => { field.value = answer.timeZone; }).catch(() => {});
+    return h("form.inline.time-zone-form", {
+      onsubmit: async (event) => {
+        event.preventDefault();
+        try {
+          const answer = await api.put(`/v1/projects/${seg(project)}/time-zone`, { timeZone: field.value.trim() });
+          clear(status, notice("ok", `Project '${project}' counts its reports' days in ${answer.timeZone} now; the rollups are rebuilt in that zone.`));
+        } catch (error) {
+          clear(status, notice("error", error instanceof ApiError ? `${error.message} (${error.code})` : error.message));
+        }
+      },
+    }, field, " ", h("button", { type: "submit" }, "Save"));
   }
 
   async function clearToken(project) {
@@ -74,6 +93,9 @@ export async function projectsView(main) {
   }, h("label", { for: "new-project" }, "New project"), name, h("button.primary", { type: "submit" }, "Create"),
      h("small#project-rule.muted", "A letter, then letters, digits or underscores."));
 
-  clear(main, h("h1", "Projects"), form, status, list);
+  const zones = h("datalist#time-zones",
+    ["UTC", "Asia/Shanghai", "Asia/Hong_Kong", "Asia/Taipei", "Asia/Tokyo", "Asia/Singapore", "Europe/London", "Europe/Berlin", "America/New_York", "America/Los_Angeles"]
+      .map((zone) => h("option", { value: zone })));
+  clear(main, h("h1", "Projects"), form, status, list, zones);
   await refresh();
 }
