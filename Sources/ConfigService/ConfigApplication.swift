@@ -35,6 +35,10 @@ package func buildConfigApplication(
         descriptor: MetricNameDescriptor(
             namespace: "datong", subsystem: "erasure", metricName: "failures", unitName: "total",
             helpText: "Erasure claims and steps that failed (a step is tried again)"))
+    runner.oldestOpen = runtime.metrics.makeGauge(
+        descriptor: MetricNameDescriptor(
+            namespace: "datong", subsystem: "erasure", metricName: "oldest_open", unitName: "seconds",
+            helpText: "How long the oldest erasure not done yet has waited since it was asked for (0: none open)"))
     return database.application(
         name: "config-service", api: api, schema: ConfigSchema.name, migrations: ConfigSchema.migrations, server: settings.server, runtime: runtime,
         services: [runner]

@@ -99,6 +99,16 @@ struct ErasureStore: Sendable {
         }
     }
 
+    /// Seconds since the oldest erasure not done yet was asked for; 0 when every one is done.
+    func oldestOpenSeconds() async throws -> Double {
+        try await pool.withConnection { connection in
+            let row = try connection.query(
+                "SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8::text FROM config.erasures WHERE state <> 'done'"
+            ).rows.first
+            return row?[0].flatMap(Double.init) ?? 0
+        }
+    }
+
     /// Takes the oldest job that is due and that no runner holds, for `leaseSeconds`.
     func claim(leaseSeconds: Int) async throws -> Claimed? {
         try await pool.transaction { connection in
@@ -353,14 +363,22 @@ struct ErasureRunner: Service {
     /// `datong_erasure_failures_total`: claims and steps that failed (a failed step is tried
     /// again in `retrySeconds`).
     var failures: Counter? = nil
+    /// `datong_erasure_oldest_open_seconds`: how long the oldest erasure not done yet has waited,
+    /// looked at every 30 s.
+    var oldestOpen: Gauge? = nil
 
     static let leaseSeconds = 120
     static let retrySeconds = 5
 
     func run() async throws {
         try? await cancelWhenGracefulShutdown {
+            var looked = ContinuousClock.now - .seconds(60)
             while true {
                 while await self.runOne() {}
+                if let oldestOpen = self.oldestOpen, ContinuousClock.now - looked >= .seconds(30) {
+                    looked = ContinuousClock.now
+                    if let seconds = try? await self.store.oldestOpenSeconds() { oldestOpen.set(to: seconds) }
+                }
                 try await Task.sleep(for: self.interval)
             }
         }

@@ -22,8 +22,8 @@ struct StatusCommand: ParsableCommand {
     )
 
     @OptionGroup var connection: ConnectionOptions
-    @Option(help: "Gateway base URL (default: DATONG_GATEWAY_URL or http://127.0.0.1:8106).")
-    var gateway: String?
+    @Option(help: "Gateway base URL; repeat it for each replica behind a balancer (default: DATONG_GATEWAY_URL or http://127.0.0.1:8106).")
+    var gateway: [String] = []
     @Flag(help: "Print one JSON object instead of the screen.")
     var json = false
 
@@ -42,8 +42,9 @@ struct StatusCommand: ParsableCommand {
     private func report(environment: [String: String], client: HTTPClient) async -> (output: String, exitCode: Int32) {
         do {
             let admin = Admin(target: try Target(options: connection, environment: environment), http: client)
-            let gatewayURL = (gateway ?? environment["DATONG_GATEWAY_URL"] ?? "http://127.0.0.1:8106").trimmingCharacters(in: CharacterSet(charactersIn: "/"))
-            let report = try await DeploymentStatus.gather(admin: admin, gatewayURL: gatewayURL, http: client)
+            let gateways = (gateway.isEmpty ? [environment["DATONG_GATEWAY_URL"] ?? "http://127.0.0.1:8106"] : gateway)
+                .map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "/")) }
+            let report = try await DeploymentStatus.gather(admin: admin, gatewayURLs: gateways, http: client)
             let text: String
             if json {
                 let encoder = JSONEncoder()
@@ -104,17 +105,19 @@ struct DeploymentStatus: Codable {
 
     static let order = ["bridge-gateway", "identity-service", "config-service", "collector"]
 
-    static func gather(admin: Admin, gatewayURL: String, http: HTTPClient) async throws -> DeploymentStatus {
+    static func gather(admin: Admin, gatewayURLs: [String], http: HTTPClient) async throws -> DeploymentStatus {
         let now = Date()
         var status = DeploymentStatus(at: ISO8601DateFormatter().string(from: now))
-        async let gatewayProbe = probe("bridge-gateway", gatewayURL, http: http)
         async let configProbe = probe("config-service", admin.target.baseURL, http: http)
         let behind = try admin.decode(ServicesStatus.self, try await admin.send(.GET, "/v1/status"))
-        let probes = [await gatewayProbe, await configProbe] + behind.services
+        var gateways: [ServiceProbe] = []
+        for url in gatewayURLs.prefix(32) { gateways.append(await probe("bridge-gateway", url, http: http)) }
+        let probes = gateways + [await configProbe] + behind.services
+        // Each service's samples, every replica's together (the gateway's replicas by their URL).
         var metrics: [String: [MetricSample]] = [:]
         for probe in probes.sorted(by: { (order.firstIndex(of: $0.name) ?? 9) < (order.firstIndex(of: $1.name) ?? 9) }) {
             let samples = MetricSample.parse(probe.metrics ?? "")
-            metrics[probe.name] = samples
+            metrics[probe.name, default: []] += samples
             let checks = (probe.readiness.flatMap { try? JSONValue(parsing: Array($0.utf8)) })?["checks"]?.objectValue ?? [:]
             let failed = checks.filter { $0.value.stringValue != "ok" }.map(\.key).sorted()
             let started = MetricSample.value(samples, "process_start_time_seconds")
@@ -129,7 +132,8 @@ struct DeploymentStatus: Codable {
             }
         }
         let gateway = metrics["bridge-gateway"] ?? []
-        if let refreshed = MetricSample.value(gateway, "datong_identity_cache_last_refresh_timestamp_seconds") {
+        // The stalest cache among the replicas.
+        if let refreshed = gateway.filter({ $0.name == "datong_identity_cache_last_refresh_timestamp_seconds" }).map(\.value).min() {
             status.identityCacheAgeSeconds = now.timeIntervalSince1970 - refreshed
         }
         for sample in gateway where sample.name == "datong_refusals_total" {

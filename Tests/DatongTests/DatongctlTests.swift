@@ -154,6 +154,10 @@ struct DatongctlTests {
             let down = await Datongctl.run(["status", "--gateway", "http://127.0.0.1:1"], environment: environment)
             #expect(down.exitCode == 4, "\(down.output)")
             #expect(down.output.contains("Needs attention:\n  - bridge-gateway cannot be reached at http://127.0.0.1:1"), "\(down.output)")
+            // Two gateway replicas named: a row each.
+            let replicas = await Datongctl.run(["status", "--gateway", gateway, "--gateway", "http://127.0.0.1:1"], environment: environment)
+            #expect(replicas.output.split(separator: "\n").filter { $0.hasPrefix("bridge-gateway") }.count == 2, "\(replicas.output)")
+            #expect(replicas.exitCode == 4)
             #expect(await Datongctl.run(["status"], environment: environment.merging(["DATONG_ADMIN_TOKEN": "wrong"]) { $1 }).exitCode == 1)
         }
     }
