@@ -384,4 +384,20 @@ struct LogReadingTests {
         #expect(lines[2].end == Int64(7 + long.utf8.count + 1 + 6))
         #expect(reader.unterminatedBytes == "unfinished".utf8.count)
     }
+
+    @Test("a file followed for longer than a week keeps its place; one gone for a week is forgotten")
+    func stateRemembersFilesStillThere() throws {
+        let file = try Self.file(Array("a\n".utf8), name: "kept.log")
+        let gone = try Self.file(Array("b\n".utf8), name: "gone.log")
+        var state = ImportState()
+        let start = 1_000_000.0
+        _ = state.start(for: file, now: start)
+        _ = state.start(for: gone, now: start)
+        state.acknowledge(file.key, offset: 2, line: 1)
+        // Eight days of following: the importer sees the file at every look, the other never again.
+        for day in 1...8 { state.saw([file], now: start + Double(day) * 86_400) }
+        state.forget(before: start + 8 * 86_400)
+        #expect(state.files[file.key]?.offset == 2)
+        #expect(state.files[gone.key] == nil)
+    }
 }

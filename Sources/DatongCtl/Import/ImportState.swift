@@ -107,6 +107,14 @@ struct ImportState: Codable, Equatable {
         files[key] = entry
     }
 
+    /// Marks the entries of `files` (found now) as seen now, under the path each has now.
+    mutating func saw(_ files: [LogFile], now: Double) {
+        for file in files {
+            self.files[file.key]?.seen = now
+            self.files[file.key]?.path = file.path
+        }
+    }
+
     /// Drops entries of files not seen for a week.
     mutating func forget(before now: Double) {
         files = files.filter { now - $0.value.seen < Self.forgetAfter }

@@ -110,6 +110,8 @@ final class LogImporter {
                 }
             }
             first = false
+            // Files still there are remembered however long a follow runs (a week unseen forgets one).
+            state.saw(files, now: Date().timeIntervalSince1970)
             var readAny = false
             for file in files where !stop.isStopped {
                 readAny = try await read(file, &group) || readAny
