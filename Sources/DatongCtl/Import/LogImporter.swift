@@ -88,7 +88,7 @@ final class LogImporter {
         } catch {
             failure = ("datongctl import: \(error)", CtlFailure.unreachable("").exitCode)
         }
-        try? save(force: true)
+        try? save()
         try? rejectsFile?.close()
         reporter.finish(counts)
         let summary = self.summary()
@@ -120,7 +120,7 @@ final class LogImporter {
             guard settings.follow else { return }
             // Every pass ends with its batches acknowledged; the state is kept fresh (a health check reads its age).
             while let (sequence, outcome) = try await group.next() { try finish(sequence, outcome) }
-            if Date().timeIntervalSince(lastSave) > 15 { try save(force: true) }
+            if Date().timeIntervalSince(lastSave) > 15 { try save() }
             reporter.tick(counts)
             if !readAny {
                 await stop.sleep(milliseconds: settings.pollMilliseconds)
@@ -235,10 +235,10 @@ final class LogImporter {
             acknowledgements += 1
             if acknowledgements == settings.crashAfterAcknowledgements { kill(getpid(), SIGKILL) }
         }
-        if moved { try save(force: false) }
+        if moved { try save() }
     }
 
-    private func save(force: Bool) throws {
+    private func save() throws {
         state.forget(before: Date().timeIntervalSince1970)
         try state.save(settings.statePath)
         lastSave = Date()
