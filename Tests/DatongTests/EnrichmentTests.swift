@@ -68,6 +68,9 @@ struct EnrichmentTests {
         #expect(RequestEnrichment.host("https://[2001:db8::1]:8080/x") == "[2001:db8::1]")
         #expect(RequestEnrichment.host("/relative/path") == nil)
         #expect(RequestEnrichment.host("https:///nohost") == nil)
+        // Found by the fuzzer (Tests/Fixtures/fuzz/address): a combining mark right after `]` is
+        // not part of the host, which ends at the bracket, byte for byte.
+        #expect(RequestEnrichment.host("://[\u{FFFD}]\u{0487}\u{0487}").map { Array($0.utf8) } == Array("[\u{FFFD}]".utf8))
     }
 
     @Test("regions are stored in Sensors' short form, placeholders as nothing")
