@@ -166,7 +166,7 @@ struct ConsoleAPITests {
         busy.get("/v1/projects/:project/users/:user") { _, _ -> Response in
             throw ServiceError(.serviceUnavailable, .queryTimeout, "the query took too long", retryAfterSeconds: 7)
         }
-        try await Application(router: busy).test(.live) { owner in
+        try await Application(router: busy).serving { owner in
             let files = ConsoleFiles(directory: nil)
             let api = OwnedDataAPI(
                 auth: AdminAuth(bootstrapToken: "t0ken", pool: .init(url: "postgresql://127.0.0.1:1/none", maxConnections: 1, logger: TestDatabase.logger)),

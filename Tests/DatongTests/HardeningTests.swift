@@ -347,27 +347,25 @@ struct HardeningTests {
             settings: GatewaySettings(server: ServerSettings(port: 0, serviceToken: RunningServices.serviceToken, idleTimeoutSeconds: 1)),
             runtime: ServiceRuntime(logger: TestDatabase.logger)
         )
-        try await gateway.test(.live) { client in
-            await captured {
-                let port = client.port!
-                let (outcome, waited) = try await HTTPLoad.onThread {
-                    let half = try HTTPLoad.Connection(port: port, receiveTimeout: 15)
-                    defer { half.close() }
-                    try half.write(Array("POST /sa?project=default HTTP/1.1\r\nHost: x\r\nContent-Le".utf8))
-                    let started = ContinuousClock.now
-                    let outcome: String
-                    do {
-                        outcome = "answered \(try half.readAnswer().status)"
-                    } catch {
-                        outcome = "\(error)"
-                    }
-                    return (outcome, ContinuousClock.now - started)
+        try await gateway.serving { client in
+            let port = client.port!
+            let (outcome, waited) = try await HTTPLoad.onThread {
+                let half = try HTTPLoad.Connection(port: port, receiveTimeout: 15)
+                defer { half.close() }
+                try half.write(Array("POST /sa?project=default HTTP/1.1\r\nHost: x\r\nContent-Le".utf8))
+                let started = ContinuousClock.now
+                let outcome: String
+                do {
+                    outcome = "answered \(try half.readAnswer().status)"
+                } catch {
+                    outcome = "\(error)"
                 }
-                // Closed by the server (a read timeout would say "recv: Resource temporarily unavailable").
-                #expect(outcome == "the server closed the connection")
-                #expect(waited < .seconds(12))
+                return (outcome, ContinuousClock.now - started)
             }
-        }.get()
+            // Closed by the server (a read timeout would say "recv: Resource temporarily unavailable").
+            #expect(outcome == "the server closed the connection")
+            #expect(waited < .seconds(12))
+        }
     }
 
     @Test("a service started from the environment refuses to run without a service token; one built without it opens nothing")

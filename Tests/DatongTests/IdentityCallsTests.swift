@@ -57,10 +57,11 @@ struct IdentityCallsTests {
         }
     }
 
-    /// A stand-in identity-service: holds each resolve call 300 ms, refuses (400) any call that
+    /// A stand-in identity-service: holds each resolve call 300 ms (2 s for `held`'s), refuses (400) any call that
     /// carries `refused`'s records, and gives every other record user 7. Says what it was called with.
     final class StubIdentity: Sendable {
         static let refused = "refused-device"
+        static let held = "held-device"
         let calls = Mutex<[(records: Int, refused: Bool)]>([])
 
         func application() -> some ApplicationProtocol {
@@ -70,7 +71,9 @@ struct IdentityCallsTests {
                 let resolve = try ResolveRequest(jsonBytes: Array(body.readableBytesView))
                 let refused = resolve.records.contains { $0.distinctId == Self.refused }
                 self.calls.withLock { $0.append((resolve.records.count, refused)) }
-                try await Task.sleep(for: .milliseconds(300))
+                // The first upload's call is held long enough for the others to reach the gateway
+                // and wait for it on a loaded 2-core machine.
+                try await Task.sleep(for: resolve.records.contains { $0.distinctId == Self.held } ? .seconds(2) : .milliseconds(300))
                 if refused {
                     return Response(
                         status: .badRequest, headers: [.contentType: "application/json"],
@@ -86,35 +89,34 @@ struct IdentityCallsTests {
     @Test("a refusal of a folded call is not shared: only the upload at fault gets the 400, the others are stored")
     func refusalNotShared() async throws {
         let stub = StubIdentity()
-        let outcome: Result<Void, any Error> = try await stub.application().test(.live) { identity in
-            await captured {
-                // The calls' deadline well beyond their 300 ms each: on a loaded machine (the
-                // full parallel run) two uploads once waited past the default 5 s and got 503s.
-                try await RunningServices.run(
-                    identityURL: "http://127.0.0.1:\(identity.port!)", gatewayIdentityCalls: 1, gatewayUpstreamTimeoutSeconds: 30
-                ) { services in
-                    // The first upload holds the only call slot; the next ones, with the refused
-                    // device among them, wait for it and go in one call.
-                    async let first = Self.sendAll([Self.upload(0, device: "held-device")], to: services.gateway)
-                    try await Task.sleep(for: .milliseconds(100))
-                    let waiting = (1...8).map { Self.upload($0, device: $0 == 4 ? StubIdentity.refused : "device-\($0)") }
-                    let answers = try await first + Self.sendAll(waiting, to: services.gateway)
-                    for (index, (status, text)) in answers.enumerated() {
-                        #expect(status == (index == 4 ? 400 : 200), "upload \(index): \(text)")
-                    }
-                    #expect(answers[4].1.contains("invalid_identity"))
-                    let calls = stub.calls.withLock { $0 }
-                    // An upload's two events name one device: one record to resolve.
-                    #expect(calls.contains { $0.refused && $0.records > 1 }, "a call carried the refused upload with others: \(calls)")
-                    #expect(calls.contains { $0.refused && $0.records == 1 }, "the refused upload was sent again alone: \(calls)")
-                    let rows = try await TestDatabase.rows(
-                        services.databaseURL,
-                        "SELECT count(*), count(*) FILTER (WHERE user_id = 7), count(*) FILTER (WHERE distinct_id = '\(StubIdentity.refused)') FROM analytics.events WHERE event = 'IdentityFolded'"
-                    )
-                    #expect(rows == [["16", "16", "0"]])
+        try await stub.application().serving { identity in
+            // The calls' deadline well beyond their 300 ms each: on a loaded machine (the
+            // full parallel run) two uploads once waited past the default 5 s and got 503s.
+            try await RunningServices.run(
+                identityURL: "http://127.0.0.1:\(identity.port!)", gatewayIdentityCalls: 1, gatewayUpstreamTimeoutSeconds: 30
+            ) { services in
+                // The first upload holds the only call slot; the next ones, with the refused
+                // device among them, wait for it and go in one call.
+                async let first = Self.sendAll([Self.upload(0, device: StubIdentity.held)], to: services.gateway)
+                // Until its call has reached the stand-in, which holds it 2 s (a fixed 100 ms
+                // wait let the others overtake it on a loaded machine).
+                while stub.calls.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(10)) }
+                let waiting = (1...8).map { Self.upload($0, device: $0 == 4 ? StubIdentity.refused : "device-\($0)") }
+                let answers = try await first + Self.sendAll(waiting, to: services.gateway)
+                for (index, (status, text)) in answers.enumerated() {
+                    #expect(status == (index == 4 ? 400 : 200), "upload \(index): \(text)")
                 }
+                #expect(answers[4].1.contains("invalid_identity"))
+                let calls = stub.calls.withLock { $0 }
+                // An upload's two events name one device: one record to resolve.
+                #expect(calls.contains { $0.refused && $0.records > 1 }, "a call carried the refused upload with others: \(calls)")
+                #expect(calls.contains { $0.refused && $0.records == 1 }, "the refused upload was sent again alone: \(calls)")
+                let rows = try await TestDatabase.rows(
+                    services.databaseURL,
+                    "SELECT count(*), count(*) FILTER (WHERE user_id = 7), count(*) FILTER (WHERE distinct_id = '\(StubIdentity.refused)') FROM analytics.events WHERE event = 'IdentityFolded'"
+                )
+                #expect(rows == [["16", "16", "0"]])
             }
         }
-        try outcome.get()
     }
 }

@@ -321,7 +321,7 @@ struct MigrationOrderTests {
         let app = database.application(
             name: "probe", api: NoRoutes(), schema: "probe", migrations: [slow], server: ServerSettings(port: 0),
             runtime: ServiceRuntime(logger: TestDatabase.logger), services: [probe])
-        try await app.test(.live) { _ in
+        try await app.serving { _ in
             let deadline = ContinuousClock.now + .seconds(5)
             while probe.sawTable.withLock({ $0 }) == nil, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
         }

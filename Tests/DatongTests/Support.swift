@@ -109,13 +109,8 @@ struct RunningServices: Sendable {
         let identity = buildIdentityApplication(
             settings: IdentitySettings(server: server, database: database, maxRequestBytes: identityMaxRequestBytes), runtime: runtime)
         let collector = buildCollectorApplication(settings: CollectorSettings(server: server, database: database), runtime: runtime)
-        // No error leaves a `.test(.live)` closure: HummingbirdTesting answers a thrown error by
-        // cancelling the server's task, and a connection the server accepted in that moment is
-        // never served, which traps in NIO ("Deinited NIOAsyncWriter without calling finish()",
-        // apple/swift-nio#3481) and takes the whole test run down. Each closure returns its
-        // outcome instead, every server shuts down gracefully, and the error is thrown here.
-        let outcome: Result<Void, any Error> = try await identity.test(.live) { identityClient in
-            try await collector.test(.live) { collectorClient in
+        try await identity.serving { identityClient in
+            try await collector.serving { collectorClient in
                 // config-service passes the console's reads on to identity-service and the collector.
                 let config = buildConfigApplication(
                     settings: ConfigSettings(
@@ -125,52 +120,70 @@ struct RunningServices: Sendable {
                     ),
                     runtime: runtime
                 )
-                return try await config.test(.live) { configClient in
-                    await captured {
-                        // The projects the fixtures upload to (`default` exists from the first migration).
-                        for project in fixtureProjects {
-                            let created = try await configClient.execute(
-                                uri: "/v1/projects/\(project)", method: .put, headers: [.authorization: "Bearer \(adminToken)"]
-                            )
-                            #expect(created.status == .created)
-                        }
-                        let gateway = buildGatewayApplication(
-                            settings: GatewaySettings(
-                                server: server,
-                                identityURL: identityURL ?? "http://127.0.0.1:\(identityClient.port!)",
-                                collectorURL: collectorURL ?? "http://127.0.0.1:\(collectorClient.port!)",
-                                configURL: configURL ?? "http://127.0.0.1:\(configClient.port!)",
-                                upstreamTimeoutSeconds: gatewayUpstreamTimeoutSeconds,
-                                limits: limits,
-                                sealer: gatewayHasMasterKey ? try KeySealer(masterKeyBase64: masterKey) : nil,
-                                identityCacheRefreshMilliseconds: gatewayIdentityCacheRefreshMilliseconds,
-                                identityCalls: gatewayIdentityCalls,
-                                collectorCalls: gatewayCollectorCalls,
-                                trustedProxies: try TrustedProxies.parse(gatewayEnrichment?.trustedProxies ?? "").get(),
-                                geoIPDatabase: gatewayEnrichment?.geoIP,
-                                userAgentRules: gatewayEnrichment?.userAgentRules
-                            ),
-                            runtime: runtime
+                try await config.serving { configClient in
+                    // The projects the fixtures upload to (`default` exists from the first migration).
+                    for project in fixtureProjects {
+                        let created = try await configClient.execute(
+                            uri: "/v1/projects/\(project)", method: .put, headers: [.authorization: "Bearer \(adminToken)"]
                         )
-                        try await gateway.test(.live) { gatewayClient in
-                            await captured {
-                                try await body(
-                                    RunningServices(
-                                        gateway: gatewayClient, config: configClient, identity: identityClient, collector: collectorClient,
-                                        databaseURL: url
-                                    ))
-                            }
-                        }.get()
+                        #expect(created.status == .created)
+                    }
+                    let gateway = buildGatewayApplication(
+                        settings: GatewaySettings(
+                            server: server,
+                            identityURL: identityURL ?? "http://127.0.0.1:\(identityClient.port!)",
+                            collectorURL: collectorURL ?? "http://127.0.0.1:\(collectorClient.port!)",
+                            configURL: configURL ?? "http://127.0.0.1:\(configClient.port!)",
+                            upstreamTimeoutSeconds: gatewayUpstreamTimeoutSeconds,
+                            limits: limits,
+                            sealer: gatewayHasMasterKey ? try KeySealer(masterKeyBase64: masterKey) : nil,
+                            identityCacheRefreshMilliseconds: gatewayIdentityCacheRefreshMilliseconds,
+                            identityCalls: gatewayIdentityCalls,
+                            collectorCalls: gatewayCollectorCalls,
+                            trustedProxies: try TrustedProxies.parse(gatewayEnrichment?.trustedProxies ?? "").get(),
+                            geoIPDatabase: gatewayEnrichment?.geoIP,
+                            userAgentRules: gatewayEnrichment?.userAgentRules
+                        ),
+                        runtime: runtime
+                    )
+                    try await gateway.serving { gatewayClient in
+                        try await body(
+                            RunningServices(
+                                gateway: gatewayClient, config: configClient, identity: identityClient, collector: collectorClient,
+                                databaseURL: url
+                            ))
                     }
                 }
             }
         }
-        try outcome.get()
+    }
+}
+
+extension ApplicationProtocol where Self: Sendable {
+    /// Runs the application on a free port of localhost for `body`, and ends it with a graceful
+    /// shutdown whatever `body` does: returns, throws, or is cancelled. The suite's one way to run
+    /// a live server (`scripts/check-contracts` refuses a bare `test(.live)` in Tests/).
+    ///
+    /// A live server must never be cancelled: a connection it accepts in that moment is dropped
+    /// unserved, which traps in NIO ("Deinited NIOAsyncWriter without calling finish()",
+    /// apple/swift-nio#3481) and ends the whole test run. HummingbirdTesting's `test(.live)` runs
+    /// the server in a child task of the task that runs the closure, so cancelling either cancels
+    /// the server: `Test.cancel` does (each test needing PostgreSQL cancels itself when
+    /// DATONG_TEST_DATABASE_URL is unset, often inside a stand-in server, while the test client is
+    /// still connecting), and so does an error leaving the closure (the task group cancels the
+    /// server while it shuts down). Here the server and `body` run in two tasks of their own, which
+    /// no cancellation of the test or of `body` reaches, and `body`'s error crosses to the server's
+    /// side as a value; it is thrown once the server has shut down.
+    func serving<T: Sendable>(_ body: @escaping @Sendable (any TestClientProtocol) async throws -> T) async throws -> T {
+        let served = Task {
+            try await test(.live) { client in await Task { await captured { try await body(client) } }.value }
+        }
+        return try await served.value.get()
     }
 }
 
 /// `body`'s outcome as a value, so that an error can cross a live test server's closure without
-/// cancelling the server (see `RunningServices.run`).
+/// cancelling the server (`ApplicationProtocol.serving`).
 func captured<T>(_ body: () async throws -> T) async -> Result<T, any Error> {
     do {
         return .success(try await body())
