@@ -36,10 +36,12 @@ package final class CacheFeed: Service, Sendable {
     /// `datong_identity_cache_last_refresh_timestamp_seconds`: when the last look that succeeded
     /// ended (Unix time), so that an alert sees a cache that stopped refreshing.
     private let lastRefresh: Gauge?
+    /// The time looks are measured by: the clock's, or a test's that moves it on by itself.
+    private let now: @Sendable () -> ContinuousClock.Instant
 
     package init(
         cache: IdentityCache, source: any InvalidationSource, interval: Duration, maxGap: Duration = CacheFeed.maxGap, logger: Logger,
-        metrics: PrometheusCollectorRegistry? = nil
+        metrics: PrometheusCollectorRegistry? = nil, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
     ) {
         self.serverChanges = metrics?.makeCounter(
             descriptor: MetricNameDescriptor(
@@ -56,6 +58,7 @@ package final class CacheFeed: Service, Sendable {
         self.interval = interval
         self.maxGap = maxGap
         self.logger = logger
+        self.now = now
     }
 
     package func run() async throws {
@@ -80,7 +83,7 @@ package final class CacheFeed: Service, Sendable {
 
     /// One look at the invalidation log.
     package func refresh() async throws {
-        let started = ContinuousClock.now
+        let started = now()
         let log = try await source.look(after: horizon.withLock { $0 })
         horizon.withLock { $0 = log.horizon }
         let previous = lastLook.withLock { last in
@@ -91,7 +94,7 @@ package final class CacheFeed: Service, Sendable {
         if !log.complete {
             cache.clear()
             logger.notice("identity.cache_cleared", metadata: ["reason": "more identities changed than one look carries"])
-        } else if let previous, ContinuousClock.now - previous > maxGap {
+        } else if let previous, now() - previous > maxGap {
             cache.clear()
             logger.notice("identity.cache_cleared", metadata: ["reason": "no look succeeded for \(maxGap): the log may have pruned what changed"])
         }

@@ -69,6 +69,15 @@ struct GatewayIdentityCacheTests {
         return line.flatMap { Double($0.split(separator: " ")[1]) } ?? 0
     }
 
+    /// Until the gateway's cache has made its first look at identity-service's log (a fixed three
+    /// intervals was a guess a loaded machine could beat), for at most 30 s.
+    static func firstLook(_ gateway: any TestClientProtocol) async throws {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while try await metric("datong_identity_cache_last_refresh_timestamp_seconds", gateway) == 0, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
     @Test("devices upload while their users are merged, the merge undone and an identity unbound: every event sent a bound after a change has its new user")
     func changesWhileUploading() async throws {
         try await RunningServices.run(gatewayIdentityCacheRefreshMilliseconds: Self.refreshMilliseconds) { services in
@@ -79,7 +88,7 @@ struct GatewayIdentityCacheTests {
             ]
             // Each device's first upload makes its user; the later ones are answered from the cache
             // (once the gateway has looked at the log: what is read before the first look is not learned).
-            try await Task.sleep(for: Self.refresh * 3)
+            try await Self.firstLook(services.gateway)
             var sequence = 0
             for identities in devices + devices + devices {
                 let (uri, body) = Self.upload(identities, sequence: sequence)
@@ -198,7 +207,7 @@ struct GatewayIdentityCacheTests {
     @Test("an upload's records from one device are resolved in one identity record; a record after an unbind is resolved after it")
     func repeatsResolvedOnce() async throws {
         try await RunningServices.run(gatewayIdentityCacheRefreshMilliseconds: Self.refreshMilliseconds) { services in
-            try await Task.sleep(for: Self.refresh * 3)
+            try await Self.firstLook(services.gateway)
             let before = try await Self.metric("datong_gateway_identity_cache_misses_total", services.gateway)
             let device = #""identities":{"$identity_idfv":"once-d","$identity_anonymous_id":"once-d","$identity_mobile":"once-m"}"#
             let records = (0..<20).map { index in

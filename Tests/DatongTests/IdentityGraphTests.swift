@@ -457,23 +457,30 @@ struct IdentityGraphTests {
 
     @Test("a look that ends long after the last good one began forgets everything: the log may have pruned what it missed")
     func cacheForgetsAfterAHungLook() async throws {
+        /// A log whose look takes `delay` on the feed's clock, which it moves on by that much: the
+        /// test sleeps for nothing. (It slept 3 s against a 2 s gap once, and a single loaded core
+        /// took longer than 2 s between two looks on time.)
         final class SlowSource: InvalidationSource {
             let delay = Mutex<Duration>(.zero)
+            let moved = Mutex<Duration>(.zero)
             func look(after horizon: String?) async throws -> InvalidationLog {
-                try await Task.sleep(for: delay.withLock { $0 })
+                let delay = delay.withLock { $0 }
+                moved.withLock { $0 += delay }
                 return InvalidationLog(server: "s", horizon: "1", identities: [], complete: true)
             }
         }
-        let cache = IdentityCache(capacity: 100, maxStaleness: .seconds(60))
+        let cache = IdentityCache(capacity: 100, maxStaleness: .seconds(600))
         let known = ScopedIdentity(project: "p", identity: IdentityKey(key: Self.cookie, value: "known"))
         let source = SlowSource()
-        // Margins a loaded machine keeps: a look on time takes milliseconds, the slow one 3 s.
-        let feed = CacheFeed(cache: cache, source: source, interval: .milliseconds(10), maxGap: .seconds(2), logger: TestDatabase.logger)
+        // A gap no scheduler delay reaches; the slow look takes it and a second more.
+        let feed = CacheFeed(
+            cache: cache, source: source, interval: .milliseconds(10), maxGap: .seconds(120), logger: TestDatabase.logger,
+            now: { .now + source.moved.withLock { $0 } })
         try await feed.refresh()
         cache.update(learned: [(known, 7)], readAt: cache.epoch, forgetting: [])
         try await feed.refresh()
         #expect(cache.users(of: [[known]]) == [7], "a look on time forgets only what the log says")
-        source.delay.withLock { $0 = .seconds(3) }
+        source.delay.withLock { $0 = .seconds(121) }
         try await feed.refresh()
         #expect(cache.users(of: [[known]]) == [nil], "kept an owner across a look that may have missed pruned entries")
     }
