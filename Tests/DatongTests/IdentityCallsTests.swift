@@ -57,7 +57,7 @@ struct IdentityCallsTests {
         }
     }
 
-    /// A stand-in identity-service: holds each resolve call 300 ms (2 s for `held`'s), refuses (400) any call that
+    /// A stand-in identity-service: holds each resolve call 300 ms (5 s for `held`'s), refuses (400) any call that
     /// carries `refused`'s records, and gives every other record user 7. Says what it was called with.
     final class StubIdentity: Sendable {
         static let refused = "refused-device"
@@ -72,8 +72,8 @@ struct IdentityCallsTests {
                 let refused = resolve.records.contains { $0.distinctId == Self.refused }
                 self.calls.withLock { $0.append((resolve.records.count, refused)) }
                 // The first upload's call is held long enough for the others to reach the gateway
-                // and wait for it on a loaded 2-core machine.
-                try await Task.sleep(for: resolve.records.contains { $0.distinctId == Self.held } ? .seconds(2) : .milliseconds(300))
+                // and wait for it on a loaded 2-core machine (2 s was once too short beside a build).
+                try await Task.sleep(for: resolve.records.contains { $0.distinctId == Self.held } ? .seconds(5) : .milliseconds(300))
                 if refused {
                     return Response(
                         status: .badRequest, headers: [.contentType: "application/json"],
@@ -98,7 +98,7 @@ struct IdentityCallsTests {
                 // The first upload holds the only call slot; the next ones, with the refused
                 // device among them, wait for it and go in one call.
                 async let first = Self.sendAll([Self.upload(0, device: StubIdentity.held)], to: services.gateway)
-                // Until its call has reached the stand-in, which holds it 2 s (a fixed 100 ms
+                // Until its call has reached the stand-in, which holds it 5 s (a fixed 100 ms
                 // wait let the others overtake it on a loaded machine).
                 while stub.calls.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(10)) }
                 let waiting = (1...8).map { Self.upload($0, device: $0 == 4 ? StubIdentity.refused : "device-\($0)") }
