@@ -17,12 +17,13 @@ package func buildConfigApplication(
     let store = PostgresConfigStore(pool: database.pool)
     let auth = AdminAuth(bootstrapToken: settings.adminToken, pool: database.pool)
     let erasures = ErasureStore(pool: database.pool)
-    let owners = OwnedDataAPI(
+    var owners = OwnedDataAPI(
         auth: auth,
         collector: .init(upstream: .collector, baseURL: settings.collectorURL, serviceToken: settings.server.serviceToken),
         identity: .init(upstream: .identity, baseURL: settings.identityURL, serviceToken: settings.server.serviceToken),
         requireProject: { try await erasures.requireProject($0) }
     )
+    owners.gatewayURL = settings.gatewayURL
     let calls = ErasureCalls(identity: owners.identity, collector: owners.collector)
     let api = ConfigAPI(
         store: store, auth: auth, serviceToken: ServiceToken(settings.server.serviceToken), sealer: settings.sealer,

@@ -16,6 +16,9 @@ package struct ConfigSettings: Sendable {
     /// Where the admin API finds the data it shows but does not own (`IDENTITY_URL`, `COLLECTOR_URL`).
     package var identityURL: String
     package var collectorURL: String
+    /// The gateway, for `GET /v1/status` and the console's Services table only (`GATEWAY_URL`;
+    /// unset: they show no gateway).
+    package var gatewayURL: String?
     /// Seconds between an erasure's request and its first step, for every gateway to read the
     /// suppression first (`ERASURE_SETTLE_SECONDS`; the gateways read it each `WHITELIST_REFRESH_SECONDS`).
     package var erasureSettleSeconds: Int
@@ -27,8 +30,9 @@ package struct ConfigSettings: Sendable {
     package init(
         server: ServerSettings, database: DatabaseSettings, adminToken: String?, maxDocumentBytes: Int = 1 << 20, sealer: KeySealer? = nil,
         identityURL: String = "http://127.0.0.1:8107", collectorURL: String = "http://127.0.0.1:8109", erasureSettleSeconds: Int = 10,
-        erasureBatchRows: Int = 5000
+        erasureBatchRows: Int = 5000, gatewayURL: String? = nil
     ) {
+        self.gatewayURL = gatewayURL
         self.erasureSettleSeconds = erasureSettleSeconds
         self.erasureBatchRows = erasureBatchRows
         self.identityURL = identityURL
@@ -55,7 +59,8 @@ package struct ConfigSettings: Sendable {
             identityURL: reader.string("IDENTITY_URL", default: defaults.identityURL),
             collectorURL: reader.string("COLLECTOR_URL", default: defaults.collectorURL),
             erasureSettleSeconds: try reader.int("ERASURE_SETTLE_SECONDS", default: defaults.erasureSettleSeconds, range: 0...3600),
-            erasureBatchRows: try reader.int("ERASURE_BATCH_ROWS", default: defaults.erasureBatchRows, range: CollectorErasureStep.limits)
+            erasureBatchRows: try reader.int("ERASURE_BATCH_ROWS", default: defaults.erasureBatchRows, range: CollectorErasureStep.limits),
+            gatewayURL: reader.optionalString("GATEWAY_URL")
         )
     }
 }

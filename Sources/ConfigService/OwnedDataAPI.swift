@@ -16,6 +16,8 @@ struct OwnedDataAPI: ServiceAPI {
     let auth: AdminAuth
     let collector: Owner
     let identity: Owner
+    /// The gateway's URL (`GATEWAY_URL`), for `GET /v1/status` only: config-service never calls it.
+    var gatewayURL: String? = nil
     /// Throws the 404 `unknown_project` for a project that does not exist: a read of one answers as
     /// a write does, not with an empty list.
     let requireProject: @Sendable (String) async throws -> Void
@@ -29,25 +31,6 @@ struct OwnedDataAPI: ServiceAPI {
         var name: String { upstream.serviceName }
         /// The largest answer passed on; the owners bound their pages well below it.
         static let maxAnswerBytes = 16 << 20
-
-        /// The service's `/ready` and `/metrics` (public operational endpoints, no token), each
-        /// within 3 s.
-        func probe() async -> ServiceProbe {
-            func get(_ path: String, limit: Int) async -> (status: UInt, text: String)? {
-                var request = HTTPClientRequest(url: baseURL + path)
-                request.method = .GET
-                guard let response = try? await HTTPClient.shared.execute(request, timeout: .seconds(3)),
-                    let body = try? await response.body.collect(upTo: limit)
-                else { return nil }
-                return (response.status.code, String(buffer: body))
-            }
-            async let ready = get("/ready", limit: 64 << 10)
-            async let metrics = get("/metrics", limit: ServiceProbe.maxMetricsBytes)
-            let (readiness, text) = await (ready, metrics)
-            return ServiceProbe(
-                name: name, url: baseURL, ready: readiness?.status == 200, readiness: readiness?.text, metrics: text?.text,
-                error: readiness == nil && text == nil ? "\(name) cannot be reached at \(baseURL)" : nil)
-        }
 
         func call(_ method: HTTPMethod, _ pathAndQuery: String, body: [UInt8]? = nil, requestID: String, logger: Logger) async throws -> Response {
             var request = HTTPClientRequest(url: baseURL + pathAndQuery)
@@ -103,13 +86,15 @@ struct OwnedDataAPI: ServiceAPI {
             let query = request.uri.query.map { "?" + $0 } ?? ""
             return try await collector.call(.GET, "/v1/retention" + query, requestID: context.requestID, logger: context.logger)
         }
-        // `datongctl status`: the readiness and metrics of the services behind config-service, which
-        // an operator's host usually cannot reach (they listen on the services' network only).
+        // `datongctl status` and the console: the readiness and metrics of each replica of the
+        // services config-service knows, which an operator's host usually cannot reach (they
+        // listen on the services' network only).
         router.get("/v1/status") { request, context in
             _ = try await auth.authorize(request)
-            async let identityProbe = identity.probe()
-            async let collectorProbe = collector.probe()
-            return try jsonResponse(.ok, encoding: ServicesStatus(services: [await identityProbe, await collectorProbe]))
+            async let gateways = ServiceProbes.replicas(name: "bridge-gateway", baseURL: gatewayURL)
+            async let identities = ServiceProbes.replicas(name: identity.name, baseURL: identity.baseURL)
+            async let collectors = ServiceProbes.replicas(name: collector.name, baseURL: collector.baseURL)
+            return try jsonResponse(.ok, encoding: ServicesStatus(services: await gateways + identities + collectors))
         }
         projects.post("merges/:merge/undo") { request, context in
             // The undo is recorded in identity's history under the admin token's name.

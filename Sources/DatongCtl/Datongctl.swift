@@ -105,6 +105,7 @@ struct Root: ParsableCommand {
             (default http://127.0.0.1:8108). Exit codes: 0 done, 1 refused by config-service, 2 wrong command line, \
             3 config-service unreachable or failing.
             """,
+        version: DatongRelease.version,
         subcommands: [
             Publish.self, Versions.self, Show.self, Diff.self, Rollback.self, Keys.self, User.self, Retention.self, TimeZoneCommand.self, Metadata.self,
             Enrichment.self, ImportCommand.self, StatusCommand.self,

@@ -14,15 +14,20 @@ struct StatusCommand: ParsableCommand {
         commandName: "status",
         abstract: "One screen of a running deployment: each service, ingest, the identity cache, the collector, PostgreSQL, partitions.",
         discussion: """
-            Asks config-service (--url / DATONG_CONFIG_URL, with the admin token) and the gateway (--gateway / \
-            DATONG_GATEWAY_URL, default http://127.0.0.1:8106). Exit codes: 0 all well, 4 something needs attention \
+            Asks config-service (--url / DATONG_CONFIG_URL, with the admin token), which asks each replica of \
+            identity-service, the collector and (with its GATEWAY_URL set) the gateway; the gateway is asked from \
+            here instead when --gateway or DATONG_GATEWAY_URL names it (default without either: config-service's \
+            rows, else http://127.0.0.1:8106). Exit codes: 0 all well, 4 something needs attention \
             (each thing named under "Needs attention"), 2 wrong command line, 3 config-service unreachable. \
             --json prints the same as one JSON object for scripts.
             """
     )
 
     @OptionGroup var connection: ConnectionOptions
-    @Option(help: "Gateway base URL; repeat it for each replica behind a balancer (default: DATONG_GATEWAY_URL or http://127.0.0.1:8106).")
+    @Option(
+        help:
+            "Gateway base URL, asked from here; repeat it for each replica (default: DATONG_GATEWAY_URL, else config-service's rows, else http://127.0.0.1:8106)."
+    )
     var gateway: [String] = []
     @Flag(help: "Print one JSON object instead of the screen.")
     var json = false
@@ -42,8 +47,10 @@ struct StatusCommand: ParsableCommand {
     private func report(environment: [String: String], client: HTTPClient) async -> (output: String, exitCode: Int32) {
         do {
             let admin = Admin(target: try Target(options: connection, environment: environment), http: client)
-            let gateways = (gateway.isEmpty ? [environment["DATONG_GATEWAY_URL"] ?? "http://127.0.0.1:8106"] : gateway)
-                .map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "/")) }
+            // Named here, the gateways are asked from here; otherwise config-service's view of them
+            // (its GATEWAY_URL, each replica), or the default URL when it has none.
+            let named = gateway.isEmpty ? environment["DATONG_GATEWAY_URL"].map { [$0] } : gateway
+            let gateways = named?.map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "/")) }
             let report = try await DeploymentStatus.gather(admin: admin, gatewayURLs: gateways, http: client)
             let text: String
             if json {
@@ -71,6 +78,8 @@ struct DeploymentStatus: Codable {
         var ready: Bool
         var failedChecks: [String]
         var uptimeSeconds: Double?
+        /// The release it runs (`datong_build_info{version}`); nil from one too old to say.
+        var version: String?
     }
 
     struct Ingest: Codable {
@@ -105,14 +114,18 @@ struct DeploymentStatus: Codable {
 
     static let order = ["bridge-gateway", "identity-service", "config-service", "collector"]
 
-    static func gather(admin: Admin, gatewayURLs: [String], http: HTTPClient) async throws -> DeploymentStatus {
+    /// - Parameter gatewayURLs: the gateways to ask from here; nil: config-service's rows of them.
+    static func gather(admin: Admin, gatewayURLs: [String]?, http: HTTPClient) async throws -> DeploymentStatus {
         let now = Date()
         var status = DeploymentStatus(at: ISO8601DateFormatter().string(from: now))
         async let configProbe = probe("config-service", admin.target.baseURL, http: http)
         let behind = try admin.decode(ServicesStatus.self, try await admin.send(.GET, "/v1/status"))
-        var gateways: [ServiceProbe] = []
-        for url in gatewayURLs.prefix(32) { gateways.append(await probe("bridge-gateway", url, http: http)) }
-        let probes = gateways + [await configProbe] + behind.services
+        var gateways = behind.services.filter { $0.name == "bridge-gateway" }
+        if let urls = gatewayURLs ?? (gateways.isEmpty ? ["http://127.0.0.1:8106"] : nil) {
+            gateways = []
+            for url in urls.prefix(32) { gateways.append(await probe("bridge-gateway", url, http: http)) }
+        }
+        let probes = gateways + [await configProbe] + behind.services.filter { $0.name != "bridge-gateway" }
         // Each service's samples, every replica's together (the gateway's replicas by their URL).
         var metrics: [String: [MetricSample]] = [:]
         for probe in probes.sorted(by: { (order.firstIndex(of: $0.name) ?? 9) < (order.firstIndex(of: $1.name) ?? 9) }) {
@@ -124,7 +137,8 @@ struct DeploymentStatus: Codable {
             status.services.append(
                 Service(
                     name: probe.name, url: probe.url, reachable: probe.error == nil, ready: probe.ready, failedChecks: failed,
-                    uptimeSeconds: started.map { now.timeIntervalSince1970 - $0 }))
+                    uptimeSeconds: started.map { now.timeIntervalSince1970 - $0 },
+                    version: samples.first { $0.name == "datong_build_info" }?.label("version")))
             if probe.error != nil {
                 status.problems.append("\(probe.name) cannot be reached at \(probe.url)")
             } else if !probe.ready {
@@ -193,6 +207,11 @@ struct DeploymentStatus: Codable {
 
     /// What needs attention, by the thresholds of deploy/prometheus/datong-rules.yml.
     private mutating func judge() {
+        // Two releases side by side: right during a rolling upgrade, a problem when it stays.
+        let versions = Set(services.compactMap(\.version))
+        if versions.count > 1 {
+            problems.append("the services run different releases (\(versions.sorted().joined(separator: ", "))): finish the upgrade")
+        }
         if let age = identityCacheAgeSeconds, age > 60 {
             problems.append("the gateway's identity cache has not refreshed for \(Self.duration(age)) (DatongIdentityCacheStale)")
         }
@@ -215,12 +234,13 @@ struct DeploymentStatus: Codable {
 
     var screen: String {
         var lines = ["Datong status at \(at)", ""]
-        lines.append(Self.columns(["SERVICE", "READY", "UP", "URL"]))
+        lines.append(Self.columns(["SERVICE", "READY", "UP", "VERSION", "URL"]))
         for service in services {
             let ready =
                 !service.reachable
                 ? "unreachable" : service.ready ? "yes" : "no" + (service.failedChecks.isEmpty ? "" : " (\(service.failedChecks.joined(separator: ", ")))")
-            lines.append(Self.columns([service.name, ready, service.uptimeSeconds.map(Self.duration) ?? "-", service.url]))
+            lines.append(
+                Self.columns([service.name, ready, service.uptimeSeconds.map(Self.duration) ?? "-", service.version ?? "-", service.url]))
         }
         lines.append("")
         lines.append(Self.columns(["INGEST, LAST \(ingestMinutes) MIN", "RECEIVED", "STORED", "DUPLICATES", "REJECTED"]))

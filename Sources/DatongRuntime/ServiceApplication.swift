@@ -1,3 +1,4 @@
+import DatongContracts
 import Foundation
 import Hummingbird
 import Logging
@@ -100,6 +101,13 @@ package func makeServiceRouter(runtime: ServiceRuntime, readiness: [ReadinessChe
         descriptor: MetricNameDescriptor(
             namespace: "process", metricName: "start_time", unitName: "seconds", helpText: "When the service started (Unix time)")
     ).set(to: Date().timeIntervalSince1970)
+    // `datong_build_info{version}`, always 1, as Prometheus' own `prometheus_build_info`: which
+    // release each replica runs (`datongctl status` shows it, and two side by side mid-upgrade).
+    registry.makeGauge(
+        descriptor: MetricNameDescriptor(
+            namespace: "datong", metricName: "build_info", unitName: "", helpText: "The Datong release this service runs (always 1)"),
+        labels: [("version", DatongRelease.version)]
+    ).set(to: 1)
     router.get("/metrics") { _, _ in
         let passed = await ReadinessCheck.run(readiness, within: ReadinessCheck.scrapeLimit)
         for (gauge, passed) in zip(readyGauges, passed) {

@@ -6,6 +6,7 @@ screenshot of the page it checked.
 import argparse
 import base64
 import json
+import re
 import sys
 import time
 import urllib.error
@@ -241,10 +242,15 @@ def run(args):
         reason = c.find(".rejected-table td.reason", timeout=20).text
         assert "distinct_id" in reason, f"the rejected record's reason names what was wrong: {reason!r}"
         c.find(".chart svg polyline.received")
-        # The services behind config-service, ready, with the collector's figures.
+        # The services config-service knows (the gateway through its GATEWAY_URL), ready, each
+        # with its release and the collector's figures.
         c.text_in(".services-table tr[data-service='collector'] td.ready", "yes")
         c.text_in(".services-table tr[data-service='collector']", "months of partitions ahead")
         c.text_in(".services-table tr[data-service='identity-service'] td.ready", "yes")
+        c.text_in(".services-table tr[data-service='bridge-gateway'] td.ready", "yes")
+        c.text_in(".services-table tr[data-service='bridge-gateway']", "identity cache refreshed")
+        version = c.find(".services-table tr[data-service='identity-service'] td.version").text
+        assert re.fullmatch(r"\d+\.\d+\.\d+", version), f"the release each service runs: {version!r}"
         c.shot("live-data")
         d.execute_script("arguments[0].scrollIntoView()", c.find(".services-table"))
         c.shot("live-services")

@@ -1,5 +1,8 @@
+import ConfigService
+import DatongContracts
 import DatongCtl
 import Foundation
+import Hummingbird
 import HummingbirdTesting
 import Testing
 
@@ -138,7 +141,9 @@ struct DatongctlTests {
             #expect(result.exitCode == 0, "\(result.output)")
             let lines = result.output.split(separator: "\n").map(String.init)
             for service in ["bridge-gateway", "identity-service", "config-service", "collector"] {
-                #expect(lines.contains { $0.hasPrefix(service) && $0.contains(" yes ") }, "\(service): \(result.output)")
+                #expect(
+                    lines.contains { $0.hasPrefix(service) && $0.contains(" yes ") && $0.contains(" \(DatongRelease.version) ") },
+                    "\(service): \(result.output)")
             }
             #expect(lines.contains { $0.hasPrefix("default") && $0.split(separator: " ").dropFirst().first == "3" }, "ingest: \(result.output)")
             #expect(result.output.contains("identity cache (gateway): refreshed"))
@@ -160,6 +165,44 @@ struct DatongctlTests {
             #expect(replicas.exitCode == 4)
             #expect(await Datongctl.run(["status"], environment: environment.merging(["DATONG_ADMIN_TOKEN": "wrong"]) { $1 }).exitCode == 1)
         }
+    }
+
+    @Test("status: config-service's GATEWAY_URL gives the gateway's row; two releases side by side need attention")
+    func statusThroughConfig() async throws {
+        // A gateway of an older release, as config-service sees it mid-upgrade.
+        let older = Router()
+        older.get("/ready") { _, _ in #"{"status":"ready","checks":{}}"# }
+        older.get("/metrics") { _, _ in "datong_build_info{version=\"0.4.0\"} 1\nprocess_start_time_seconds 1\n" }
+        let stub = Application(router: older, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+        try await stub.serving { gateway in
+            let url = "http://127.0.0.1:\(gateway.port!)"
+            try await RunningServices.run(configGatewayURL: url) { services in
+                let environment = [
+                    "DATONG_CONFIG_URL": "http://127.0.0.1:\(services.config.port!)", "DATONG_ADMIN_TOKEN": RunningServices.adminToken,
+                ]
+                let result = await Datongctl.run(["status"], environment: environment)
+                let rows = result.output.split(separator: "\n").filter { $0.hasPrefix("bridge-gateway") }
+                #expect(rows.count == 1 && rows[0].contains(" 0.4.0 ") && rows[0].hasSuffix(url), "\(result.output)")
+                #expect(result.exitCode == 4)
+                #expect(
+                    result.output.contains("the services run different releases (0.4.0, \(DatongRelease.version)): finish the upgrade"),
+                    "\(result.output)")
+                // Named on the command line, the gateway is asked from here instead.
+                let named = await Datongctl.run(
+                    ["status", "--gateway", "http://127.0.0.1:\(services.gateway.port!)"], environment: environment)
+                #expect(!named.output.contains("0.4.0"), "\(named.output)")
+            }
+        }
+    }
+
+    @Test("a service's replicas are the addresses its name resolves to; an address, a name with one, or https is asked as it is")
+    func replicaURLs() async {
+        #expect(ServiceProbes.resolve("localhost") == ["127.0.0.1"])
+        #expect(await ServiceProbes.replicaURLs("http://localhost:8107") == ["http://localhost:8107"])
+        #expect(await ServiceProbes.replicaURLs("http://10.0.0.7:8107") == ["http://10.0.0.7:8107"])
+        #expect(await ServiceProbes.replicaURLs("http://[fd00::7]:8107") == ["http://[fd00::7]:8107"])
+        #expect(await ServiceProbes.replicaURLs("https://identity.internal") == ["https://identity.internal"])
+        #expect(await ServiceProbes.replicaURLs("http://no-such-host.invalid:8107") == ["http://no-such-host.invalid:8107"])
     }
 
     @Test("a project's time zone from the command line, through config-service to the collector, audited")

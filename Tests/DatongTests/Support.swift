@@ -86,6 +86,7 @@ struct RunningServices: Sendable {
         identityURL: String? = nil,
         collectorURL: String? = nil,
         configURL: String? = nil,
+        configGatewayURL: String? = nil,
         idleTimeoutSeconds: Int = ServerSettings.defaultIdleTimeoutSeconds,
         databaseSetup: String? = nil,
         gatewayHasMasterKey: Bool = true,
@@ -116,7 +117,7 @@ struct RunningServices: Sendable {
                     settings: ConfigSettings(
                         server: server, database: database, adminToken: adminToken, sealer: try KeySealer(masterKeyBase64: masterKey),
                         identityURL: "http://127.0.0.1:\(identityClient.port!)", collectorURL: "http://127.0.0.1:\(collectorClient.port!)",
-                        erasureSettleSeconds: erasureSettleSeconds, erasureBatchRows: erasureBatchRows
+                        erasureSettleSeconds: erasureSettleSeconds, erasureBatchRows: erasureBatchRows, gatewayURL: configGatewayURL
                     ),
                     runtime: runtime
                 )

@@ -57,7 +57,7 @@ export async function liveView(main, project) {
   async function refreshServices() {
     const answer = await api.get("/v1/status");
     clear(services, h("table.grid.services-table",
-      h("thead", h("tr", h("th", "Service"), h("th", "Ready"), h("th", "Up"), h("th", "Figures"))),
+      h("thead", h("tr", h("th", "Service"), h("th", "Ready"), h("th", "Up"), h("th", "Version"), h("th", "Address"), h("th", "Figures"))),
       h("tbody", answer.services.map(serviceRow))));
   }
 
@@ -80,7 +80,7 @@ export async function liveView(main, project) {
       events),
     h("section", h("h2", "Rejected records"), rejected),
     h("section", h("h2", "Services"),
-      h("p.muted.small", "identity-service and the collector as their /ready and /metrics answer (alerts and runbook: docs/OPERATING.md; `datongctl status` adds the gateway)."),
+      h("p.muted.small", "Each replica of the gateway (with config-service's GATEWAY_URL set), identity-service and the collector, as its /ready and /metrics answer (alerts and runbook: docs/OPERATING.md; `datongctl status` shows the same)."),
       services),
   );
   await refresh();
@@ -110,6 +110,10 @@ function serviceRow(service) {
   const ready = service.error ? "unreachable" : service.ready ? "yes" : `no${failed.length ? ` (${failed.join(", ")})` : ""}`;
   const started = metric(service.metrics, "process_start_time_seconds");
   const figures = [];
+  if (service.name === "bridge-gateway") {
+    const refreshed = metric(service.metrics, "datong_identity_cache_last_refresh_timestamp_seconds");
+    if (refreshed !== null && refreshed > 0) figures.push(`identity cache refreshed ${seconds(Date.now() / 1000 - refreshed)} ago`);
+  }
   if (service.name === "collector") {
     const waiting = metric(service.metrics, "datong_collector_waiting_records");
     const rollups = metric(service.metrics, "datong_report_rollup_age_seconds");
@@ -123,9 +127,11 @@ function serviceRow(service) {
   const refusals = (service.metrics || "").split("\n").filter((line) => line.startsWith("datong_refusals_total{"))
     .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(" ") + 1)), 0);
   if (service.metrics) figures.push(`${refusals} refusals since it started`);
+  const version = (/^datong_build_info\{[^}]*version="([^"]*)"/m.exec(service.metrics || "") || [])[1];
   return h("tr", { dataset: { service: service.name } },
     h("td", h("strong", service.name)), h("td.ready", ready),
-    h("td", started === null ? "—" : seconds(Date.now() / 1000 - started)), h("td", figures.join(" · ") || "—"));
+    h("td", started === null ? "—" : seconds(Date.now() / 1000 - started)), h("td.version", version || "—"),
+    h("td.small", service.url), h("td", figures.join(" · ") || "—"));
 }
 
 /** A row per event; a click opens its properties, lib, identities and H5 flag. */
