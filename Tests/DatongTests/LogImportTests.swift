@@ -400,4 +400,19 @@ struct LogReadingTests {
         #expect(state.files[file.key]?.offset == 2)
         #expect(state.files[gone.key] == nil)
     }
+
+    @Test("a file first met empty (a new log file, or one copytruncated) keeps its place once written; a restart does not read it again")
+    func emptyWhenFirstMet() throws {
+        let empty = try Self.file([], name: "new.log")
+        var state = ImportState()
+        #expect(state.start(for: empty, now: 1).offset == 0)
+        try Data("a\nb\n".utf8).write(to: URL(fileURLWithPath: empty.path))
+        let written = try #require(LogFiles.discover([empty.path]).files.first)
+        state.acknowledge(written.key, offset: 4, line: 2)
+        // The next run: the same file, longer now. (Before: the empty prefix had no digest, so the
+        // file counted as replaced and was sent again from its first line.)
+        var next = state
+        let start = next.start(for: written, now: 2)
+        #expect(start.offset == 4 && start.line == 3 && !start.restarted)
+    }
 }

@@ -74,7 +74,10 @@ enum LogFiles {
     static func prefixDigest(_ path: String, length: Int) -> String? {
         guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
         defer { try? handle.close() }
-        guard let bytes = try? handle.read(upToCount: length), bytes.count == length else { return nil }
+        // Foundation answers nil, not empty data, for a read at the end: a file met empty has the
+        // digest of no bytes (once nil here, it counted as replaced at the next run and was read
+        // again from its first line).
+        guard let bytes = length == 0 ? Data() : try? handle.read(upToCount: length), bytes.count == length else { return nil }
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in bytes {
             hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
