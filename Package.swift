@@ -71,6 +71,7 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOFoundationEssentialsCompat", package: "swift-nio"),
             ]
         ),
 
@@ -119,6 +120,8 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOFoundationEssentialsCompat", package: "swift-nio"),
             ]
         ),
         .target(
@@ -127,6 +130,8 @@ let package = Package(
                 "DatongJSON", "DatongContracts", "DatongRuntime", "DatongPostgres", "DatongStorage", "IdentityCore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOFoundationEssentialsCompat", package: "swift-nio"),
             ]
         ),
         .target(
@@ -138,6 +143,10 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOFoundationEssentialsCompat", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             resources: [.copy("Console")]
         ),
@@ -147,6 +156,8 @@ let package = Package(
                 "DatongJSON", "DatongContracts", "DatongRuntime", "DatongPostgres", "DatongStorage",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
 
@@ -198,13 +209,16 @@ let package = Package(
         // The four services as separate processes (release builds), driven like SDKs drive them.
         .executableTarget(name: "E2EBench", dependencies: ["BenchSupport", "Collector", "DatongPostgres"], path: "Benchmarks/E2EBench"),
         // Kills and restarts each service and PostgreSQL under SDK-like load, then overloads the gateway.
-        .executableTarget(name: "FailureDrills", dependencies: ["BenchSupport", "DatongPostgres"], path: "Tools/FailureDrills"),
+        .executableTarget(
+            name: "FailureDrills", dependencies: ["BenchSupport", "DatongPostgres", .product(name: "Logging", package: "swift-log")],
+            path: "Tools/FailureDrills"),
         .executableTarget(
             name: "CollectorBench",
             dependencies: [
                 "BenchSupport", "Collector", "DatongContracts", "DatongPostgres", "DatongRuntime",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             path: "Benchmarks/CollectorBench"
         ),
@@ -215,6 +229,7 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             path: "Benchmarks/IdentityBench"
         ),
@@ -226,6 +241,7 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             path: "Benchmarks/ConfigBench"
         ),
@@ -253,6 +269,7 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Hummingbird", package: "hummingbird"),
             ]
         ),
         // The services on a real PostgreSQL (`scripts/test` starts one); without it each test is
@@ -268,6 +285,12 @@ let package = Package(
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOFoundationEssentialsCompat", package: "swift-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
     ],
