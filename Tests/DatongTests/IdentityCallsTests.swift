@@ -102,7 +102,11 @@ struct IdentityCallsTests {
                 // wait let the others overtake it on a loaded machine).
                 while stub.calls.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(10)) }
                 let waiting = (1...8).map { Self.upload($0, device: $0 == 4 ? StubIdentity.refused : "device-\($0)") }
-                let answers = try await first + Self.sendAll(waiting, to: services.gateway)
+                // Sent while the first is held: `try await first + sendAll(…)` sent them only once
+                // the first was answered, when no call was busy, and the refused upload went alone
+                // whenever it happened to arrive first.
+                async let rest = Self.sendAll(waiting, to: services.gateway)
+                let answers = try await first + rest
                 for (index, (status, text)) in answers.enumerated() {
                     #expect(status == (index == 4 ? 400 : 200), "upload \(index): \(text)")
                 }
