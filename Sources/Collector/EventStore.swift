@@ -83,7 +83,7 @@ final class PostgresEventStore: EventStore {
         }
         let middle = batch.records.count / 2
         let halves = [batch.part(0..<middle), batch.part(middle..<batch.records.count)]
-        var total = CollectResult(stored: 0, duplicates: 0, rejected: 0)
+        var total = CollectResult(stored: 0, duplicates: 0, rejected: 0, records: [])
         for half in halves {
             let result: CollectResult
             do {
@@ -91,11 +91,7 @@ final class PostgresEventStore: EventStore {
             } catch let error as PostgresError where error.isDataException {
                 result = try await isolate(half, cause: error)
             }
-            total.stored += result.stored
-            total.duplicates += result.duplicates
-            total.rejected += result.rejected
-            total.duplicateIndexes += result.duplicateIndexes
-            total.setRejections(total.rejections + result.rejections)
+            total.merge(result)
         }
         return total
     }

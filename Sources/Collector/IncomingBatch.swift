@@ -85,14 +85,15 @@ package struct IncomingBatch: Sendable {
         refusals.append((record.position, reason))
     }
 
-    /// The result of writing the batch: `duplicates` are positions in `records`; the answer names
-    /// every record by its position as sent, the refused ones with their reasons.
+    /// The result of writing the batch: `duplicates` are indexes in `records`. The answer has an
+    /// outcome for every record up to the last this batch (or part of one) holds, by its position
+    /// as sent: stored, a duplicate, or refused with its reason.
     func result(duplicates: [Int]) -> CollectResult {
-        var result = CollectResult(
-            stored: records.count - duplicates.count, duplicates: duplicates.count, rejected: rejected.count,
-            duplicateIndexes: duplicates.map { records[$0].position })
-        if !refusals.isEmpty { result.setRejections(refusals.map { ($0.position, $0.reason) }) }
-        return result
+        let count = (records.map(\.position) + refusals.map(\.position)).max().map { $0 + 1 } ?? 0
+        var outcomes = [RecordOutcome](repeating: .stored, count: count)
+        for index in duplicates { outcomes[records[index].position] = .duplicate }
+        for refusal in refusals { outcomes[refusal.position] = .refused(reason: refusal.reason) }
+        return CollectResult(stored: records.count - duplicates.count, duplicates: duplicates.count, rejected: rejected.count, records: outcomes)
     }
 
     /// The records a batch brings to the group commit's queue (stored and rejected alike).

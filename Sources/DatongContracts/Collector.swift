@@ -243,45 +243,73 @@ package struct RejectedRecord: Sendable, Equatable {
     }
 }
 
-/// What happened to a committed batch: every record of `CollectBatch.records` is stored, a
-/// duplicate, or refused by the collector (`rejectedIndexes`); `rejected` counts those and the
-/// batch's own `rejected` entries.
+/// What became of one record of a batch the collector committed.
+package enum RecordOutcome: Sendable, Equatable {
+    case stored
+    /// Already stored (a retried upload), or repeated earlier in the same batch.
+    case duplicate
+    /// Not stored: kept in `analytics.rejected` with `reason` (`PROPERTY_WITH_WRONG_TYPE: …`; ""
+    /// from a collector of 0.4, which did not say).
+    case refused(reason: String)
+}
+
+/// What happened to a committed batch: one outcome per record of `CollectBatch.records`, in their
+/// order (`records`), and the counts; `rejected` counts the refused records and the batch's own
+/// `rejected` entries.
 package struct CollectResult: Sendable, Equatable {
     package var stored: Int
     package var duplicates: Int
     package var rejected: Int
-    /// Positions in `CollectBatch.records` of the records that were already stored (or repeated
-    /// earlier in the same batch), ascending.
-    package var duplicateIndexes: [Int]
-    /// Positions in `CollectBatch.records` of the records the collector could not store (kept in
-    /// `analytics.rejected` with the reason), ascending. Absent from answers of older collectors.
-    package var rejectedIndexes: [Int]
-    /// Why each of `rejectedIndexes` was refused, in the same order (`PROPERTY_WITH_WRONG_TYPE: …`);
-    /// empty from older collectors, "" where a reason is not known.
-    package var rejectedReasons: [String]
+    /// One outcome per record of the batch, in the order sent.
+    package var records: [RecordOutcome]
 
-    package init(
-        stored: Int, duplicates: Int, rejected: Int, duplicateIndexes: [Int] = [], rejectedIndexes: [Int] = [], rejectedReasons: [String] = []
-    ) {
+    package init(stored: Int, duplicates: Int, rejected: Int, records: [RecordOutcome]) {
         self.stored = stored
         self.duplicates = duplicates
         self.rejected = rejected
-        self.duplicateIndexes = duplicateIndexes
-        self.rejectedIndexes = rejectedIndexes
-        self.rejectedReasons = rejectedReasons
+        self.records = records
     }
 
-    /// Each refused position with its reason ("" when not known).
+    /// The result from positions, as collectors of 0.4 answered it (and tests write it): every
+    /// record not named a duplicate or refused was stored; there are `stored + duplicates +
+    /// rejectedIndexes.count` records.
+    package init(
+        stored: Int, duplicates: Int, rejected: Int, duplicateIndexes: [Int] = [], rejectedIndexes: [Int] = [], rejectedReasons: [String] = []
+    ) {
+        let named = (duplicateIndexes + rejectedIndexes).max().map { $0 + 1 } ?? 0
+        var records = [RecordOutcome](repeating: .stored, count: max(stored + duplicates + rejectedIndexes.count, named))
+        for index in duplicateIndexes { records[index] = .duplicate }
+        for (order, index) in rejectedIndexes.enumerated() {
+            records[index] = .refused(reason: order < rejectedReasons.count ? rejectedReasons[order] : "")
+        }
+        self.init(stored: stored, duplicates: duplicates, rejected: rejected, records: records)
+    }
+
+    /// The outcome of the batch's record at `position` (stored beyond what an answer names).
+    package func outcome(at position: Int) -> RecordOutcome { position < records.count ? records[position] : .stored }
+
+    /// Adds the result of another part of the same batch (the collector isolating a record
+    /// PostgreSQL refuses): its counts, and its outcomes other than stored, by position.
+    package mutating func merge(_ part: CollectResult) {
+        stored += part.stored
+        duplicates += part.duplicates
+        rejected += part.rejected
+        if part.records.count > records.count { records += Array(repeating: .stored, count: part.records.count - records.count) }
+        for (position, outcome) in part.records.enumerated() where outcome != .stored { records[position] = outcome }
+    }
+
+    /// The positions of the duplicates, ascending (the answer's 0.4 form).
+    package var duplicateIndexes: [Int] { records.indices.filter { records[$0] == .duplicate } }
+
+    /// The positions of the refused records with their reasons, ascending (the answer's 0.4 form).
     package var rejections: [(index: Int, reason: String)] {
-        rejectedIndexes.enumerated().map { ($1, $0 < rejectedReasons.count ? rejectedReasons[$0] : "") }
+        records.enumerated().compactMap { position, outcome in
+            if case .refused(let reason) = outcome { (position, reason) } else { nil }
+        }
     }
 
-    /// Sets `rejectedIndexes` and `rejectedReasons` from `rejections`, in position order.
-    package mutating func setRejections(_ rejections: [(index: Int, reason: String)]) {
-        let sorted = rejections.sorted { $0.index < $1.index }
-        rejectedIndexes = sorted.map(\.index)
-        rejectedReasons = sorted.map(\.reason)
-    }
+    /// The positions of the refused records, ascending.
+    package var rejectedIndexes: [Int] { rejections.map(\.index) }
 }
 
 /// `POST /v1/batch-groups` on the collector: the batches of several uploads in one call. The

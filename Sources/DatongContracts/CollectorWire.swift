@@ -104,30 +104,48 @@ extension RejectedRecord {
 }
 
 extension CollectResult: WireCodable {
+    /// `records` holds one outcome per record: `"stored"`, `"duplicate"` or `{"refused": reason}`.
+    /// The positions of 0.4's answer (`duplicateIndexes`, `rejectedIndexes`, `rejectedReasons`)
+    /// are written too, for gateways of 0.4 during a rolling upgrade; 0.6 drops them
+    /// (openapi/collector.yaml).
     package var jsonBytes: [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(64 + (duplicateIndexes.count + rejectedIndexes.count) * 4)
+        out.reserveCapacity(96 + records.count * 12)
         var result = JSONObjectWriter(&out)
         result.int("stored", Int64(stored), &out)
         result.int("duplicates", Int64(duplicates), &out)
         result.int("rejected", Int64(rejected), &out)
+        result.array("records", count: records.count, &out) { index, out in
+            switch records[index] {
+            case .stored: out.append(contentsOf: #""stored""#.utf8)
+            case .duplicate: out.append(contentsOf: #""duplicate""#.utf8)
+            case .refused(let reason):
+                out.append(contentsOf: #"{"refused":"#.utf8)
+                JSONValue.writeString(utf8: reason.utf8, to: &out)
+                out.append(UInt8(ascii: "}"))
+            }
+        }
+        let duplicateIndexes = duplicateIndexes
+        let rejections = rejections
         result.array("duplicateIndexes", count: duplicateIndexes.count, &out) { $1.append(contentsOf: String(duplicateIndexes[$0]).utf8) }
-        result.array("rejectedIndexes", count: rejectedIndexes.count, &out) { $1.append(contentsOf: String(rejectedIndexes[$0]).utf8) }
-        if !rejectedReasons.isEmpty {
-            result.array("rejectedReasons", count: rejectedReasons.count, &out) { JSONValue.writeString(utf8: rejectedReasons[$0].utf8, to: &$1) }
+        result.array("rejectedIndexes", count: rejections.count, &out) { $1.append(contentsOf: String(rejections[$0].index).utf8) }
+        if !rejections.isEmpty {
+            result.array("rejectedReasons", count: rejections.count, &out) { JSONValue.writeString(utf8: rejections[$0].reason.utf8, to: &$1) }
         }
         result.finish(&out)
         return out
     }
 
     package init(jsonBytes: [UInt8]) throws(ContractDecodingError) {
-        try self.init(wire: try WireField.object(jsonBytes, maxDepth: 3, "the collector's answer"), path: nil)
+        try self.init(wire: try WireField.object(jsonBytes, maxDepth: 4, "the collector's answer"), path: nil)
     }
 
-    /// Reads a result from its JSON object; `path` names it inside a group's answer.
+    /// Reads a result from its JSON object; `path` names it inside a group's answer. `records`
+    /// when the answer has it; otherwise (a collector of 0.4) the positions.
     package init(wire root: JSONRef, path: String?) throws(ContractDecodingError) {
         func at(_ name: String) -> String { path.map { "\($0).\(name)" } ?? name }
         var counts: [Int64?] = [nil, nil, nil]
+        var records: [RecordOutcome]?
         var duplicateIndexes: [Int] = []
         var rejectedIndexes: [Int] = []
         var rejectedReasons: [String] = []
@@ -138,6 +156,10 @@ extension CollectResult: WireCodable {
                 counts[1] = try WireField.int(value, at("duplicates"))
             } else if key.textEquals("rejected") {
                 counts[2] = try WireField.int(value, at("rejected"))
+            } else if key.textEquals("records") {
+                records = try WireField.array(value, at("records")).enumerated().map { (index, element) throws(ContractDecodingError) in
+                    try RecordOutcome(wire: element, at("records[\(index)]"))
+                }
             } else if key.textEquals("duplicateIndexes") {
                 duplicateIndexes = try WireField.positions(value, at("duplicateIndexes"))
             } else if key.textEquals("rejectedIndexes") {
@@ -152,10 +174,27 @@ extension CollectResult: WireCodable {
             guard let count else { throw ContractDecodingError("\(at(name)) is missing") }
             guard (0...Int64(Int32.max)).contains(count) else { throw ContractDecodingError("\(at(name)) is not a count") }
         }
-        self.init(
-            stored: Int(counts[0]!), duplicates: Int(counts[1]!), rejected: Int(counts[2]!),
-            duplicateIndexes: duplicateIndexes, rejectedIndexes: rejectedIndexes, rejectedReasons: rejectedReasons
-        )
+        let (stored, duplicates, rejected) = (Int(counts[0]!), Int(counts[1]!), Int(counts[2]!))
+        if let records {
+            self.init(stored: stored, duplicates: duplicates, rejected: rejected, records: records)
+        } else {
+            self.init(
+                stored: stored, duplicates: duplicates, rejected: rejected, duplicateIndexes: duplicateIndexes, rejectedIndexes: rejectedIndexes,
+                rejectedReasons: rejectedReasons)
+        }
+    }
+}
+
+extension RecordOutcome {
+    /// `"stored"`, `"duplicate"` or `{"refused": reason}`.
+    init(wire value: JSONRef, _ path: @autoclosure () -> String) throws(ContractDecodingError) {
+        if value.isObject, let reason = value["refused"] {
+            self = .refused(reason: try WireField.string(reason, "\(path()).refused") ?? "")
+        } else if let text = value.stringValue, text == "stored" || text == "duplicate" {
+            self = text == "stored" ? .stored : .duplicate
+        } else {
+            throw ContractDecodingError("\(path()) is not \"stored\", \"duplicate\" or {\"refused\": reason}")
+        }
     }
 }
 
@@ -203,7 +242,8 @@ extension CollectGroupResult: WireCodable {
     }
 
     package init(jsonBytes: [UInt8]) throws(ContractDecodingError) {
-        let root = try WireField.object(jsonBytes, maxDepth: 4, "the collector's answer")
+        // The group, its outcomes, a result, its records, a refused record's object.
+        let root = try WireField.object(jsonBytes, maxDepth: 5, "the collector's answer")
         guard let list = root["outcomes"] else { throw ContractDecodingError("outcomes is missing") }
         var outcomes: [CollectOutcome] = []
         for (index, element) in try WireField.array(list, "outcomes").enumerated() {

@@ -113,18 +113,19 @@ struct RecordSlots: Sendable {
 
     func count(_ fate: RecordSlot.Fate) -> Int { all.count(where: { $0.fate == fate }) }
 
-    /// Sets the fate of the slots sent to the collector, `sent[i]` being the slot of the batch's
-    /// i-th record: the one place a collector position becomes a record's.
+    /// Writes the collector's outcome of each record into its slot, `sent[i]` being the slot of the
+    /// batch's i-th record.
     mutating func record(_ result: CollectResult, sent: [Int]) {
-        for slot in sent {
-            all[slot].fate = .stored
+        for (position, slot) in sent.enumerated() {
             all[slot].record = nil
+            all[slot].fate =
+                switch result.outcome(at: position) {
+                case .stored: .stored
+                case .duplicate: .duplicate
+                case .refused(let reason): .collectorRefused(reason: reason.isEmpty ? Self.collectorRefusal : reason)
+                }
         }
         records = []
-        for position in result.duplicateIndexes where sent.indices.contains(position) { all[sent[position]].fate = .duplicate }
-        for (position, reason) in result.rejections where sent.indices.contains(position) {
-            all[sent[position]].fate = .collectorRefused(reason: reason.isEmpty ? Self.collectorRefusal : reason)
-        }
     }
 
     /// Why a record the gateway accepted was refused by the collector, when the collector (an

@@ -119,6 +119,11 @@ struct HardeningTests {
             #expect(result["stored"] as? Int == 4)
             #expect(result["rejected"] as? Int == 6)
             #expect(result["rejectedIndexes"] as? [Int] == [1, 3, 5, 6, 7])
+            // One outcome per record, in order: the refused ones at their places, with a reason.
+            let outcomes = try #require(result["records"] as? [Any])
+            #expect(outcomes.count == 9)
+            #expect(outcomes.indices.filter { outcomes[$0] as? String == "stored" } == [0, 2, 4, 8], "\(outcomes)")
+            #expect([1, 3, 5, 6, 7].allSatisfy { ((outcomes[$0] as? [String: Any])?["refused"] as? String)?.isEmpty == false }, "\(outcomes)")
             // PostgreSQL's own error text ("ERROR:  …") never reaches the caller.
             #expect(!answer.text.contains("ERROR"))
             let events = try await TestDatabase.rows(services.databaseURL, "SELECT event FROM analytics.events ORDER BY event")

@@ -224,6 +224,10 @@ struct HostileInputTests {
                 let answer = try await services.collector.execute(uri: "/v1/batches", method: .post, headers: token, body: ByteBuffer(string: batch))
                 #expect(answer.status == .ok, "\(answer.text)")
                 #expect(try answer.json()["rejectedIndexes"] as? [Int] == [0])
+                // The bad record refused at its place; the good one stored (a duplicate after the first round).
+                let outcomes = try answer.json()["records"] as? [Any]
+                #expect(outcomes?.count == 2 && (outcomes?[0] as? [String: Any])?["refused"] != nil, "\(answer.text)")
+                #expect(["stored", "duplicate"].contains(outcomes?[1] as? String), "\(answer.text)")
                 #expect(try answer.json()["rejected"] as? Int == 1)
             }
             // A rejected entry naming an invalid project is kept under `default`, saying so.

@@ -65,18 +65,26 @@ struct ContractJSONTests {
         #expect(try CollectBatch(jsonBytes: Array(body.utf8)).records.first?.properties == #"{"b" : 1.50,"a":"\u00e9"}"#)
     }
 
-    @Test("the collector's answer reads back as written; counts must be counts")
+    @Test("the collector's answer: one outcome per record, read back as written; a 0.4 answer's positions read the same")
     func result() throws {
-        let result = CollectResult(stored: 3, duplicates: 2, rejected: 1, duplicateIndexes: [0, 4], rejectedIndexes: [2])
+        let result = CollectResult(
+            stored: 3, duplicates: 2, rejected: 1, records: [.duplicate, .stored, .refused(reason: "collector: \"x\" is NUL"), .stored, .duplicate, .stored])
         #expect(
             String(decoding: result.jsonBytes, as: UTF8.self)
-                == #"{"stored":3,"duplicates":2,"rejected":1,"duplicateIndexes":[0,4],"rejectedIndexes":[2]}"#)
+                == #"{"stored":3,"duplicates":2,"rejected":1,"records":["duplicate","stored",{"refused":"collector: \"x\" is NUL"},"stored","duplicate","stored"],"#
+                + #""duplicateIndexes":[0,4],"rejectedIndexes":[2],"rejectedReasons":["collector: \"x\" is NUL"]}"#)
         #expect(try CollectResult(jsonBytes: result.jsonBytes) == result)
-        #expect(try CollectResult(jsonBytes: Array(#"{"stored":1,"duplicates":0,"rejected":0}"#.utf8)) == CollectResult(stored: 1, duplicates: 0, rejected: 0))
+        // What a collector of 0.4 answers (positions only) is the same result for a gateway of 0.5.
+        let older = #"{"stored":3,"duplicates":2,"rejected":1,"duplicateIndexes":[0,4],"rejectedIndexes":[2],"rejectedReasons":["collector: \"x\" is NUL"]}"#
+        #expect(try CollectResult(jsonBytes: Array(older.utf8)) == result)
+        #expect(try CollectResult(jsonBytes: Array(#"{"stored":1,"duplicates":0,"rejected":0}"#.utf8)).records == [.stored])
+        #expect(result.outcome(at: 2) == .refused(reason: #"collector: "x" is NUL"#) && result.outcome(at: 9) == .stored)
         for (body, expected) in [
             (#"{"stored":1,"duplicates":0}"#, "rejected is missing"),
             (#"{"stored":-1,"duplicates":0,"rejected":0}"#, "stored is not a count"),
             (#"{"stored":1,"duplicates":0,"rejected":0,"duplicateIndexes":[-3]}"#, "duplicateIndexes[0] is not a position"),
+            (#"{"stored":1,"duplicates":0,"rejected":0,"records":["kept"]}"#, #"records[0] is not "stored""#),
+            (#"{"stored":1,"duplicates":0,"rejected":0,"records":[{"refused":3}]}"#, "records[0].refused"),
         ] {
             do {
                 _ = try CollectResult(jsonBytes: Array(body.utf8))
