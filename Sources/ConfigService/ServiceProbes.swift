@@ -89,12 +89,12 @@ package enum ServiceProbes {
             case AF_INET:
                 current.pointee.ai_addr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { address in
                     var raw = address.pointee.sin_addr
-                    if inet_ntop(AF_INET, &raw, &text, socklen_t(text.count)) != nil { v4.append(String(cString: text)) }
+                    if inet_ntop(AF_INET, &raw, &text, socklen_t(text.count)) != nil { v4.append(Self.string(text)) }
                 }
             case AF_INET6:
                 current.pointee.ai_addr.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { address in
                     var raw = address.pointee.sin6_addr
-                    if inet_ntop(AF_INET6, &raw, &text, socklen_t(text.count)) != nil { v6.append(String(cString: text)) }
+                    if inet_ntop(AF_INET6, &raw, &text, socklen_t(text.count)) != nil { v6.append(Self.string(text)) }
                 }
             default:
                 break
@@ -103,5 +103,10 @@ package enum ServiceProbes {
         }
         var seen = Set<String>()
         return (v4.isEmpty ? v6 : v4).filter { seen.insert($0).inserted }
+    }
+
+    /// The text of a NUL-terminated C buffer.
+    private static func string(_ buffer: [CChar]) -> String {
+        String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
