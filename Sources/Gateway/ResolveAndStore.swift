@@ -66,53 +66,37 @@ struct ResolveAndStore: Sendable {
         return result
     }
 
-    /// Sets `users[i]` to the user of the record in `slots[sent[i]]`, for every record that names one.
-    /// Each distinct identity record is resolved once (`DistinctIdentities`, the rule
-    /// identity-service applies too). The cache answers the ones it can, by identity-service's own
-    /// rule (`IdentityCache.answers`); the others go, in their order, in one identity-service call.
+    /// Sets `users[i]` to the user of the record in `slots[sent[i]]`, for every record that names one,
+    /// by the resolve procedure identity-service runs too (`IdentityResolution`): here the cache's
+    /// misses go, in their order, to identity-service.
     private func resolveUsers(_ slots: RecordSlots, _ sent: [Int], into users: inout [Int64?], context: DatongRequestContext) async throws {
-        let distinct = DistinctIdentities(slots.identities(of: sent)).entries
-        var asking: [Int] = []
-        if let cache {
-            // identity-service's own rule for what a cache answers (`IdentityCache.answers`).
-            let answered = cache.answers(for: distinct.map { ($0.record.project, $0.plan) })
-            var hits = 0
-            for (slot, entry) in distinct.enumerated() {
-                if let user = answered[slot] {
-                    for position in entry.positions { users[position] = user }
-                    hits += entry.positions.count
-                } else {
-                    asking.append(slot)  // in the records' order: identity-service applies them in it
+        let resolved = try await IdentityResolution.resolve(slots.identities(of: sent), cache: cache) { misses in
+            // In calls identity-service always reads (`ResolveRequest.maxCallBytes`), one after
+            // another: it applies records in their order, so a later call sees what an earlier one linked.
+            let records = misses.map(\.record)
+            var answer = ResolveResponse(users: [])
+            for run in ResolveRequest.calls(of: records) {
+                let part = try await identity.resolve(
+                    Array(records[run]), forCache: cache != nil, requestID: context.requestID, logger: context.logger)
+                answer.users += part.users
+                answer.invalidated += part.invalidated
+            }
+            // The owners identity-service vouched for: every identity of a record it says is owned.
+            var learned: [(ScopedIdentity, Int64)] = []
+            if cache != nil {
+                for (entry, user) in zip(misses, answer.users) where user.owned {
+                    guard let userId = user.userId else { continue }
+                    for identity in entry.plan.identities { learned.append((ScopedIdentity(project: entry.record.project, identity: identity), userId)) }
                 }
             }
-            metrics?.count(hits: hits, asked: asking.count)
-        } else {
-            asking = Array(distinct.indices)
+            return IdentityResolution.Fetched(
+                users: answer.users, learned: learned,
+                forgetting: answer.invalidated.map { ScopedIdentity(project: $0.project, identity: IdentityKey(key: $0.key, value: $0.value)) })
         }
-        guard !asking.isEmpty else { return }
-        let epoch = cache?.epoch ?? 0
-        // In calls identity-service always reads (`ResolveRequest.maxCallBytes`), one after another:
-        // it applies records in their order, so a later call sees what an earlier one linked.
-        let records = asking.map { distinct[$0].record }
-        var resolved = ResolveResponse(users: [])
-        for run in ResolveRequest.calls(of: records) {
-            let answer = try await identity.resolve(
-                Array(records[run]), forCache: cache != nil, requestID: context.requestID, logger: context.logger)
-            resolved.users += answer.users
-            resolved.invalidated += answer.invalidated
+        if cache != nil { metrics?.count(hits: resolved.answered, asked: resolved.asked) }
+        for (position, user) in resolved.users.enumerated() {
+            if let user { users[position] = user.userId }
         }
-        for (slot, user) in zip(asking, resolved.users) {
-            for position in distinct[slot].positions { users[position] = user.userId }
-        }
-        guard let cache else { return }
-        var learned: [(ScopedIdentity, Int64)] = []
-        for (slot, user) in zip(asking, resolved.users) where user.owned {
-            guard let userId = user.userId else { continue }
-            let entry = distinct[slot]
-            for identity in entry.plan.identities { learned.append((ScopedIdentity(project: entry.record.project, identity: identity), userId)) }
-        }
-        let forgetting = resolved.invalidated.map { ScopedIdentity(project: $0.project, identity: IdentityKey(key: $0.key, value: $0.value)) }
-        cache.update(learned: learned, readAt: epoch, forgetting: forgetting)
     }
 
     /// The server's clock in milliseconds since the Unix epoch.

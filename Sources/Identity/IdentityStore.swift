@@ -62,64 +62,45 @@ package struct PostgresIdentityStore: IdentityStore {
         try await resolve(ResolveRequest(records: records), requestID: requestID).users
     }
 
+    /// Resolves the records by the procedure the gateway runs too (`IdentityResolution`): here the
+    /// cache's misses are applied to the graph in one transaction. A caller with a cache of its own
+    /// (`forCache`) is answered from PostgreSQL only: this cache may be older than the
+    /// invalidations that caller has already read.
     package func resolve(_ request: ResolveRequest, requestID: String = "") async throws -> ResolveResponse {
-        let records = request.records
-        // Each distinct identity record once, by the rule the gateway's cache path folds by.
-        let distinct = DistinctIdentities(records).entries
-        var results = [ResolvedUser](repeating: ResolvedUser(userId: nil, created: false), count: records.count)
-        var misses: [Int] = []
-        let epoch = cache?.epoch ?? 0
-        // A caller with its own cache must learn only what PostgreSQL says now: this cache may be
-        // older than the invalidations that caller has already read. Records after an unbind are
-        // resolved after it, never from memory (the unbind may detach one of their identities).
-        let known = request.forCache ? nil : cache?.answers(for: distinct.map { ($0.record.project, $0.plan) })
-        for (entry, identity) in distinct.enumerated() {
-            if let user = known?[entry] {
-                for position in identity.positions { results[position] = ResolvedUser(userId: user, created: false) }
-            } else {
-                misses.append(entry)
-            }
-        }
-        guard !misses.isEmpty else { return ResolveResponse(users: results) }
-        let toResolve = misses.map { distinct[$0] }
-
-        let (users, owners, invalidated) = try await write { transaction in
-            try transaction.prepare(toResolve.map { ($0.plan, $0.record.project) })
-            var users = try toResolve.map { entry in
-                try transaction.apply(
-                    entry.plan, project: entry.record.project, cause: .record(entry.record, index: entry.positions[0], requestID: requestID))
-            }
-            var learned: [(ScopedIdentity, Int64)] = []
-            for (position, entry) in toResolve.enumerated() {
-                let (plan, project) = (entry.plan, entry.record.project)
-                // A record that is its login alias's: this replica learns the alias's owner; the
-                // caller is not told the record's identities are that user's (they are not).
-                if let alias = plan.loginAlias.map({ ScopedIdentity(project: project, identity: $0) }), let owner = transaction.owners[alias] {
-                    learned.append((alias, owner))
-                    users[position].owned = false
-                    continue
+        let resolved = try await IdentityResolution.resolve(request.records.map { $0 }, cache: cache, answerFromCache: !request.forCache) {
+            toResolve in
+            let (users, owners, invalidated) = try await write { transaction in
+                try transaction.prepare(toResolve.map { ($0.plan, $0.record.project) })
+                var users = try toResolve.map { entry in
+                    try transaction.apply(
+                        entry.plan, project: entry.record.project, cause: .record(entry.record, index: entry.positions[0], requestID: requestID))
                 }
-                var owned = users[position].userId != nil && plan.answerableFromCache
-                for identity in plan.identities {
-                    let scoped = ScopedIdentity(project: project, identity: identity)
-                    let owner = transaction.owners[scoped]
-                    if let owner { learned.append((scoped, owner)) }
-                    if owner != users[position].userId { owned = false }
+                var learned: [(ScopedIdentity, Int64)] = []
+                for (position, entry) in toResolve.enumerated() {
+                    let (plan, project) = (entry.plan, entry.record.project)
+                    // A record that is its login alias's: this replica learns the alias's owner; the
+                    // caller is not told the record's identities are that user's (they are not).
+                    if let alias = plan.loginAlias.map({ ScopedIdentity(project: project, identity: $0) }), let owner = transaction.owners[alias] {
+                        learned.append((alias, owner))
+                        users[position].owned = false
+                        continue
+                    }
+                    var owned = users[position].userId != nil && plan.answerableFromCache
+                    for identity in plan.identities {
+                        let scoped = ScopedIdentity(project: project, identity: identity)
+                        let owner = transaction.owners[scoped]
+                        if let owner { learned.append((scoped, owner)) }
+                        if owner != users[position].userId { owned = false }
+                    }
+                    users[position].owned = owned
                 }
-                users[position].owned = owned
+                return (users, learned, transaction.invalidated)
             }
-            return (users, learned, transaction.invalidated)
-        }
-        cache?.update(learned: owners, readAt: epoch, forgetting: invalidated)
-        for (entry, user) in zip(toResolve, users) {
-            // A repeat made no user: only its first record can have created one.
-            for position in entry.positions {
-                results[position] = position == entry.positions[0] ? user : ResolvedUser(userId: user.userId, created: false, owned: user.owned)
-            }
+            return IdentityResolution.Fetched(users: users, learned: owners, forgetting: invalidated)
         }
         return ResolveResponse(
-            users: results,
-            invalidated: invalidated.map { IdentityName(project: $0.project, key: $0.identity.key, value: $0.identity.value) }
+            users: resolved.users.map { $0 ?? ResolvedUser(userId: nil, created: false) },
+            invalidated: resolved.forgetting.map { IdentityName(project: $0.project, key: $0.identity.key, value: $0.identity.value) }
         )
     }
 
