@@ -4,74 +4,53 @@ import Logging
 import NIOCore
 import Prometheus
 
-/// The gateway's calls to the collector, folded when they wait. At most `maxCalls` are in flight;
-/// an upload whose batch arrives while every call is busy waits, and the next call to end takes
-/// every waiting batch (up to `maxGroupBytes`) in one `POST /v1/batch-groups`. An idle gateway
-/// sends each batch at once and alone (`POST /v1/batches`), so folding never adds a wait; a busy
-/// one makes fewer, larger calls, which cost the collector (HTTP, tasks, a transaction slot) per
-/// call rather than per record (docs/BENCHMARKS.md). Each upload is answered with its own batch's
-/// outcome, as if it had been sent alone.
+/// The gateway's calls to the collector (`FoldedCalls`): a batch alone goes in `POST /v1/batches`,
+/// the batches that waited together in one `POST /v1/batch-groups`. Each upload is answered with
+/// its own batch's outcome, as if it had been sent alone.
 final class CollectorCalls: Sendable {
-    private let queue: FoldingQueue<Batch, CollectResult>
-    private let timeout: TimeAmount
+    private let calls: FoldedCalls<Sender>
 
     /// - Parameters:
     ///   - maxCalls: calls in flight at once (`COLLECTOR_CALLS`).
     ///   - maxGroupBytes: the most one group's batches hold (`COLLECTOR_GROUP_BYTES`); a batch larger
     ///     than it goes alone. Keep it under the collector's `COLLECTOR_MAX_BATCH_BYTES`.
     init(collector: ServiceClient, maxCalls: Int, maxGroupBytes: Int, registry: PrometheusCollectorRegistry? = nil) {
-        timeout = collector.timeout
-        let sender = Sender(collector: collector, metrics: registry.map(CollectorCallMetrics.init))
-        queue = FoldingQueue(maxWorkers: maxCalls, maxGroupWeight: maxGroupBytes) { group in await sender.send(group) }
+        calls = FoldedCalls(
+            service: collector, maxCalls: maxCalls, maxGroupWeight: maxGroupBytes,
+            calls: Sender(collector: collector, metrics: registry.map(CollectorCallMetrics.init)))
     }
 
     /// Stores a batch (its text: `CollectBatch.jsonBytes`) and returns its result after the
-    /// collector committed it. Its wait for a call counts in the collector's timeout
-    /// (`UPSTREAM_TIMEOUT_SECONDS`): a batch still waiting when that has passed is answered 503
-    /// without being sent, and its call ends by then.
+    /// collector committed it.
     func store(batch body: [UInt8], requestID: String, logger: Logger) async throws -> CollectResult {
-        let deadline = NIODeadline.now() + timeout
-        return try await queue.submit(Batch(body: body, requestID: requestID, deadline: deadline, logger: logger), weight: body.count)
+        try await calls.submit(body, weight: body.count, requestID: requestID, logger: logger)
     }
 
-    /// One upload's batch, encoded.
-    private struct Batch: Sendable {
-        let body: [UInt8]
-        let requestID: String
-        let deadline: NIODeadline
-        let logger: Logger
-    }
-
-    /// Makes the calls: a batch alone, or a group with each batch's outcome taken from the answer.
-    private struct Sender: Sendable {
+    private struct Sender: FoldableCalls {
         let collector: ServiceClient
         let metrics: CollectorCallMetrics?
 
-        func send(_ group: [Batch]) async -> [Result<CollectResult, any Error>] {
-            await group.sendingInTime(\.deadline, tooLate: collector.tooLate, send: sendInTime)
+        func alone(_ batch: Waiting<[UInt8]>) async throws -> CollectResult {
+            metrics?.count(calls: 1, batches: 1)
+            return try await collector.post(
+                "/v1/batches", bytes: batch.request, as: CollectResult.self, requestID: batch.requestID, deadline: batch.deadline,
+                logger: batch.logger)
         }
 
-        /// A call carries its batches' earliest deadline.
-        private func sendInTime(_ group: [Batch]) async -> [Result<CollectResult, any Error>] {
-            guard group.count > 1 else {
-                var outcomes: [Result<CollectResult, any Error>] = []
-                for batch in group { outcomes.append(await alone(batch)) }
-                return outcomes
-            }
+        func together(_ group: [Waiting<[UInt8]>], deadline: NIODeadline?) async -> [Result<CollectResult, any Error>] {
             // Every call is counted; every batch once, whichever call carried it.
             metrics?.count(calls: 1, batches: 0)
+            defer { metrics?.count(calls: 0, batches: group.count) }
             let first = group[0]
             let answer: CollectGroupResult
             do {
                 answer = try await collector.post(
-                    "/v1/batch-groups", bytes: CollectBatchGroup.jsonBytes(joining: group.map(\.body)), as: CollectGroupResult.self,
-                    requestID: first.requestID, deadline: group.map(\.deadline).min(), logger: first.logger
+                    "/v1/batch-groups", bytes: CollectBatchGroup.jsonBytes(joining: group.map(\.request)), as: CollectGroupResult.self,
+                    requestID: first.requestID, deadline: deadline, logger: first.logger
                 )
             } catch {
-                metrics?.count(calls: 0, batches: group.count)
                 return group.map { _ in .failure(error) }
             }
-            metrics?.count(calls: 0, batches: group.count)
             guard answer.outcomes.count == group.count else {
                 first.logger.error(
                     "upstream.bad_answer", metadata: ["upstream": "collector", "error": "\(answer.outcomes.count) outcomes for \(group.count) batches"])
@@ -83,18 +62,6 @@ final class CollectorCalls: Sendable {
                 case .written(let result): .success(result)
                 case .refused(let status, let error, let message): .failure(collector.refusal(status: status, error: error, message: message))
                 }
-            }
-        }
-
-        private func alone(_ batch: Batch) async -> Result<CollectResult, any Error> {
-            metrics?.count(calls: 1, batches: 1)
-            do {
-                return .success(
-                    try await collector.post(
-                        "/v1/batches", bytes: batch.body, as: CollectResult.self, requestID: batch.requestID, deadline: batch.deadline,
-                        logger: batch.logger))
-            } catch {
-                return .failure(error)
             }
         }
     }

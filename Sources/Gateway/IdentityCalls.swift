@@ -5,11 +5,9 @@ import Logging
 import NIOCore
 import Prometheus
 
-/// The gateway's calls to identity-service's `POST /v1/resolve`, folded when they wait, as
-/// `CollectorCalls` folds the collector's. At most `maxCalls` are in flight; the records of uploads
-/// that arrive while every call is busy go, upload after upload, in the next call (up to
-/// `ResolveRequest.maxCallBytes`), which identity-service resolves in order in one transaction. An
-/// idle gateway sends each upload's records at once and alone.
+/// The gateway's calls to identity-service's `POST /v1/resolve` (`FoldedCalls`): the records of
+/// uploads that wait for a call go, upload after upload, in the next call (up to
+/// `ResolveRequest.maxCallBytes`), which identity-service resolves in order in one transaction.
 ///
 /// Uploads that waited together were concurrent, so the order the call gives them is one they could
 /// have arrived in; each upload's own records keep theirs. Each upload gets the users of its own
@@ -17,52 +15,47 @@ import Prometheus
 /// A refusal (4xx) of a call carrying several uploads is not theirs to share: each is then sent
 /// alone, so that only the upload at fault is refused.
 final class IdentityCalls: Sendable {
-    private let queue: FoldingQueue<Run, ResolveResponse>
-    private let timeout: TimeAmount
+    private let calls: FoldedCalls<Sender>
 
     /// - Parameter maxCalls: calls in flight at once (`IDENTITY_CALLS`).
     init(identity: ServiceClient, maxCalls: Int, registry: PrometheusCollectorRegistry? = nil) {
-        timeout = identity.timeout
-        let sender = Sender(identity: identity, metrics: registry.map(IdentityCallMetrics.init))
-        queue = FoldingQueue(maxWorkers: maxCalls, maxGroupWeight: ResolveRequest.maxCallBytes) { group in await sender.send(group) }
+        calls = FoldedCalls(
+            service: identity, maxCalls: maxCalls, maxGroupWeight: ResolveRequest.maxCallBytes,
+            calls: Sender(identity: identity, metrics: registry.map(IdentityCallMetrics.init)))
     }
 
     /// Resolves `records` (at most `ResolveRequest.maxCallBytes` of them: a run of
-    /// `ResolveRequest.calls(of:)`) and returns one user per record, in order. Its wait for a call
-    /// counts in identity-service's timeout (`UPSTREAM_TIMEOUT_SECONDS`): a run still waiting when
-    /// that has passed is answered 503 without being sent, and its call ends by then.
+    /// `ResolveRequest.calls(of:)`) and returns one user per record, in order.
     func resolve(_ records: [IdentityRecord], forCache: Bool, requestID: String, logger: Logger) async throws -> ResolveResponse {
-        let deadline = NIODeadline.now() + timeout
-        return try await queue.submit(
-            Run(request: ResolveRequest(records: records, forCache: forCache), requestID: requestID, deadline: deadline, logger: logger),
-            weight: records.reduce(32) { $0 + $1.maxWireBytes })
+        try await calls.submit(
+            ResolveRequest(records: records, forCache: forCache), weight: records.reduce(32) { $0 + $1.maxWireBytes }, requestID: requestID,
+            logger: logger)
     }
 
-    /// One upload's records, in order.
-    private struct Run: Sendable {
-        let request: ResolveRequest
-        let requestID: String
-        let deadline: NIODeadline
-        let logger: Logger
-    }
-
-    private struct Sender: Sendable {
+    private struct Sender: FoldableCalls {
         let identity: ServiceClient
         let metrics: IdentityCallMetrics?
 
-        func send(_ group: [Run]) async -> [Result<ResolveResponse, any Error>] {
-            await group.sendingInTime(\.deadline, tooLate: identity.tooLate, send: sendInTime)
+        func alone(_ run: Waiting<ResolveRequest>) async throws -> ResolveResponse {
+            try await call(run.request, uploads: 1, first: run, deadline: run.deadline)
         }
 
-        private func sendInTime(_ group: [Run]) async -> [Result<ResolveResponse, any Error>] {
-            guard group.count > 1 else { return await group.asyncMap(alone) }
+        func together(_ group: [Waiting<ResolveRequest>], deadline: NIODeadline?) async -> [Result<ResolveResponse, any Error>] {
             // A caller with a cache needs PostgreSQL's answer; one without is as well served by it.
             let joined = ResolveRequest(records: group.flatMap(\.request.records), forCache: group.contains { $0.request.forCache })
             let answer: ResolveResponse
             do {
-                answer = try await call(joined, uploads: group.count, first: group[0], deadline: group.map(\.deadline).min())
+                answer = try await call(joined, uploads: group.count, first: group[0], deadline: deadline)
             } catch let error as ServiceError where (400..<500).contains(error.status.code) {
-                return await group.asyncMap(alone)
+                var outcomes: [Result<ResolveResponse, any Error>] = []
+                for run in group {
+                    do {
+                        outcomes.append(.success(try await alone(run)))
+                    } catch {
+                        outcomes.append(.failure(error))
+                    }
+                }
+                return outcomes
             } catch {
                 return group.map { _ in .failure(error) }
             }
@@ -76,15 +69,11 @@ final class IdentityCalls: Sendable {
             return outcomes
         }
 
-        private func alone(_ run: Run) async -> Result<ResolveResponse, any Error> {
-            do {
-                return .success(try await call(run.request, uploads: 1, first: run, deadline: run.deadline))
-            } catch {
-                return .failure(error)
-            }
-        }
-
-        private func call(_ request: ResolveRequest, uploads: Int, first: Run, deadline: NIODeadline?) async throws -> ResolveResponse {
+        private func call(
+            _ request: ResolveRequest, uploads: Int, first: Waiting<ResolveRequest>, deadline: NIODeadline?
+        ) async throws
+            -> ResolveResponse
+        {
             metrics?.count(uploads: uploads)
             let answer = try await identity.post(
                 "/v1/resolve", request, as: ResolveResponse.self, requestID: first.requestID, deadline: deadline, logger: first.logger)
@@ -94,16 +83,6 @@ final class IdentityCalls: Sendable {
             }
             return answer
         }
-    }
-}
-
-extension Array where Element: Sendable {
-    /// `map` with an async transform, one element after another.
-    fileprivate func asyncMap<T>(_ transform: (Element) async -> T) async -> [T] {
-        var mapped: [T] = []
-        mapped.reserveCapacity(count)
-        for element in self { mapped.append(await transform(element)) }
-        return mapped
     }
 }
 
