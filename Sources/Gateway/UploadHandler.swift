@@ -34,6 +34,8 @@ struct UploadHandler: Sendable {
         case debug
     }
 
+    /// Authenticates, decodes once, checks every record, stores the accepted ones and answers once
+    /// the collector committed them.
     func handle(_ request: Request, context: DatongRequestContext, mode: Mode) async throws -> Response {
         let body = try await readRequestBody(request, limits: limits)
         let receivedAt = ResolveAndStore.now()
@@ -42,53 +44,73 @@ struct UploadHandler: Sendable {
         let project = try requestProject(parameters["project"])
         let grant = try await auth.check(project: project, token: parameters["token"], logger: context.logger)
         let enrichment = self.enrichment.request(request, context: context, policy: grant.enrichment)
-        let payload: DecodedPayload
-        if UploadPayload.isEncrypted(parameters) {
-            // A request that can never succeed is refused first, whatever the keys.
-            guard let data = parameters["data_list"] ?? parameters["data"], !data.isEmpty else {
-                throw ServiceError.badRequest(.missingData, "the request has no data or data_list parameter")
-            }
-            // Never a status the SDK deletes the batch for: without keys the answer is a 503.
-            guard keyring.canDecrypt else {
-                context.logger.error("encryption.no_master_key")
-                throw ServiceError.unavailable(
-                    .encryptionUnavailable,
-                    "this gateway has no ENCRYPTION_MASTER_KEY, so it cannot open encrypted payloads; the SDK keeps the batch and retries")
-            }
-            let envelopes = try EncryptedPayload.Envelopes(parameters, limits: limits)
-            var keys = try await keyring.keys(for: project, logger: context.logger)
-            if !envelopes.pkvs.allSatisfy(keys.knows) {
-                // A key made a moment ago: read the keys again at once, before opening any envelope.
-                keys = try await keyring.keys(for: project, fresh: true, logger: context.logger)
-            }
-            payload = try envelopes.open(with: keys, project: project, limits: limits)
-        } else {
-            payload = try UploadPayload.decode(parameters, limits: limits, project: project, keys: nil)
+        let payload = try await decode(parameters, project: project, logger: context.logger)
+        var upload = try await prepare(payload, parameters, project: project, receivedAt: receivedAt, enrichment: enrichment, logger: context.logger)
+        let suppression = try await suppressions(of: upload, grant: grant, logger: context.logger)
+        if mode == .debug, request.headers[.dryRun]?.lowercased() == "true" {
+            return try debugAnswer(upload.slots.problems)
         }
+        let collected = try await ingest.store(&upload.slots, receivedAt: receivedAt, suppressed: suppression, context: context)
+        return try respond(upload.slots.answer(collected), project: upload.project, mode: mode, logger: context.logger)
+    }
+
+    /// The upload's records: decrypted first when the SDK encrypted them (`gzip=9` / `gzip=13`).
+    private func decode(_ parameters: FormParameters, project: String, logger: Logger) async throws -> DecodedPayload {
+        guard UploadPayload.isEncrypted(parameters) else {
+            return try UploadPayload.decode(parameters, limits: limits, project: project, keys: nil)
+        }
+        // A request that can never succeed is refused first, whatever the keys.
+        guard let data = parameters["data_list"] ?? parameters["data"], !data.isEmpty else {
+            throw ServiceError.badRequest(.missingData, "the request has no data or data_list parameter")
+        }
+        // Never a status the SDK deletes the batch for: without keys the answer is a 503.
+        guard keyring.canDecrypt else {
+            logger.error("encryption.no_master_key")
+            throw ServiceError.unavailable(
+                .encryptionUnavailable,
+                "this gateway has no ENCRYPTION_MASTER_KEY, so it cannot open encrypted payloads; the SDK keeps the batch and retries")
+        }
+        let envelopes = try EncryptedPayload.Envelopes(parameters, limits: limits)
+        var keys = try await keyring.keys(for: project, logger: logger)
+        if !envelopes.pkvs.allSatisfy(keys.knows) {
+            // A key made a moment ago: read the keys again at once, before opening any envelope.
+            keys = try await keyring.keys(for: project, fresh: true, logger: logger)
+        }
+        return try envelopes.open(with: keys, project: project, limits: limits)
+    }
+
+    /// Every record checked: its own, its project's (a server SDK's record may name one), the H5
+    /// domain whitelist for records an app relayed; crawlers' records dropped as the project asks.
+    private func prepare(
+        _ payload: DecodedPayload, _ parameters: FormParameters, project: String, receivedAt: Int64, enrichment: RequestEnrichment?,
+        logger: Logger
+    ) async throws -> PreparedUpload {
         var upload = PreparedUpload(payload, parameters: parameters, project: project, limits: limits, now: receivedAt, enrichment: enrichment)
-        try await upload.checkRecordProjects(auth, enrichment: enrichment, limits: limits, now: receivedAt, logger: context.logger)
+        try await upload.checkRecordProjects(auth, enrichment: enrichment, limits: limits, now: receivedAt, logger: logger)
         if upload.hasRelayedRecords {
             upload.checkRelayedPages(try await whitelists.whitelists(for: upload.project))
         }
         let bots = upload.slots.count(.bot)
         if bots > 0 { botsDropped?.increment(by: Int64(bots)) }
-        // Records may name projects of their own (server SDKs): each is checked against its list.
-        var suppression = [project: grant.suppressed]
+        return upload
+    }
+
+    /// The erased users' ids of each project the upload's accepted records belong to.
+    private func suppressions(of upload: PreparedUpload, grant: IngestionAuth.Grant, logger: Logger) async throws -> [String: SuppressedIDs] {
+        var suppression = [upload.project: grant.suppressed]
         for slot in upload.slots.all.indices where upload.namesOtherProjects && upload.slots[slot].fate == .accepted {
-            guard let other = upload.slots[recordOf: slot].identity?.project, other != project, suppression[other] == nil else { continue }
-            suppression[other] = try await auth.suppressed(other, logger: context.logger)
+            guard let other = upload.slots[recordOf: slot].identity?.project, suppression[other] == nil else { continue }
+            suppression[other] = try await auth.suppressed(other, logger: logger)
         }
+        return suppression
+    }
 
-        if mode == .debug, request.headers[.dryRun]?.lowercased() == "true" {
-            return try debugAnswer(upload.slots.problems)
-        }
-
-        let collected = try await ingest.store(&upload.slots, receivedAt: receivedAt, suppressed: suppression, context: context)
-        let answer = upload.slots.answer(collected)
-        context.logger.debug(
+    /// The answer in the form the request's path asks for.
+    private func respond(_ answer: IntakeAnswer, project: String, mode: Mode, logger: Logger) throws -> Response {
+        logger.debug(
             "upload.stored",
             metadata: [
-                "upload.project": "\(upload.project)", "upload.stored": "\(answer.stored)",
+                "upload.project": "\(project)", "upload.stored": "\(answer.stored)",
                 "upload.duplicates": "\(answer.duplicates)", "upload.rejected": "\(answer.rejected)",
             ])
         switch mode {
