@@ -157,122 +157,21 @@ final class PostgresEventStore: EventStore {
         return changes
     }
 
-    /// Returns each batch's result, and the property types its records set or found set.
+    /// Returns each batch's result, and the property types its records set or found set: the
+    /// group encoded before the transaction begins, then written, each record's outcome found, and
+    /// the counts and catalog written last.
     static func commit(
         _ batches: [IncomingBatch], pool: PostgresPool, partitions: EventPartitions, catalog: CatalogChanges?, writing: EventWriting
     ) async throws -> ([CollectResult], [AssumedType]) {
-        var events = BinaryCopyWriter()
-        var profiles = BinaryCopyWriter()
-        var rejected = BinaryCopyWriter()
-        var eventCount = 0
-        var profileCount = 0
-        var partitionsUsed = Set<ProjectMonth>()
-        var keys: [RecordKey] = []
-        var eventRows: [EventRow] = []
-        var recordProjects: [String] = []
-        var recordMinutes: [Int64] = []
-        var profileKeys = ProfileKeys()
-        var rejectedCounts = IngestCounts()
-        for batch in batches {
-            let minute = IngestCounts.minute(of: batch.receivedAt)
-            for record in batch.records {
-                keys.append(record.key)
-                recordProjects.append(record.project)
-                recordMinutes.append(minute)
-                switch record.content {
-                case .event(let row):
-                    eventCount += 1
-                    partitionsUsed.insert(ProjectMonth(month: MonthPartition(unixMillis: record.time), project: record.project))
-                    let start = events.bytes.count
-                    events.appendEncodedRow(batch.eventRows[row])
-                    eventRows.append(EventRow(project: record.project, time: record.time, id: record.key, bytes: start..<events.bytes.count))
-                case .profile(let profile):
-                    profileKeys.add(profile, id: record.key)
-                    appendProfileRecord(profile, key: record.key, receivedAt: batch.receivedAt, position: profileCount, to: &profiles)
-                    profileCount += 1
-                }
-            }
-            for record in batch.rejected {
-                rejectedCounts.add(project: record.project, minute: minute, as: .rejected)
-                // What records a refusal must always be storable: a NUL would fail the whole COPY.
-                rejected.beginRow(fieldCount: 4)
-                rejected.text(record.project)
-                rejected.timestamp(unixMillis: batch.receivedAt)
-                rejected.text(UntrustedText.storable(record.reason))
-                rejected.text(UntrustedText.storable(record.raw))
-            }
-        }
-        try await partitions.ensure(partitionsUsed)
-
-        let eventData = events.finish()
-        let profileData = profiles.finish()
-        let rejectedData = rejected.finish()
-        let rows = eventRows
-        let hasEvents = eventCount > 0
-        let hasProfiles = profileCount > 0
-        let hasRejected = !rejectedCounts.isEmpty
-        let recordKeys = keys
-        let owners = profileKeys
-        let projects = recordProjects
-        let minutes = recordMinutes
-        let sizes = batches.map { ($0.records.count, $0.rejected.count) }
-        let initialCounts = rejectedCounts
+        let encoded = encode(batches)
+        try await partitions.ensure(encoded.partitions)
         let assumed = batches.flatMap(\.assumedTypes)
         return try await pool.transaction { connection in
             try connection.setUpTemporaryTables("collector.staging", stagingTables)
-            var inserted = Set<RecordKey>()
-            if hasEvents {
-                switch writing {
-                case .optimistic:
-                    inserted = try copyEvents(rows, encoded: eventData, skipping: [], on: connection)
-                case .lookUp:
-                    let existing = try storedEvents(rows, on: connection)
-                    inserted = try copyEvents(rows, encoded: eventData, skipping: existing, on: connection)
-                case .staging:
-                    _ = try connection.copyIn(EventRows.copyIntoStaging, data: eventData)
-                    let rows = try connection.execute(
-                        EventRows.insertFromStaging
-                    ).rows
-                    for row in rows { if let key = row[0].flatMap(RecordKey.init(uuidText:)) { inserted.insert(key) } }
-                }
-            }
-            if hasProfiles {
-                _ = try connection.copyIn(
-                    "COPY pg_temp.incoming_profile_records (\(profileColumns)) FROM STDIN (FORMAT binary)", data: profileData
-                )
-                let rows = try connection.execute(insertProfileRecords).rows
-                for row in rows { if let key = row[0].flatMap(RecordKey.init(uuidText:)) { inserted.insert(key) } }
-                try refold(owners, insertedIDs: inserted, on: connection)
-            }
-            if hasRejected {
-                _ = try connection.copyIn(
-                    "COPY collector.rejected (project, received_at, reason, raw) FROM STDIN (FORMAT binary)", data: rejectedData
-                )
-            }
-            // A record is stored when its key came back from the insert, the first time it appears
-            // in the transaction; every other record was already there (or repeated).
-            var unclaimed = inserted
-            var counts = initialCounts
+            let inserted = try write(encoded, writing: writing, on: connection)
+            var counts = encoded.rejectedCounts
             var changes = catalog
-            var results: [CollectResult] = []
-            var position = 0
-            for (batch, (records, _)) in zip(batches, sizes) {
-                let day = Catalog.day(of: batch.receivedAt)
-                var duplicateIndexes: [Int] = []
-                for index in 0..<records {
-                    let stored = unclaimed.remove(recordKeys[position + index]) != nil
-                    if !stored { duplicateIndexes.append(index) }
-                    counts.add(project: projects[position + index], minute: minutes[position + index], as: stored ? .stored : .duplicate)
-                    if stored, let mark = batch.records[index].catalog, mark.event != 0 {
-                        changes?.count(project: projects[position + index], day: day, mark: mark, in: batch)
-                    }
-                    if stored, !batch.records[index].dropped.isEmpty {
-                        changes?.count(dropped: batch.records[index].dropped, project: projects[position + index], day: day)
-                    }
-                }
-                position += records
-                results.append(batch.result(duplicates: duplicateIndexes))
-            }
+            let results = outcomes(of: batches, encoded.records, inserted: inserted, counts: &counts, catalog: &changes)
             // Last, so the counter and catalog rows are locked only for the moment before commit.
             let statements = try changes?.statements(on: connection) ?? []
             guard !assumed.isEmpty else {
@@ -285,6 +184,121 @@ final class PostgresEventStore: EventStore {
             let confirmed = try TypeCheck.confirm(assumed, on: connection)
             try counts.writeAndCommit(on: connection)
             return (results, confirmed)
+        }
+    }
+
+    /// A group of batches as its transaction writes it, encoded before the transaction begins.
+    private struct EncodedGroup: Sendable {
+        /// Every record of the batches, in order.
+        var records: [WrittenRecord] = []
+        var events: [UInt8] = []
+        var eventRows: [EventRow] = []
+        var profiles: [UInt8] = []
+        var profileCount = 0
+        var profileKeys = ProfileKeys()
+        var rejected: [UInt8] = []
+        /// The batches' own refused records, counted by project and minute.
+        var rejectedCounts = IngestCounts()
+        var partitions = Set<ProjectMonth>()
+    }
+
+    /// What the outcome of a record is counted under.
+    private struct WrittenRecord: Sendable {
+        let key: RecordKey
+        let project: String
+        let minute: Int64
+    }
+
+    /// The COPY rows of the batches' events, profile records and refused records.
+    private static func encode(_ batches: [IncomingBatch]) -> EncodedGroup {
+        var group = EncodedGroup()
+        var events = BinaryCopyWriter()
+        var profiles = BinaryCopyWriter()
+        var rejected = BinaryCopyWriter()
+        for batch in batches {
+            let minute = IngestCounts.minute(of: batch.receivedAt)
+            for record in batch.records {
+                group.records.append(WrittenRecord(key: record.key, project: record.project, minute: minute))
+                switch record.content {
+                case .event(let row):
+                    group.partitions.insert(ProjectMonth(month: MonthPartition(unixMillis: record.time), project: record.project))
+                    let start = events.bytes.count
+                    events.appendEncodedRow(batch.eventRows[row])
+                    group.eventRows.append(EventRow(project: record.project, time: record.time, id: record.key, bytes: start..<events.bytes.count))
+                case .profile(let profile):
+                    group.profileKeys.add(profile, id: record.key)
+                    appendProfileRecord(profile, key: record.key, receivedAt: batch.receivedAt, position: group.profileCount, to: &profiles)
+                    group.profileCount += 1
+                }
+            }
+            for record in batch.rejected {
+                group.rejectedCounts.add(project: record.project, minute: minute, as: .rejected)
+                // What records a refusal must always be storable: a NUL would fail the whole COPY.
+                rejected.beginRow(fieldCount: 4)
+                rejected.text(record.project)
+                rejected.timestamp(unixMillis: batch.receivedAt)
+                rejected.text(UntrustedText.storable(record.reason))
+                rejected.text(UntrustedText.storable(record.raw))
+            }
+        }
+        group.events = events.finish()
+        group.profiles = profiles.finish()
+        group.rejected = rejected.finish()
+        return group
+    }
+
+    /// Writes the group's rows by `writing`; returns the keys of the records the inserts stored.
+    private static func write(_ group: EncodedGroup, writing: EventWriting, on connection: PostgresConnection) throws -> Set<RecordKey> {
+        var inserted = Set<RecordKey>()
+        if !group.eventRows.isEmpty {
+            switch writing {
+            case .optimistic:
+                inserted = try copyEvents(group.eventRows, encoded: group.events, skipping: [], on: connection)
+            case .lookUp:
+                let existing = try storedEvents(group.eventRows, on: connection)
+                inserted = try copyEvents(group.eventRows, encoded: group.events, skipping: existing, on: connection)
+            case .staging:
+                _ = try connection.copyIn(EventRows.copyIntoStaging, data: group.events)
+                for row in try connection.execute(EventRows.insertFromStaging).rows {
+                    if let key = row[0].flatMap(RecordKey.init(uuidText:)) { inserted.insert(key) }
+                }
+            }
+        }
+        if group.profileCount > 0 {
+            _ = try connection.copyIn("COPY pg_temp.incoming_profile_records (\(profileColumns)) FROM STDIN (FORMAT binary)", data: group.profiles)
+            for row in try connection.execute(insertProfileRecords).rows {
+                if let key = row[0].flatMap(RecordKey.init(uuidText:)) { inserted.insert(key) }
+            }
+            try refold(group.profileKeys, insertedIDs: inserted, on: connection)
+        }
+        if !group.rejectedCounts.isEmpty {
+            _ = try connection.copyIn("COPY collector.rejected (project, received_at, reason, raw) FROM STDIN (FORMAT binary)", data: group.rejected)
+        }
+        return inserted
+    }
+
+    /// Each batch's result: a record is stored when its key came back from the insert, the first
+    /// time it appears in the transaction; every other record was already there (or repeated).
+    /// Counts each record's outcome, and the stored ones' events and dropped properties.
+    private static func outcomes(
+        of batches: [IncomingBatch], _ records: [WrittenRecord], inserted: Set<RecordKey>, counts: inout IngestCounts,
+        catalog changes: inout CatalogChanges?
+    ) -> [CollectResult] {
+        var unclaimed = inserted
+        var written = records.makeIterator()
+        return batches.map { batch in
+            let day = Catalog.day(of: batch.receivedAt)
+            var duplicates: [Int] = []
+            for (index, record) in batch.records.enumerated() {
+                let entry = written.next()!
+                let stored = unclaimed.remove(entry.key) != nil
+                if !stored { duplicates.append(index) }
+                counts.add(project: entry.project, minute: entry.minute, as: stored ? .stored : .duplicate)
+                guard stored else { continue }
+                if let mark = record.catalog, mark.event != 0 { changes?.count(project: entry.project, day: day, mark: mark, in: batch) }
+                if !record.dropped.isEmpty { changes?.count(dropped: record.dropped, project: entry.project, day: day) }
+            }
+            return batch.result(duplicates: duplicates)
         }
     }
 
