@@ -52,61 +52,139 @@ package struct RecordNormalizer: Sendable {
             }
             project = name
         }
-        func reject(_ reason: String) -> Result<NormalizedRecord, RecordRejection> {
-            .failure(.init(project: project, reason: reason))
+        do {
+            return .success(try normalize(fields, project: project, bridged: bridged, now: now, enrichment: enrichment))
+        } catch {
+            return .failure(.init(project: project, reason: error.reason))
         }
+    }
 
-        guard let type = fields.type?.stringValue else { return reject("the record has no type") }
-        guard RecordTypes.all.contains(type) else { return reject("unknown type '\(UntrustedText.quoted(type, limit: 64))'") }
-        let isEvent = RecordTypes.isEvent(type)
+    /// The record's checks, each a step of its own, in the order their reasons take precedence.
+    private func normalize(
+        _ fields: RecordFields, project: String, bridged: BridgeOverrides?, now: Int64, enrichment: RequestEnrichment?
+    ) throws(InvalidRecord) -> NormalizedRecord {
+        let kind = try Self.kind(of: fields, bridged: bridged != nil)
+        let properties = try readProperties(fields, kind: kind, bridged: bridged != nil)
+        let time = try Self.time(of: fields, properties, bridged: bridged != nil, now: now, limits: limits)
+        let event = try Self.eventName(of: fields, kind: kind)
+        let user = try Self.user(of: fields, properties, kind: kind, bridged: bridged)
+        let sdk = try sdkFields(of: fields, properties, user: user, type: kind.type, bridged: bridged)
+        var presets = kind.isEvent ? bridged?.presets ?? [] : []
+        var isBot = false
+        if kind.isEvent, let enrichment {
+            let added = enrichment.presets(lib: sdk.lib, relayed: sdk.hybrid, ip: properties.ip, url: properties.url)
+            presets = PropertyPreset.merge(presets, added.presets)
+            isBot = added.isBot
+        }
+        let collect = CollectRecord(
+            project: project, type: kind.type, event: event, time: time, distinctId: user.distinctID, userId: nil,
+            anonymousId: sdk.anonymousID, loginId: sdk.loginID, lib: sdk.lib, libVersion: sdk.libVersion, appVersion: sdk.appVersion,
+            hybridH5: sdk.hybrid,
+            properties: properties.canonicalText(replacing: presets, dateTimes: DateTimeStyle(lib: sdk.lib)),
+            itemType: user.itemType, itemId: user.itemID, libMethod: sdk.libMethod, libDetail: sdk.libDetail, originalId: sdk.originalID,
+            identities: user.identities,
+            // An integer, as every SDK sends it; anything else is no track id, and the record is
+            // then identified by its content.
+            trackId: fields.trackID?.int64Value,
+            schema: kind.entity?.isItemEvent == true ? kind.entity?.schema : nil
+        )
+        let identity =
+            !user.hasUser
+            ? nil
+            : IdentityRecord(
+                project: project, type: kind.type, distinctId: user.distinctID ?? "",
+                originalId: sdk.originalID, identities: user.identities, isLoginId: sdk.isLoginID, lib: sdk.lib
+            )
+        let token = bridged == nil ? fields.token?.stringValue.flatMap { $0.isEmpty ? nil : $0 } : nil
+        return NormalizedRecord(collect: collect, identity: identity, token: token, isBot: isBot)
+    }
+
+    /// What a record is: its type, and the multi-entity protocol's schema when it follows it.
+    struct Kind {
+        let type: String
+        let isEvent: Bool
+        let isDetail: Bool
+        let entity: MultiEntity?
+        /// Item records and events on an item belong to no user.
+        let isItem: Bool
+    }
+
+    static func kind(of fields: RecordFields, bridged: Bool) throws(InvalidRecord) -> Kind {
+        guard let type = fields.type?.stringValue else { throw InvalidRecord(reason: "the record has no type") }
+        guard RecordTypes.all.contains(type) else { throw InvalidRecord(reason: "unknown type '\(UntrustedText.quoted(type, limit: 64))'") }
         let isDetail = RecordTypes.isDetail(type)
         // The multi-entity protocol (docs/PROTOCOL.md section 2): a `schema` says what the record is
         // about, and a user's records carry the user among their properties.
-        let entity: MultiEntity?
-        switch MultiEntity.of(fields, type: type, bridged: bridged != nil) {
-        case .success(let found): entity = found
-        case .failure(let problem): return reject(problem.reason)
+        let entity = try MultiEntity.of(fields, type: type, bridged: bridged).get()
+        if isDetail, entity == nil {
+            throw InvalidRecord(reason: "a \(type) record belongs to the multi-entity protocol: it needs version \"2.0\" and a schema")
         }
-        if isDetail, entity == nil { return reject("a \(type) record belongs to the multi-entity protocol: it needs version \"2.0\" and a schema") }
-        // Item records and events on an item belong to no user.
-        let isItem = RecordTypes.isItem(type) || entity?.isItemEvent == true
+        return Kind(
+            type: type, isEvent: RecordTypes.isEvent(type), isDetail: isDetail, entity: entity,
+            isItem: RecordTypes.isItem(type) || entity?.isItemEvent == true)
+    }
 
+    /// The record's properties, read once and checked against the limits.
+    private func readProperties(_ fields: RecordFields, kind: Kind, bridged: Bool) throws(InvalidRecord) -> PropertiesReading {
         if let raw = fields.properties {
-            guard raw.isObject else { return reject("properties is not a JSON object") }
+            guard raw.isObject else { throw InvalidRecord(reason: "properties is not a JSON object") }
             let count = Int(raw.entry.count)
             guard count <= limits.maxPropertiesPerRecord else {
-                return reject("\(count) properties; the limit is \(limits.maxPropertiesPerRecord)")
+                throw InvalidRecord(reason: "\(count) properties; the limit is \(limits.maxPropertiesPerRecord)")
             }
         }
-        let properties: PropertiesReading
-        switch PropertiesReading.read(fields.properties, bridged: bridged != nil, multiEntity: entity != nil, type: type, normalizer: self) {
-        case .success(let reading): properties = reading
-        case .failure(let problem): return reject(problem.reason)
-        }
+        return try PropertiesReading.read(fields.properties, bridged: bridged, multiEntity: kind.entity != nil, type: kind.type, normalizer: self)
+            .get()
+    }
 
-        // time: milliseconds, or seconds from SDKs that send 10 digits; a `$time` property wins
-        // (for a bridged record only a numeric one, as the app SDK applies it).
+    /// The record's time in milliseconds, within the time window.
+    static func time(
+        of fields: RecordFields, _ properties: PropertiesReading, bridged: Bool, now: Int64, limits: UploadLimits
+    ) throws(InvalidRecord) -> Int64 {
+        // Milliseconds, or seconds from SDKs that send 10 digits; a `$time` property wins (for a
+        // bridged record only a numeric one, as the app SDK applies it).
         var timeValue = fields.time
-        if let override = properties.time, bridged == nil || override.isNumber { timeValue = override }
-        guard let time = Self.milliseconds(timeValue) else { return reject("the record has no numeric time from 1970 to 9999") }
+        if let override = properties.time, !bridged || override.isNumber { timeValue = override }
+        guard let time = milliseconds(timeValue) else { throw InvalidRecord(reason: "the record has no numeric time from 1970 to 9999") }
         // `time_free: true` marks an import of history (the server SDKs' `enableTimeFree`): Sensors
         // skips its time window for it; Datong widens it to TIME_FREE_PAST_DAYS, as every month
         // stored is a partition (a record of 2999 made one that stays), and keeps the future bound.
-        if let problem = Self.timeProblem(time, now: now, timeFree: fields.timeFree?.isTrue ?? false, limits: limits) { return reject(problem) }
-
-        var event: String?
-        if isEvent {
-            event = fields.event?.stringValue ?? Self.implicitEventNames[type]
-            guard let name = event else { return reject("a \(type) record needs an event name") }
-            if let problem = Self.nameProblem(name) { return reject("event name: \(problem)") }
+        if let problem = timeProblem(time, now: now, timeFree: fields.timeFree?.isTrue ?? false, limits: limits) {
+            throw InvalidRecord(reason: problem)
         }
+        return time
+    }
 
-        let user = isItem ? nil : bridged?.user
+    /// An event's name (its type's implicit one for a signup, bind or unbind); nil for a profile or item record.
+    static func eventName(of fields: RecordFields, kind: Kind) throws(InvalidRecord) -> String? {
+        guard kind.isEvent else { return nil }
+        guard let name = fields.event?.stringValue ?? implicitEventNames[kind.type] else {
+            throw InvalidRecord(reason: "a \(kind.type) record needs an event name")
+        }
+        if let problem = nameProblem(name) { throw InvalidRecord(reason: "event name: \(problem)") }
+        return name
+    }
+
+    /// Whom a record is about: its user (the app's, for a bridged record), or its item.
+    struct User {
+        let bridged: BridgeOverrides.User?
+        let distinctID: String?
+        let identities: [String: String]?
+        /// Whether it belongs to a user (not an item, nor a detail of an item).
+        let hasUser: Bool
+        let itemType: String?
+        let itemID: String?
+    }
+
+    static func user(
+        of fields: RecordFields, _ properties: PropertiesReading, kind: Kind, bridged: BridgeOverrides?
+    ) throws(InvalidRecord) -> User {
+        let user = kind.isItem ? nil : bridged?.user
         // A multi-entity record's user is among its properties (events, details) or at its top
         // level (users); one that names it in both places must name the same user.
-        if entity != nil, let problem = Self.userNamedTwice(fields, properties) { return reject(problem) }
-        let distinctField = fields.distinctID ?? (entity == nil ? nil : properties.distinctID)
-        let identitiesField = fields.identities ?? (entity == nil ? nil : properties.identities)
+        if kind.entity != nil, let problem = userNamedTwice(fields, properties) { throw InvalidRecord(reason: problem) }
+        let distinctField = fields.distinctID ?? (kind.entity == nil ? nil : properties.distinctID)
+        let identitiesField = fields.identities ?? (kind.entity == nil ? nil : properties.identities)
         var distinctID: String?
         if let user {
             distinctID = user.distinctID
@@ -114,90 +192,70 @@ package struct RecordNormalizer: Sendable {
             distinctID = value.stringValue ?? value.int64Value.map { String($0) }
         }
         // A Sensors user number: `properties.user_id` on events and details, the `id` of a `users` record.
-        let namesSensorsUser = properties.sensorsUserID != nil || (entity?.schema == MultiEntity.users && fields.entityID != nil)
-        if entity != nil, !isItem, distinctID == nil, identitiesField == nil, namesSensorsUser {
-            return reject("the record names its user by a Sensors user_id, which Datong does not have; send the user's identities")
+        let namesSensorsUser = properties.sensorsUserID != nil || (kind.entity?.schema == MultiEntity.users && fields.entityID != nil)
+        if kind.entity != nil, !kind.isItem, distinctID == nil, identitiesField == nil, namesSensorsUser {
+            throw InvalidRecord(reason: "the record names its user by a Sensors user_id, which Datong does not have; send the user's identities")
         }
         // A detail may belong to an item instead of a user.
-        let hasUser = !isItem && !(isDetail && distinctID == nil && identitiesField == nil)
-        if hasUser {
-            guard let id = distinctID, !id.isEmpty else { return reject("the record has no distinct_id") }
-        }
-        let itemType: String?
-        let itemID: String?
-        switch Self.item(fields, type: type, entity: entity) {
-        case .success(let item): (itemType, itemID) = (item?.type, item?.id)
-        case .failure(let problem): return reject(problem.reason)
-        }
-
+        let hasUser = !kind.isItem && !(kind.isDetail && distinctID == nil && identitiesField == nil)
+        if hasUser, distinctID?.isEmpty ?? true { throw InvalidRecord(reason: "the record has no distinct_id") }
+        let item = try Self.item(fields, type: kind.type, entity: kind.entity).get()
         var identities: [String: String]?
         if let user {
             // The page's identities with the app's: the page's keys are checked here.
-            if let problem = Self.keyProblem(user.identities) { return reject(problem) }
+            if let problem = keyProblem(user.identities) { throw InvalidRecord(reason: problem) }
             identities = user.identities
         } else if let raw = identitiesField {
-            switch Self.identities(raw) {
-            case .success(let pairs): identities = pairs
-            case .failure(let problem): return reject(problem.reason)
-            }
+            identities = try Self.identities(raw).get()
         }
-        let lib = fields.lib.flatMap { $0.isObject ? $0 : nil }
-        let libName = lib?["$lib"]?.stringValue ?? properties.lib?.stringValue
-        let isLoginID = properties.isLoginID?.isTrue ?? false
-        let hybrid = bridged != nil || (fields.hybrid?.isTrue ?? false)
+        return User(bridged: user, distinctID: distinctID, identities: identities, hasUser: hasUser, itemType: item?.type, itemID: item?.id)
+    }
 
-        let recordLoginID = user.map { $0.loginID } ?? fields.loginID?.stringValue
-        let anonymousID = user.map { $0.anonymousID } ?? fields.anonymousID?.stringValue ?? identities?["$identity_anonymous_id"]
-        let loginID = recordLoginID ?? identities?["$identity_login_id"] ?? (isLoginID || type == "track_signup" ? distinctID : nil)
-        let libVersion = lib?["$lib_version"]?.stringValue ?? properties.libVersion?.stringValue
-        let appVersion = bridged?.appVersion ?? lib?["$app_version"]?.stringValue ?? properties.appVersion?.stringValue
-        let originalID = user?.originalID ?? fields.originalID?.stringValue
-        let libMethod = lib?["$lib_method"]?.stringValue
-        let libDetail = lib?["$lib_detail"]?.stringValue
-        if let detail = libDetail, let problem = limits.stringProblem(detail) {
-            return reject("lib.$lib_detail: \(problem)")
-        }
+    /// What the SDK says of itself and of the user's ids, each a text the database stores.
+    struct SDKFields {
+        let lib: String?
+        let libVersion: String?
+        let appVersion: String?
+        let libMethod: String?
+        let libDetail: String?
+        let anonymousID: String?
+        let loginID: String?
+        let originalID: String?
+        let isLoginID: Bool
+        /// Sent by an H5 page inside an app.
+        let hybrid: Bool
+    }
+
+    private func sdkFields(
+        of fields: RecordFields, _ properties: PropertiesReading, user: User, type: String, bridged: BridgeOverrides?
+    ) throws(InvalidRecord) -> SDKFields {
+        let lib = fields.lib.flatMap { $0.isObject ? $0 : nil }
+        let isLoginID = properties.isLoginID?.isTrue ?? false
+        let app = user.bridged
+        let recordLoginID = app.map { $0.loginID } ?? fields.loginID?.stringValue
+        let sdk = SDKFields(
+            lib: lib?["$lib"]?.stringValue ?? properties.lib?.stringValue,
+            libVersion: lib?["$lib_version"]?.stringValue ?? properties.libVersion?.stringValue,
+            appVersion: bridged?.appVersion ?? lib?["$app_version"]?.stringValue ?? properties.appVersion?.stringValue,
+            libMethod: lib?["$lib_method"]?.stringValue, libDetail: lib?["$lib_detail"]?.stringValue,
+            anonymousID: app.map { $0.anonymousID } ?? fields.anonymousID?.stringValue ?? user.identities?["$identity_anonymous_id"],
+            loginID: recordLoginID ?? user.identities?["$identity_login_id"] ?? (isLoginID || type == "track_signup" ? user.distinctID : nil),
+            originalID: app?.originalID ?? fields.originalID?.stringValue, isLoginID: isLoginID,
+            hybrid: bridged != nil || (fields.hybrid?.isTrue ?? false))
+        if let detail = sdk.libDetail, let problem = limits.stringProblem(detail) { throw InvalidRecord(reason: "lib.$lib_detail: \(problem)") }
         let storedTexts: [(StaticString, String?)] = [
-            ("distinct_id", distinctID), ("anonymous_id", anonymousID), ("login_id", loginID), ("original_id", originalID),
-            ("item_id", itemID), ("lib.$lib", libName), ("lib.$lib_version", libVersion), ("lib.$app_version", appVersion),
-            ("lib.$lib_method", libMethod),
+            ("distinct_id", user.distinctID), ("anonymous_id", sdk.anonymousID), ("login_id", sdk.loginID), ("original_id", sdk.originalID),
+            ("item_id", user.itemID), ("lib.$lib", sdk.lib), ("lib.$lib_version", sdk.libVersion), ("lib.$app_version", sdk.appVersion),
+            ("lib.$lib_method", sdk.libMethod),
         ]
         for (field, value) in storedTexts {
-            if let problem = Self.idProblem(value) { return reject("\(field) \(problem)") }
+            if let problem = Self.idProblem(value) { throw InvalidRecord(reason: "\(field) \(problem)") }
         }
         // The label is made only for a refusal: every record has identities.
-        for (key, value) in identities ?? [:] {
-            if let problem = Self.idProblem(value) { return reject("identity '\(key)' \(problem)") }
+        for (key, value) in user.identities ?? [:] {
+            if let problem = Self.idProblem(value) { throw InvalidRecord(reason: "identity '\(key)' \(problem)") }
         }
-
-        var presets = isEvent ? bridged?.presets ?? [] : []
-        var isBot = false
-        if isEvent, let enrichment {
-            let added = enrichment.presets(lib: libName, relayed: hybrid, ip: properties.ip, url: properties.url)
-            presets = PropertyPreset.merge(presets, added.presets)
-            isBot = added.isBot
-        }
-        let collect = CollectRecord(
-            project: project, type: type, event: event, time: time, distinctId: distinctID, userId: nil,
-            anonymousId: anonymousID, loginId: loginID, lib: libName, libVersion: libVersion, appVersion: appVersion,
-            hybridH5: hybrid,
-            properties: properties.canonicalText(replacing: presets, dateTimes: DateTimeStyle(lib: libName)),
-            itemType: itemType, itemId: itemID, libMethod: libMethod, libDetail: libDetail, originalId: originalID,
-            identities: identities,
-            // An integer, as every SDK sends it; anything else is no track id, and the record is
-            // then identified by its content.
-            trackId: fields.trackID?.int64Value,
-            schema: entity?.isItemEvent == true ? entity?.schema : nil
-        )
-        let identity =
-            !hasUser
-            ? nil
-            : IdentityRecord(
-                project: project, type: type, distinctId: distinctID ?? "",
-                originalId: originalID, identities: identities, isLoginId: isLoginID, lib: libName
-            )
-        let token = bridged == nil ? fields.token?.stringValue.flatMap { $0.isEmpty ? nil : $0 } : nil
-        return .success(NormalizedRecord(collect: collect, identity: identity, token: token, isBot: isBot))
+        return sdk
     }
 
     /// The item (or detail) a record of `type` is keyed by: `item_type` and `item_id`, or a
