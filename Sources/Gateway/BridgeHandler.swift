@@ -88,34 +88,34 @@ package struct PreparedRelay: Sendable {
     var results: [MessageResult] { slots.answer(CollectResult(stored: 0, duplicates: 0, rejected: 0)).results }
 
     package init(
-        messages: [[UInt8]], readings: [Result<BridgeMessage, BridgeMessageProblem>], app: AppContext, project: String,
+        messages: [[UInt8]], readings: [Result<BridgeMessage, RecordRefusal>], app: AppContext, project: String,
         whitelists: ProjectWhitelists, limits: UploadLimits, now: Int64, enrichment: RequestEnrichment? = nil
     ) {
         var app = app
         slots = RecordSlots(capacity: messages.count)
         let normalizer = RecordNormalizer(limits: limits)
         for (index, reading) in readings.enumerated() {
-            let outcome: Result<NormalizedRecord, BridgeMessageProblem>
+            let outcome: Result<NormalizedRecord, RecordRefusal>
             switch reading {
-            case .failure(let problem):
-                outcome = .failure(problem)
+            case .failure(let refusal):
+                outcome = .failure(refusal)
             case .success(.ignored(let reason)):
                 slots.append(RecordSlot(index: index, fate: .ignored(reason: reason)))
                 continue
             case .success(.record(let record)):
                 let fields = RecordFields(record)
                 outcome = BridgeRewriter.rewrite(record, fields: fields, app: &app, project: project, whitelists: whitelists).flatMap { overrides in
+                    // Kept under the relay's project, whatever the page named (`refuse` below).
                     normalizer.normalize(record, fields: fields, bridged: overrides, defaultProject: project, now: now, enrichment: enrichment)
-                        .mapError { BridgeMessageProblem($0.reason) }
                 }
             }
             switch outcome {
             case .success(let normalized):
                 slots.accept(normalized, at: index, sent: nil)
-            case .failure(let problem):
+            case .failure(let refusal):
                 var slot = RecordSlot(index: index, fate: .accepted)
                 slot.refuse(
-                    project: project, reason: "bridge: \(problem.reason)", raw: String(decoding: messages[index], as: UTF8.self), answer: problem.reason)
+                    project: project, reason: "bridge: \(refusal.reason)", raw: String(decoding: messages[index], as: UTF8.self), answer: refusal.reason)
                 slots.append(slot)
             }
         }

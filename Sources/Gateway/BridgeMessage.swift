@@ -19,7 +19,7 @@ package enum BridgeMessage: Sendable {
     /// itself), or a legacy `sensorsanalytics://trackEvent?event=<urlencoded JSON>` URL.
     /// A message that can never become a record fails with the reason. `message` is the text's
     /// UTF-8 bytes (as `JSONRef.textArray` reads them from the relay), parsed as they are.
-    package static func read(_ message: [UInt8], limits: UploadLimits) -> Result<BridgeMessage, BridgeMessageProblem> {
+    package static func read(_ message: [UInt8], limits: UploadLimits) -> Result<BridgeMessage, RecordRefusal> {
         if message.starts(with: legacySchemeBytes) { return readLegacyURL(String(decoding: message, as: UTF8.self), limits: limits) }
         let object: JSONRef
         do {
@@ -41,7 +41,7 @@ package enum BridgeMessage: Sendable {
         return .success(.record(record))
     }
 
-    private static func readLegacyURL(_ message: String, limits: UploadLimits) -> Result<BridgeMessage, BridgeMessageProblem> {
+    private static func readLegacyURL(_ message: String, limits: UploadLimits) -> Result<BridgeMessage, RecordRefusal> {
         let rest = message.dropFirst(legacyScheme.count)
         let command = rest.prefix { $0 != "?" && $0 != "/" }
         guard command == "trackEvent" else { return .success(.ignored("'\(UntrustedText.quoted(command, limit: 64))' is not an event")) }
@@ -60,9 +60,18 @@ package enum BridgeMessage: Sendable {
     }
 }
 
-/// Why a bridge message cannot be read.
-package struct BridgeMessageProblem: Error, Sendable, Equatable {
+/// Why a record, or a relayed message meant to hold one, is refused: the reason the SDK is told
+/// and `analytics.rejected` keeps beside the record as received. The gateway's one name for it,
+/// from the first byte read to the answer.
+package struct RecordRefusal: Error, Sendable, Equatable {
     let reason: String
+    /// The project the refused record is kept under, once known (its own, when it names one).
+    var project: String?
 
     init(_ reason: String) { self.reason = reason }
+    init(reason: String) { self.reason = reason }
+    init(project: String, reason: String) {
+        self.project = project
+        self.reason = reason
+    }
 }

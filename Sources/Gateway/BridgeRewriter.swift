@@ -25,7 +25,7 @@ package struct AppContext: Sendable, Equatable {
 
     /// Reads and checks the `app` object; a problem is a 400 for the whole relay. What the app sends
     /// ends up on every relayed event, so it meets the same rules as a record's own fields.
-    init(_ value: JSONValue?, limits: UploadLimits) throws(BridgeMessageProblem) {
+    init(_ value: JSONValue?, limits: UploadLimits) throws(RecordRefusal) {
         guard case .object(let app)? = value else { throw .init("the body needs an 'app' object") }
         guard let url = app["server_url"]?.stringValue, let server = ServerTarget(url: url) else {
             throw .init("app.server_url must be the URL the app uploads to, e.g. https://sa.example.com/sa?project=production")
@@ -146,7 +146,7 @@ enum BridgeRewriter {
     ///   the same ones next).
     static func rewrite(
         _ record: JSONRef, fields: RecordFields? = nil, app: inout AppContext, project: String, whitelists: ProjectWhitelists
-    ) -> Result<BridgeOverrides, BridgeMessageProblem> {
+    ) -> Result<BridgeOverrides, RecordRefusal> {
         let fields = fields ?? RecordFields(record)
         guard let url = fields.serverURL?.stringValue else {
             return .failure(.init("the record has no server_url, so where the page meant to send it cannot be checked"))

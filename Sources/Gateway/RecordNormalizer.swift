@@ -37,7 +37,7 @@ package struct RecordNormalizer: Sendable {
     package func normalize(
         _ record: JSONRef, fields: RecordFields? = nil, bridged: BridgeOverrides? = nil, defaultProject: String, now: Int64,
         enrichment: RequestEnrichment? = nil
-    ) -> Result<NormalizedRecord, RecordRejection> {
+    ) -> Result<NormalizedRecord, RecordRefusal> {
         guard record.isObject else {
             return .failure(.init(project: defaultProject, reason: "the record is not a JSON object"))
         }
@@ -62,7 +62,7 @@ package struct RecordNormalizer: Sendable {
     /// The record's checks, each a step of its own, in the order their reasons take precedence.
     private func normalize(
         _ fields: RecordFields, project: String, bridged: BridgeOverrides?, now: Int64, enrichment: RequestEnrichment?
-    ) throws(InvalidRecord) -> NormalizedRecord {
+    ) throws(RecordRefusal) -> NormalizedRecord {
         let kind = try Self.kind(of: fields, bridged: bridged != nil)
         let properties = try readProperties(fields, kind: kind, bridged: bridged != nil)
         let time = try Self.time(of: fields, properties, bridged: bridged != nil, now: now, limits: limits)
@@ -109,15 +109,15 @@ package struct RecordNormalizer: Sendable {
         let isItem: Bool
     }
 
-    static func kind(of fields: RecordFields, bridged: Bool) throws(InvalidRecord) -> Kind {
-        guard let type = fields.type?.stringValue else { throw InvalidRecord(reason: "the record has no type") }
-        guard RecordTypes.all.contains(type) else { throw InvalidRecord(reason: "unknown type '\(UntrustedText.quoted(type, limit: 64))'") }
+    static func kind(of fields: RecordFields, bridged: Bool) throws(RecordRefusal) -> Kind {
+        guard let type = fields.type?.stringValue else { throw RecordRefusal(reason: "the record has no type") }
+        guard RecordTypes.all.contains(type) else { throw RecordRefusal(reason: "unknown type '\(UntrustedText.quoted(type, limit: 64))'") }
         let isDetail = RecordTypes.isDetail(type)
         // The multi-entity protocol (docs/PROTOCOL.md section 2): a `schema` says what the record is
         // about, and a user's records carry the user among their properties.
         let entity = try MultiEntity.of(fields, type: type, bridged: bridged).get()
         if isDetail, entity == nil {
-            throw InvalidRecord(reason: "a \(type) record belongs to the multi-entity protocol: it needs version \"2.0\" and a schema")
+            throw RecordRefusal(reason: "a \(type) record belongs to the multi-entity protocol: it needs version \"2.0\" and a schema")
         }
         return Kind(
             type: type, isEvent: RecordTypes.isEvent(type), isDetail: isDetail, entity: entity,
@@ -125,12 +125,12 @@ package struct RecordNormalizer: Sendable {
     }
 
     /// The record's properties, read once and checked against the limits.
-    private func readProperties(_ fields: RecordFields, kind: Kind, bridged: Bool) throws(InvalidRecord) -> PropertiesReading {
+    private func readProperties(_ fields: RecordFields, kind: Kind, bridged: Bool) throws(RecordRefusal) -> PropertiesReading {
         if let raw = fields.properties {
-            guard raw.isObject else { throw InvalidRecord(reason: "properties is not a JSON object") }
+            guard raw.isObject else { throw RecordRefusal(reason: "properties is not a JSON object") }
             let count = Int(raw.entry.count)
             guard count <= limits.maxPropertiesPerRecord else {
-                throw InvalidRecord(reason: "\(count) properties; the limit is \(limits.maxPropertiesPerRecord)")
+                throw RecordRefusal(reason: "\(count) properties; the limit is \(limits.maxPropertiesPerRecord)")
             }
         }
         return try PropertiesReading.read(fields.properties, bridged: bridged, multiEntity: kind.entity != nil, type: kind.type, normalizer: self)
@@ -140,28 +140,28 @@ package struct RecordNormalizer: Sendable {
     /// The record's time in milliseconds, within the time window.
     static func time(
         of fields: RecordFields, _ properties: PropertiesReading, bridged: Bool, now: Int64, limits: UploadLimits
-    ) throws(InvalidRecord) -> Int64 {
+    ) throws(RecordRefusal) -> Int64 {
         // Milliseconds, or seconds from SDKs that send 10 digits; a `$time` property wins (for a
         // bridged record only a numeric one, as the app SDK applies it).
         var timeValue = fields.time
         if let override = properties.time, !bridged || override.isNumber { timeValue = override }
-        guard let time = milliseconds(timeValue) else { throw InvalidRecord(reason: "the record has no numeric time from 1970 to 9999") }
+        guard let time = milliseconds(timeValue) else { throw RecordRefusal(reason: "the record has no numeric time from 1970 to 9999") }
         // `time_free: true` marks an import of history (the server SDKs' `enableTimeFree`): Sensors
         // skips its time window for it; Datong widens it to TIME_FREE_PAST_DAYS, as every month
         // stored is a partition (a record of 2999 made one that stays), and keeps the future bound.
         if let problem = timeProblem(time, now: now, timeFree: fields.timeFree?.isTrue ?? false, limits: limits) {
-            throw InvalidRecord(reason: problem)
+            throw RecordRefusal(reason: problem)
         }
         return time
     }
 
     /// An event's name (its type's implicit one for a signup, bind or unbind); nil for a profile or item record.
-    static func eventName(of fields: RecordFields, kind: Kind) throws(InvalidRecord) -> String? {
+    static func eventName(of fields: RecordFields, kind: Kind) throws(RecordRefusal) -> String? {
         guard kind.isEvent else { return nil }
         guard let name = fields.event?.stringValue ?? implicitEventNames[kind.type] else {
-            throw InvalidRecord(reason: "a \(kind.type) record needs an event name")
+            throw RecordRefusal(reason: "a \(kind.type) record needs an event name")
         }
-        if let problem = nameProblem(name) { throw InvalidRecord(reason: "event name: \(problem)") }
+        if let problem = nameProblem(name) { throw RecordRefusal(reason: "event name: \(problem)") }
         return name
     }
 
@@ -178,11 +178,11 @@ package struct RecordNormalizer: Sendable {
 
     static func user(
         of fields: RecordFields, _ properties: PropertiesReading, kind: Kind, bridged: BridgeOverrides?
-    ) throws(InvalidRecord) -> User {
+    ) throws(RecordRefusal) -> User {
         let user = kind.isItem ? nil : bridged?.user
         // A multi-entity record's user is among its properties (events, details) or at its top
         // level (users); one that names it in both places must name the same user.
-        if kind.entity != nil, let problem = userNamedTwice(fields, properties) { throw InvalidRecord(reason: problem) }
+        if kind.entity != nil, let problem = userNamedTwice(fields, properties) { throw RecordRefusal(reason: problem) }
         let distinctField = fields.distinctID ?? (kind.entity == nil ? nil : properties.distinctID)
         let identitiesField = fields.identities ?? (kind.entity == nil ? nil : properties.identities)
         var distinctID: String?
@@ -194,16 +194,16 @@ package struct RecordNormalizer: Sendable {
         // A Sensors user number: `properties.user_id` on events and details, the `id` of a `users` record.
         let namesSensorsUser = properties.sensorsUserID != nil || (kind.entity?.schema == MultiEntity.users && fields.entityID != nil)
         if kind.entity != nil, !kind.isItem, distinctID == nil, identitiesField == nil, namesSensorsUser {
-            throw InvalidRecord(reason: "the record names its user by a Sensors user_id, which Datong does not have; send the user's identities")
+            throw RecordRefusal(reason: "the record names its user by a Sensors user_id, which Datong does not have; send the user's identities")
         }
         // A detail may belong to an item instead of a user.
         let hasUser = !kind.isItem && !(kind.isDetail && distinctID == nil && identitiesField == nil)
-        if hasUser, distinctID?.isEmpty ?? true { throw InvalidRecord(reason: "the record has no distinct_id") }
+        if hasUser, distinctID?.isEmpty ?? true { throw RecordRefusal(reason: "the record has no distinct_id") }
         let item = try Self.item(fields, type: kind.type, entity: kind.entity).get()
         var identities: [String: String]?
         if let user {
             // The page's identities with the app's: the page's keys are checked here.
-            if let problem = keyProblem(user.identities) { throw InvalidRecord(reason: problem) }
+            if let problem = keyProblem(user.identities) { throw RecordRefusal(reason: problem) }
             identities = user.identities
         } else if let raw = identitiesField {
             identities = try Self.identities(raw).get()
@@ -228,7 +228,7 @@ package struct RecordNormalizer: Sendable {
 
     private func sdkFields(
         of fields: RecordFields, _ properties: PropertiesReading, user: User, type: String, bridged: BridgeOverrides?
-    ) throws(InvalidRecord) -> SDKFields {
+    ) throws(RecordRefusal) -> SDKFields {
         let lib = fields.lib.flatMap { $0.isObject ? $0 : nil }
         let isLoginID = properties.isLoginID?.isTrue ?? false
         let app = user.bridged
@@ -242,25 +242,25 @@ package struct RecordNormalizer: Sendable {
             loginID: recordLoginID ?? user.identities?["$identity_login_id"] ?? (isLoginID || type == "track_signup" ? user.distinctID : nil),
             originalID: app?.originalID ?? fields.originalID?.stringValue, isLoginID: isLoginID,
             hybrid: bridged != nil || (fields.hybrid?.isTrue ?? false))
-        if let detail = sdk.libDetail, let problem = limits.stringProblem(detail) { throw InvalidRecord(reason: "lib.$lib_detail: \(problem)") }
+        if let detail = sdk.libDetail, let problem = limits.stringProblem(detail) { throw RecordRefusal(reason: "lib.$lib_detail: \(problem)") }
         let storedTexts: [(StaticString, String?)] = [
             ("distinct_id", user.distinctID), ("anonymous_id", sdk.anonymousID), ("login_id", sdk.loginID), ("original_id", sdk.originalID),
             ("item_id", user.itemID), ("lib.$lib", sdk.lib), ("lib.$lib_version", sdk.libVersion), ("lib.$app_version", sdk.appVersion),
             ("lib.$lib_method", sdk.libMethod),
         ]
         for (field, value) in storedTexts {
-            if let problem = Self.idProblem(value) { throw InvalidRecord(reason: "\(field) \(problem)") }
+            if let problem = Self.idProblem(value) { throw RecordRefusal(reason: "\(field) \(problem)") }
         }
         // The label is made only for a refusal: every record has identities.
         for (key, value) in user.identities ?? [:] {
-            if let problem = Self.idProblem(value) { throw InvalidRecord(reason: "identity '\(key)' \(problem)") }
+            if let problem = Self.idProblem(value) { throw RecordRefusal(reason: "identity '\(key)' \(problem)") }
         }
         return sdk
     }
 
     /// The item (or detail) a record of `type` is keyed by: `item_type` and `item_id`, or a
     /// multi-entity record's schema and `id`; nil for a record of another type.
-    static func item(_ fields: RecordFields, type: String, entity: MultiEntity?) -> Result<(type: String, id: String)?, InvalidRecord> {
+    static func item(_ fields: RecordFields, type: String, entity: MultiEntity?) -> Result<(type: String, id: String)?, RecordRefusal> {
         if let entity, entity.keysItem(type) {
             guard let sent = fields.entityID, sent.stringValue != "" else {
                 return .failure(.init(reason: "a \(type) record of schema '\(entity.schema)' needs an id"))
@@ -310,7 +310,7 @@ package struct RecordNormalizer: Sendable {
     }
 
     /// A record's `identities` object: string values under valid names.
-    static func identities(_ raw: JSONRef) -> Result<[String: String], InvalidRecord> {
+    static func identities(_ raw: JSONRef) -> Result<[String: String], RecordRefusal> {
         guard raw.isObject else { return .failure(.init(reason: "identities is not a JSON object")) }
         guard raw.entry.count <= IdentityRecord.maxIdentities else {
             return .failure(.init(reason: "identities has \(raw.entry.count) members; the limit is \(IdentityRecord.maxIdentities)"))
@@ -548,7 +548,7 @@ struct MultiEntity: Sendable, Equatable {
     /// nil for a record of the classic protocol (no `version`, or another value than `"2.0"`:
     /// unknown top-level fields are ignored, as they always were); a failure for a multi-entity
     /// record that is not one.
-    static func of(_ fields: RecordFields, type: String, bridged: Bool) -> Result<MultiEntity?, InvalidRecord> {
+    static func of(_ fields: RecordFields, type: String, bridged: Bool) -> Result<MultiEntity?, RecordRefusal> {
         guard fields.version?.stringValue == "2.0" else { return .success(nil) }
         guard !bridged else { return .failure(.init(reason: "bridge: an H5 page sends no multi-entity records")) }
         // `events` and `users` are reserved as property names, and are the two schemas every project has.
@@ -577,10 +577,4 @@ struct MultiEntity: Sendable, Equatable {
 
     /// Whether records of `type` are keyed by this schema and their `id` (items and details).
     func keysItem(_ type: String) -> Bool { RecordTypes.isItem(type) || RecordTypes.isDetail(type) }
-}
-
-/// Why a record was refused; it is kept in `analytics.rejected` with the record as received.
-package struct RecordRejection: Error, Sendable, Equatable {
-    let project: String
-    let reason: String
 }

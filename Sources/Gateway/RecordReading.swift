@@ -129,11 +129,6 @@ package struct RecordFields {
     }
 }
 
-/// Why a record cannot be stored, found while reading it.
-struct InvalidRecord: Error, Sendable {
-    let reason: String
-}
-
 /// A record's properties read in one pass: every name and value checked, the few the normalizer
 /// needs remembered, and the rest kept as positions in the upload, to be written as the stored
 /// text (keys sorted, so equal properties give equal text) straight from the upload's bytes.
@@ -170,12 +165,12 @@ struct PropertiesReading {
     /// `identities`, `distinct_id` and `user_id`, which it carries there.
     static func read(
         _ properties: JSONRef?, bridged: Bool, multiEntity: Bool = false, type: String = "track", normalizer: RecordNormalizer
-    ) -> Result<PropertiesReading, InvalidRecord> {
+    ) -> Result<PropertiesReading, RecordRefusal> {
         guard let properties else { return .success(PropertiesReading(document: nil)) }
         let document = properties.document
         var reading = PropertiesReading(document: document)
         reading.keys.reserveCapacity(Int(properties.entry.count))
-        var problem: InvalidRecord?
+        var problem: RecordRefusal?
         let operand = Operand(type)
         document.bytes.withUnsafeBufferPointer { bytes in
             document.entries.withUnsafeBufferPointer { entries in
@@ -185,7 +180,7 @@ struct PropertiesReading {
                     let entry = entries[key]
                     position = Int(entries[key + 1].next)
                     let raw = UnsafeBufferPointer(rebasing: bytes[Int(entry.start)..<Int(entry.end)])
-                    let outcome: Result<Bool, InvalidRecord>
+                    let outcome: Result<Bool, RecordRefusal>
                     if entry.flag {
                         let name = JSONParser.unescape(raw)
                         outcome = name.withUnsafeBufferPointer {
@@ -223,7 +218,7 @@ struct PropertiesReading {
     private mutating func take(
         _ key: Int, named name: UnsafeBufferPointer<UInt8>, bridged: Bool, multiEntity: Bool, normalizer: RecordNormalizer,
         bytes: UnsafeBufferPointer<UInt8>, entries: UnsafeBufferPointer<JSONDocument.Entry>
-    ) -> Result<Bool, InvalidRecord> {
+    ) -> Result<Bool, RecordRefusal> {
         // Made only for a property the normalizer keeps: a JSONRef retains the document.
         func value() -> JSONRef { JSONRef(document: document!, index: key + 1) }
         if multiEntity {
@@ -290,7 +285,7 @@ struct PropertiesReading {
     /// Why a stored property cannot be the operand of a `profile_increment` or a `profile_append`,
     /// as Sensors applies them; nil otherwise. What the operation meets in the profile is the
     /// collector's to judge (`profile_problem`).
-    private static func operandProblem(_ operand: Operand, at key: Int, document: JSONDocument) -> InvalidRecord? {
+    private static func operandProblem(_ operand: Operand, at key: Int, document: JSONDocument) -> RecordRefusal? {
         let value = JSONRef(document: document, index: key + 1)
         let name = UntrustedText.quoted(JSONRef(document: document, index: key).stringValue ?? "")
         if operand == .number {

@@ -195,9 +195,9 @@ package struct PreparedUpload: Sendable {
                 namesOtherProjects = namesOtherProjects || foreign
                 hasRelayedRecords = hasRelayedRecords || record.collect.hybridH5
                 slots.accept(record, at: index, sent: foreign || record.collect.hybridH5 ? value : nil)
-            case .failure(let rejection):
+            case .failure(let refusal):
                 var slot = RecordSlot(index: index, fate: .accepted)
-                slot.refuse(project: rejection.project, reason: rejection.reason, raw: value.rawText)
+                slot.refuse(project: refusal.project ?? project, reason: refusal.reason, raw: value.rawText)
                 slots.append(slot)
             }
         }

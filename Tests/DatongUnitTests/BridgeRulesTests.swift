@@ -25,14 +25,14 @@ struct BridgeRulesTests {
 
     private func record(_ message: String) throws -> JSONRef {
         guard case .success(.record(let record)) = BridgeMessage.read(Array(message.utf8), limits: UploadLimits()) else {
-            throw BridgeMessageProblem("not a record: \(message.prefix(80))")
+            throw RecordRefusal("not a record: \(message.prefix(80))")
         }
         return record
     }
 
     /// A record read whole, to be changed by a test and read back with `document(_:)`.
     private func object(_ message: String) throws -> [String: JSONValue] {
-        guard case .object(let object) = try record(message).value else { throw BridgeMessageProblem("not an object") }
+        guard case .object(let object) = try record(message).value else { throw RecordRefusal("not an object") }
         return object
     }
 
@@ -51,7 +51,7 @@ struct BridgeRulesTests {
 
     private func properties(_ record: NormalizedRecord) throws -> [String: JSONValue] {
         guard case .object(let object) = try JSONParser.parseValue(Array(record.collect.properties.utf8), maxDepth: 4) else {
-            throw BridgeMessageProblem("properties are not an object")
+            throw RecordRefusal("properties are not an object")
         }
         return object
     }
@@ -142,7 +142,7 @@ struct BridgeRulesTests {
         var raw = try object(try Fixtures.bridgeMessages("ios")[0])
         raw["_nocache"] = .string("1")
         raw["project"] = .string("elsewhere")
-        guard case .object(var sent)? = raw["properties"] else { throw BridgeMessageProblem("no properties") }
+        guard case .object(var sent)? = raw["properties"] else { throw RecordRefusal("no properties") }
         sent["token"] = .string("t")
         sent["project"] = .string("elsewhere")
         sent["$time"] = .int(1_795_273_000_000)

@@ -15,7 +15,7 @@ struct RecordNormalizerTests {
         try JSONParser.parse(Array(json.utf8), maxDepth: 16).root
     }
 
-    private func normalize(_ json: String, project: String = "default") throws -> Result<NormalizedRecord, RecordRejection> {
+    private func normalize(_ json: String, project: String = "default") throws -> Result<NormalizedRecord, RecordRefusal> {
         normalizer.normalize(try record(json), defaultProject: project, now: now)
     }
 
