@@ -289,14 +289,15 @@ final class PostgresEventStore: EventStore {
         return batches.map { batch in
             let day = Catalog.day(of: batch.receivedAt)
             var duplicates: [Int] = []
-            for (index, record) in batch.records.enumerated() {
+            // By index: a record read in place, not copied (its copy cost 11k instructions a batch of 50).
+            for index in batch.records.indices {
                 let entry = written.next()!
                 let stored = unclaimed.remove(entry.key) != nil
                 if !stored { duplicates.append(index) }
                 counts.add(project: entry.project, minute: entry.minute, as: stored ? .stored : .duplicate)
                 guard stored else { continue }
-                if let mark = record.catalog, mark.event != 0 { changes?.count(project: entry.project, day: day, mark: mark, in: batch) }
-                if !record.dropped.isEmpty { changes?.count(dropped: record.dropped, project: entry.project, day: day) }
+                if let mark = batch.records[index].catalog, mark.event != 0 { changes?.count(project: entry.project, day: day, mark: mark, in: batch) }
+                if !batch.records[index].dropped.isEmpty { changes?.count(dropped: batch.records[index].dropped, project: entry.project, day: day) }
             }
             return batch.result(duplicates: duplicates)
         }

@@ -117,10 +117,10 @@ extension CollectResult: WireCodable {
         result.int("rejected", Int64(rejected), &out)
         result.array("records", count: records.count, &out) { index, out in
             switch records[index] {
-            case .stored: out.append(contentsOf: #""stored""#.utf8)
-            case .duplicate: out.append(contentsOf: #""duplicate""#.utf8)
+            case .stored: out.append(contentsOf: Self.storedText)
+            case .duplicate: out.append(contentsOf: Self.duplicateText)
             case .refused(let reason):
-                out.append(contentsOf: #"{"refused":"#.utf8)
+                out.append(contentsOf: Self.refusedText)
                 JSONValue.writeString(utf8: reason.utf8, to: &out)
                 out.append(UInt8(ascii: "}"))
             }
@@ -135,6 +135,10 @@ extension CollectResult: WireCodable {
         result.finish(&out)
         return out
     }
+
+    private static let storedText = Array(#""stored""#.utf8)
+    private static let duplicateText = Array(#""duplicate""#.utf8)
+    private static let refusedText = Array(#"{"refused":"#.utf8)
 
     package init(jsonBytes: [UInt8]) throws(ContractDecodingError) {
         try self.init(wire: try WireField.object(jsonBytes, maxDepth: 4, "the collector's answer"), path: nil)
