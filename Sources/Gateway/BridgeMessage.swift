@@ -69,7 +69,6 @@ package struct RecordRefusal: Error, Sendable, Equatable {
     var project: String?
 
     init(_ reason: String) { self.reason = reason }
-    init(reason: String) { self.reason = reason }
     init(project: String, reason: String) {
         self.project = project
         self.reason = reason

@@ -19,17 +19,7 @@ final class FoldedCalls<Calls: FoldableCalls>: Sendable {
         let tooLate = service.tooLate
         queue = FoldingQueue(maxWorkers: maxCalls, maxGroupWeight: maxGroupWeight) { group in
             await group.sendingInTime(\.deadline, tooLate: tooLate) { members in
-                guard members.count > 1 else {
-                    var outcomes: [Result<Calls.Answer, any Error>] = []
-                    for member in members {
-                        do {
-                            outcomes.append(.success(try await calls.alone(member)))
-                        } catch {
-                            outcomes.append(.failure(error))
-                        }
-                    }
-                    return outcomes
-                }
+                guard members.count > 1 else { return await calls.eachAlone(members) }
                 return await calls.together(members, deadline: members.map(\.deadline).min())
             }
         }
@@ -58,4 +48,20 @@ protocol FoldableCalls: Sendable {
     /// One call for two or more requests that waited, by the earliest of their deadlines: one
     /// outcome per request, in order.
     func together(_ group: [Waiting<Request>], deadline: NIODeadline?) async -> [Result<Answer, any Error>]
+}
+
+extension FoldableCalls {
+    /// Each request in a call of its own, one after another: one outcome per request, in order.
+    func eachAlone(_ group: [Waiting<Request>]) async -> [Result<Answer, any Error>] {
+        var outcomes: [Result<Answer, any Error>] = []
+        outcomes.reserveCapacity(group.count)
+        for waiting in group {
+            do {
+                outcomes.append(.success(try await alone(waiting)))
+            } catch {
+                outcomes.append(.failure(error))
+            }
+        }
+        return outcomes
+    }
 }

@@ -47,15 +47,7 @@ final class IdentityCalls: Sendable {
             do {
                 answer = try await call(joined, uploads: group.count, first: group[0], deadline: deadline)
             } catch let error as ServiceError where (400..<500).contains(error.status.code) {
-                var outcomes: [Result<ResolveResponse, any Error>] = []
-                for run in group {
-                    do {
-                        outcomes.append(.success(try await alone(run)))
-                    } catch {
-                        outcomes.append(.failure(error))
-                    }
-                }
-                return outcomes
+                return await eachAlone(group)
             } catch {
                 return group.map { _ in .failure(error) }
             }

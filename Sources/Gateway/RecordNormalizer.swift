@@ -110,14 +110,14 @@ package struct RecordNormalizer: Sendable {
     }
 
     static func kind(of fields: RecordFields, bridged: Bool) throws(RecordRefusal) -> Kind {
-        guard let type = fields.type?.stringValue else { throw RecordRefusal(reason: "the record has no type") }
-        guard RecordTypes.all.contains(type) else { throw RecordRefusal(reason: "unknown type '\(UntrustedText.quoted(type, limit: 64))'") }
+        guard let type = fields.type?.stringValue else { throw RecordRefusal("the record has no type") }
+        guard RecordTypes.all.contains(type) else { throw RecordRefusal("unknown type '\(UntrustedText.quoted(type, limit: 64))'") }
         let isDetail = RecordTypes.isDetail(type)
         // The multi-entity protocol (docs/PROTOCOL.md section 2): a `schema` says what the record is
         // about, and a user's records carry the user among their properties.
         let entity = try MultiEntity.of(fields, type: type, bridged: bridged).get()
         if isDetail, entity == nil {
-            throw RecordRefusal(reason: "a \(type) record belongs to the multi-entity protocol: it needs version \"2.0\" and a schema")
+            throw RecordRefusal("a \(type) record belongs to the multi-entity protocol: it needs version \"2.0\" and a schema")
         }
         return Kind(
             type: type, isEvent: RecordTypes.isEvent(type), isDetail: isDetail, entity: entity,
@@ -127,10 +127,10 @@ package struct RecordNormalizer: Sendable {
     /// The record's properties, read once and checked against the limits.
     private func readProperties(_ fields: RecordFields, kind: Kind, bridged: Bool) throws(RecordRefusal) -> PropertiesReading {
         if let raw = fields.properties {
-            guard raw.isObject else { throw RecordRefusal(reason: "properties is not a JSON object") }
+            guard raw.isObject else { throw RecordRefusal("properties is not a JSON object") }
             let count = Int(raw.entry.count)
             guard count <= limits.maxPropertiesPerRecord else {
-                throw RecordRefusal(reason: "\(count) properties; the limit is \(limits.maxPropertiesPerRecord)")
+                throw RecordRefusal("\(count) properties; the limit is \(limits.maxPropertiesPerRecord)")
             }
         }
         return try PropertiesReading.read(fields.properties, bridged: bridged, multiEntity: kind.entity != nil, type: kind.type, normalizer: self)
@@ -145,12 +145,12 @@ package struct RecordNormalizer: Sendable {
         // bridged record only a numeric one, as the app SDK applies it).
         var timeValue = fields.time
         if let override = properties.time, !bridged || override.isNumber { timeValue = override }
-        guard let time = milliseconds(timeValue) else { throw RecordRefusal(reason: "the record has no numeric time from 1970 to 9999") }
+        guard let time = milliseconds(timeValue) else { throw RecordRefusal("the record has no numeric time from 1970 to 9999") }
         // `time_free: true` marks an import of history (the server SDKs' `enableTimeFree`): Sensors
         // skips its time window for it; Datong widens it to TIME_FREE_PAST_DAYS, as every month
         // stored is a partition (a record of 2999 made one that stays), and keeps the future bound.
         if let problem = timeProblem(time, now: now, timeFree: fields.timeFree?.isTrue ?? false, limits: limits) {
-            throw RecordRefusal(reason: problem)
+            throw RecordRefusal(problem)
         }
         return time
     }
@@ -159,9 +159,9 @@ package struct RecordNormalizer: Sendable {
     static func eventName(of fields: RecordFields, kind: Kind) throws(RecordRefusal) -> String? {
         guard kind.isEvent else { return nil }
         guard let name = fields.event?.stringValue ?? implicitEventNames[kind.type] else {
-            throw RecordRefusal(reason: "a \(kind.type) record needs an event name")
+            throw RecordRefusal("a \(kind.type) record needs an event name")
         }
-        if let problem = nameProblem(name) { throw RecordRefusal(reason: "event name: \(problem)") }
+        if let problem = nameProblem(name) { throw RecordRefusal("event name: \(problem)") }
         return name
     }
 
@@ -182,7 +182,7 @@ package struct RecordNormalizer: Sendable {
         let user = kind.isItem ? nil : bridged?.user
         // A multi-entity record's user is among its properties (events, details) or at its top
         // level (users); one that names it in both places must name the same user.
-        if kind.entity != nil, let problem = userNamedTwice(fields, properties) { throw RecordRefusal(reason: problem) }
+        if kind.entity != nil, let problem = userNamedTwice(fields, properties) { throw RecordRefusal(problem) }
         let distinctField = fields.distinctID ?? (kind.entity == nil ? nil : properties.distinctID)
         let identitiesField = fields.identities ?? (kind.entity == nil ? nil : properties.identities)
         var distinctID: String?
@@ -194,16 +194,16 @@ package struct RecordNormalizer: Sendable {
         // A Sensors user number: `properties.user_id` on events and details, the `id` of a `users` record.
         let namesSensorsUser = properties.sensorsUserID != nil || (kind.entity?.schema == MultiEntity.users && fields.entityID != nil)
         if kind.entity != nil, !kind.isItem, distinctID == nil, identitiesField == nil, namesSensorsUser {
-            throw RecordRefusal(reason: "the record names its user by a Sensors user_id, which Datong does not have; send the user's identities")
+            throw RecordRefusal("the record names its user by a Sensors user_id, which Datong does not have; send the user's identities")
         }
         // A detail may belong to an item instead of a user.
         let hasUser = !kind.isItem && !(kind.isDetail && distinctID == nil && identitiesField == nil)
-        if hasUser, distinctID?.isEmpty ?? true { throw RecordRefusal(reason: "the record has no distinct_id") }
+        if hasUser, distinctID?.isEmpty ?? true { throw RecordRefusal("the record has no distinct_id") }
         let item = try Self.item(fields, type: kind.type, entity: kind.entity).get()
         var identities: [String: String]?
         if let user {
             // The page's identities with the app's: the page's keys are checked here.
-            if let problem = keyProblem(user.identities) { throw RecordRefusal(reason: problem) }
+            if let problem = keyProblem(user.identities) { throw RecordRefusal(problem) }
             identities = user.identities
         } else if let raw = identitiesField {
             identities = try Self.identities(raw).get()
@@ -242,18 +242,18 @@ package struct RecordNormalizer: Sendable {
             loginID: recordLoginID ?? user.identities?["$identity_login_id"] ?? (isLoginID || type == "track_signup" ? user.distinctID : nil),
             originalID: app?.originalID ?? fields.originalID?.stringValue, isLoginID: isLoginID,
             hybrid: bridged != nil || (fields.hybrid?.isTrue ?? false))
-        if let detail = sdk.libDetail, let problem = limits.stringProblem(detail) { throw RecordRefusal(reason: "lib.$lib_detail: \(problem)") }
+        if let detail = sdk.libDetail, let problem = limits.stringProblem(detail) { throw RecordRefusal("lib.$lib_detail: \(problem)") }
         let storedTexts: [(StaticString, String?)] = [
             ("distinct_id", user.distinctID), ("anonymous_id", sdk.anonymousID), ("login_id", sdk.loginID), ("original_id", sdk.originalID),
             ("item_id", user.itemID), ("lib.$lib", sdk.lib), ("lib.$lib_version", sdk.libVersion), ("lib.$app_version", sdk.appVersion),
             ("lib.$lib_method", sdk.libMethod),
         ]
         for (field, value) in storedTexts {
-            if let problem = Self.idProblem(value) { throw RecordRefusal(reason: "\(field) \(problem)") }
+            if let problem = Self.idProblem(value) { throw RecordRefusal("\(field) \(problem)") }
         }
         // The label is made only for a refusal: every record has identities.
         for (key, value) in user.identities ?? [:] {
-            if let problem = Self.idProblem(value) { throw RecordRefusal(reason: "identity '\(key)' \(problem)") }
+            if let problem = Self.idProblem(value) { throw RecordRefusal("identity '\(key)' \(problem)") }
         }
         return sdk
     }
@@ -263,22 +263,21 @@ package struct RecordNormalizer: Sendable {
     static func item(_ fields: RecordFields, type: String, entity: MultiEntity?) -> Result<(type: String, id: String)?, RecordRefusal> {
         if let entity, entity.keysItem(type) {
             guard let sent = fields.entityID, sent.stringValue != "" else {
-                return .failure(.init(reason: "a \(type) record of schema '\(entity.schema)' needs an id"))
+                return .failure(.init("a \(type) record of schema '\(entity.schema)' needs an id"))
             }
             guard let id = sent.stringValue ?? sent.int64Value.map({ String($0) }) else {
                 return .failure(
                     .init(
-                        reason:
-                            "the id of a \(type) record of schema '\(entity.schema)' is a string or a whole number, not \(UntrustedText.quoted(sent.rawText, limit: 40))"
+                        "the id of a \(type) record of schema '\(entity.schema)' is a string or a whole number, not \(UntrustedText.quoted(sent.rawText, limit: 40))"
                     ))
             }
             return .success((entity.schema, id))
         }
         guard RecordTypes.isItem(type) else { return .success(nil) }
         guard let kind = fields.itemType?.stringValue, nameProblem(kind) == nil else {
-            return .failure(.init(reason: "an item record needs a valid item_type"))
+            return .failure(.init("an item record needs a valid item_type"))
         }
-        guard let id = fields.itemID?.stringValue, !id.isEmpty else { return .failure(.init(reason: "an item record needs an item_id")) }
+        guard let id = fields.itemID?.stringValue, !id.isEmpty else { return .failure(.init("an item record needs an item_id")) }
         return .success((kind, id))
     }
 
@@ -311,16 +310,16 @@ package struct RecordNormalizer: Sendable {
 
     /// A record's `identities` object: string values under valid names.
     static func identities(_ raw: JSONRef) -> Result<[String: String], RecordRefusal> {
-        guard raw.isObject else { return .failure(.init(reason: "identities is not a JSON object")) }
+        guard raw.isObject else { return .failure(.init("identities is not a JSON object")) }
         guard raw.entry.count <= IdentityRecord.maxIdentities else {
-            return .failure(.init(reason: "identities has \(raw.entry.count) members; the limit is \(IdentityRecord.maxIdentities)"))
+            return .failure(.init("identities has \(raw.entry.count) members; the limit is \(IdentityRecord.maxIdentities)"))
         }
         var pairs: [String: String] = [:]
         pairs.reserveCapacity(Int(raw.entry.count))
         for (keyRef, value) in raw.members {
             let key = keyRef.stringValue(sharing: IdentityRecord.commonKeys) ?? ""
-            guard let text = value.stringValue else { return .failure(.init(reason: "identity '\(UntrustedText.quoted(key))' is not a string")) }
-            if let problem = nameProblem(key) { return .failure(.init(reason: "identity key '\(UntrustedText.quoted(key))': \(problem)")) }
+            guard let text = value.stringValue else { return .failure(.init("identity '\(UntrustedText.quoted(key))' is not a string")) }
+            if let problem = nameProblem(key) { return .failure(.init("identity key '\(UntrustedText.quoted(key))': \(problem)")) }
             pairs[key] = text
         }
         return .success(pairs)
@@ -550,26 +549,26 @@ struct MultiEntity: Sendable, Equatable {
     /// record that is not one.
     static func of(_ fields: RecordFields, type: String, bridged: Bool) -> Result<MultiEntity?, RecordRefusal> {
         guard fields.version?.stringValue == "2.0" else { return .success(nil) }
-        guard !bridged else { return .failure(.init(reason: "bridge: an H5 page sends no multi-entity records")) }
+        guard !bridged else { return .failure(.init("bridge: an H5 page sends no multi-entity records")) }
         // `events` and `users` are reserved as property names, and are the two schemas every project has.
         if let sent = fields.schema?.stringValue, sent != userEvents, sent != users, [userEvents, users].contains(sent.lowercased()) {
-            return .failure(.init(reason: "schema '\(sent)' is not '\(sent.lowercased())': the schemas events and users are written in lower case"))
+            return .failure(.init("schema '\(sent)' is not '\(sent.lowercased())': the schemas events and users are written in lower case"))
         }
         guard let schema = fields.schema?.stringValue, schema == userEvents || schema == users || RecordNormalizer.nameProblem(schema) == nil else {
-            return .failure(.init(reason: "a multi-entity record (version 2.0) needs a schema named like a property"))
+            return .failure(.init("a multi-entity record (version 2.0) needs a schema named like a property"))
         }
         let isEvent = RecordTypes.isEvent(type)
         switch schema {
         case userEvents:
-            guard isEvent else { return .failure(.init(reason: "schema 'events' holds events, not \(type) records")) }
+            guard isEvent else { return .failure(.init("schema 'events' holds events, not \(type) records")) }
             return .success(MultiEntity(schema: schema, isItemEvent: false))
         case users:
-            guard RecordTypes.profiles.contains(type) else { return .failure(.init(reason: "schema 'users' holds profile records, not \(type) records")) }
+            guard RecordTypes.profiles.contains(type) else { return .failure(.init("schema 'users' holds profile records, not \(type) records")) }
             return .success(MultiEntity(schema: schema, isItemEvent: false))
         default:
-            if isEvent, type != "track" { return .failure(.init(reason: "an item schema's events are track records, not \(type)")) }
+            if isEvent, type != "track" { return .failure(.init("an item schema's events are track records, not \(type)")) }
             guard isEvent || RecordTypes.isItem(type) || RecordTypes.isDetail(type) else {
-                return .failure(.init(reason: "schema '\(schema)' is an item or detail schema: it holds no \(type) records"))
+                return .failure(.init("schema '\(schema)' is an item or detail schema: it holds no \(type) records"))
             }
             return .success(MultiEntity(schema: schema, isItemEvent: isEvent))
         }

@@ -234,10 +234,10 @@ struct PropertiesReading {
             }
         }
         if let reason = RecordNormalizer.nameProblem(utf8: name) {
-            return .failure(.init(reason: "property '\(UntrustedText.quoted(String(decoding: name, as: UTF8.self)))': \(reason)"))
+            return .failure(.init("property '\(UntrustedText.quoted(String(decoding: name, as: UTF8.self)))': \(reason)"))
         }
         if let reason = normalizer.valueProblem(at: key + 1, bytes: bytes, entries: entries) {
-            return .failure(.init(reason: "property '\(UntrustedText.quoted(String(decoding: name, as: UTF8.self)))': \(reason)"))
+            return .failure(.init("property '\(UntrustedText.quoted(String(decoding: name, as: UTF8.self)))': \(reason)"))
         }
         guard let first = name.first else { return .success(true) }
         if first == UInt8(ascii: "$") {
@@ -290,10 +290,10 @@ struct PropertiesReading {
         let name = UntrustedText.quoted(JSONRef(document: document, index: key).stringValue ?? "")
         if operand == .number {
             guard value.isNumber, value.doubleValue?.isFinite == true else {
-                return .init(reason: "profile_increment of '\(name)': \(value.rawText.prefix(40)) is not a number (Sensors adds numbers only)")
+                return .init("profile_increment of '\(name)': \(value.rawText.prefix(40)) is not a number (Sensors adds numbers only)")
             }
         } else if value.kind != .array || value.elements.contains(where: { $0.kind != .string }) {
-            return .init(reason: "profile_append to '\(name)': the value must be a list of strings (Sensors appends to lists only)")
+            return .init("profile_append to '\(name)': the value must be a list of strings (Sensors appends to lists only)")
         }
         return nil
     }
