@@ -1,4 +1,5 @@
 import DatongContracts
+import DatongPostgres
 import DatongRuntime
 import DatongStorage
 import Foundation
@@ -32,6 +33,8 @@ package func buildCollectorApplication(
         settings.reportRollupIntervalMs > 0
         ? [ReportRollup(pool: database.pool, interval: .milliseconds(settings.reportRollupIntervalMs), registry: runtime.metrics, logger: runtime.logger)]
         : []
+    // Reports run on connections of their own: a long one never holds one a batch waits for.
+    let reportPool = PostgresPool(url: settings.database.url, maxConnections: ReportQueries.connections, logger: runtime.logger)
     return database.application(
         name: "collector",
         api: CollectorAPI(
@@ -39,10 +42,12 @@ package func buildCollectorApplication(
             maxBatchBytes: settings.maxBatchBytes, refusals: Refusals(registry: runtime.metrics),
             keyRule: StoredKeyRule(pool: database.pool).current, userData: UserData(pool: database.pool), retention: maintenance,
             notes: CatalogNotes(pool: database.pool), types: TypeSettings(pool: database.pool, catalog: catalog),
-            replay: TypeRefusalReplay(pool: database.pool), timeZones: ReportTimeZones(pool: database.pool)
+            replay: TypeRefusalReplay(pool: database.pool), timeZones: ReportTimeZones(pool: database.pool),
+            reports: ReportQueries(pool: reportPool)
         ),
         schema: CollectorSchema.name, migrations: CollectorSchema.migrations, server: settings.server, runtime: runtime,
-        services: [maintenance, replication] + rollup + (catalog.map { [TypeChangeWatch(pool: database.pool, catalog: $0, logger: runtime.logger)] } ?? [])
+        services: [maintenance, replication, reportPool] + rollup
+            + (catalog.map { [TypeChangeWatch(pool: database.pool, catalog: $0, logger: runtime.logger)] } ?? [])
     )
 }
 
@@ -70,6 +75,8 @@ struct CollectorAPI: ServiceAPI {
     var replay: TypeRefusalReplay? = nil
     /// The projects' time zones, for reports; nil: no such routes.
     var timeZones: ReportTimeZones? = nil
+    /// The report functions (docs/ANALYTICS.md); nil: no such route.
+    var reports: ReportQueries? = nil
 
     func register(on router: Router<DatongRequestContext>) {
         // Writes: a batch, or a group of batches the gateways folded together.
@@ -101,6 +108,8 @@ struct CollectorAPI: ServiceAPI {
             projects.get("time-zone") { try await timeZone(timeZones, $0, $1) }
             projects.put("time-zone") { try await setTimeZone(timeZones, $0, $1) }
         }
+        // The reports: a function's rows for the console and `datongctl report`.
+        if let reports { projects.post("reports/:kind") { try await report(reports, $0, $1) } }
         // A person's rows, for the erasures and exports config-service runs.
         if let userData {
             projects.post("erasures/step") { try await eraseStep(userData, $0, $1) }
@@ -254,6 +263,18 @@ struct CollectorAPI: ServiceAPI {
                 .invalidValue, "timeZone '\(setting.timeZone)' is not a time zone PostgreSQL knows (an IANA name such as Asia/Shanghai)")
         }
         return try jsonResponse(.ok, encoding: zone)
+    }
+
+    private func report(_ reports: ReportQueries, _ request: Request, _ context: DatongRequestContext) async throws -> Response {
+        let project = try authorize(request, context)
+        guard let kind = context.parameters.get("kind").flatMap(ReportKind.init(rawValue:)) else {
+            throw ServiceError(
+                .notFound, .unknownReport, "no such report; the reports are \(ReportKind.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        let body = try await collectBody(request, limit: ReportKind.maxBodyBytes)
+        let answer = try await reports.run(kind, project: project, body: Array(buffer: body))
+        return Response(
+            status: .ok, headers: [.contentType: "application/json; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: answer)))
     }
 
     // MARK: A person's rows

@@ -4,4 +4,5 @@ import DatongRuntime
 extension ErrorCode {
     package static let collectorBusy = ErrorCode("collector_busy")
     package static let invalidBatch = ErrorCode("invalid_batch")
+    package static let reportsBusy = ErrorCode("reports_busy")
 }

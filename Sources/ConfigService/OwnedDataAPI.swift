@@ -96,6 +96,21 @@ struct OwnedDataAPI: ServiceAPI {
             async let collectors = ServiceProbes.replicas(name: collector.name, baseURL: collector.baseURL)
             return try jsonResponse(.ok, encoding: ServicesStatus(services: await gateways + identities + collectors))
         }
+        // The reports (docs/ANALYTICS.md), which the collector runs for as long as its report
+        // timeout allows: the console's Reports page and `datongctl report`.
+        projects.post("reports/:kind") { request, context in
+            _ = try await authorizeProject(request, context)
+            guard let kind = context.parameters.get("kind").flatMap(ReportKind.init(rawValue:)) else {
+                throw ServiceError(
+                    .notFound, .unknownReport, "no such report; the reports are \(ReportKind.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            let body = try await collectBody(request, limit: ReportKind.maxBodyBytes)
+            var reports = collector
+            reports.timeout = .seconds(Int64(ReportKind.timeoutSeconds) + 5)
+            return try await reports.call(
+                .POST, "/v1/projects/\(try context.project())/reports/\(kind.rawValue)", body: Array(buffer: body), requestID: context.requestID,
+                logger: context.logger)
+        }
         projects.post("merges/:merge/undo") { request, context in
             // The undo is recorded in identity's history under the admin token's name.
             let actor = try await authorizeProject(request, context)

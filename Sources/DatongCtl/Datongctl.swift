@@ -107,7 +107,8 @@ struct Root: ParsableCommand {
             """,
         version: DatongRelease.version,
         subcommands: [
-            Publish.self, Versions.self, Show.self, Diff.self, Rollback.self, Keys.self, User.self, Retention.self, TimeZoneCommand.self, Metadata.self,
+            Publish.self, Versions.self, Show.self, Diff.self, Rollback.self, Keys.self, User.self, Retention.self, TimeZoneCommand.self, Report.self,
+            Metadata.self,
             Enrichment.self, ImportCommand.self, StatusCommand.self,
         ]
     )
@@ -278,7 +279,9 @@ struct Admin {
     let target: Target
     let http: HTTPClient
 
-    func send(_ method: HTTPMethod, _ path: String, query: [(String, String)] = [], body: [UInt8]? = nil) async throws -> [UInt8] {
+    func send(
+        _ method: HTTPMethod, _ path: String, query: [(String, String)] = [], body: [UInt8]? = nil, timeout: TimeAmount = .seconds(30)
+    ) async throws -> [UInt8] {
         var components = URLComponents(string: target.baseURL + path)
         if !query.isEmpty { components?.queryItems = query.map { URLQueryItem(name: $0.0, value: $0.1) } }
         guard let url = components?.string else { throw CtlFailure.usage("datongctl: \(target.baseURL) is not a URL") }
@@ -292,7 +295,7 @@ struct Admin {
         let response: HTTPClientResponse
         let payload: ByteBuffer
         do {
-            response = try await http.execute(request, timeout: .seconds(30))
+            response = try await http.execute(request, timeout: timeout)
             payload = try await response.body.collect(upTo: 16 << 20)
         } catch {
             throw CtlFailure.unreachable("datongctl: cannot reach config-service at \(target.baseURL): \(error)")

@@ -366,7 +366,8 @@ package final class PostgresConnection: @unchecked Sendable {
         }
         let message = String(cString: PQresultErrorMessage(result)).trimmingWhitespace()
         let sqlState = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
-        return .server(message, sqlState: sqlState)
+        let primary = PQresultErrorField(result, Int32(UInt8(ascii: "M"))).map { String(cString: $0) }
+        return .server(message, sqlState: sqlState, primaryMessage: primary)
     }
 
     private static func errorText(_ handle: OpaquePointer) -> String {

@@ -13,16 +13,22 @@ package struct PostgresError: Error, CustomStringConvertible, Sendable {
     private let code: Code
     package let message: String
     package let sqlState: String?
+    /// The server's primary message alone (no `ERROR:`, context or detail lines): what a function
+    /// of ours raised for its caller to read.
+    package let primaryMessage: String?
 
-    private init(_ code: Code, _ message: String, sqlState: String? = nil) {
+    private init(_ code: Code, _ message: String, sqlState: String? = nil, primaryMessage: String? = nil) {
         self.code = code
         self.message = message
         self.sqlState = sqlState
+        self.primaryMessage = primaryMessage
     }
 
     static func connectionFailed(_ message: String) -> Self { .init(.connectionFailed, message) }
     static func connectionLost(_ message: String) -> Self { .init(.connectionLost, message) }
-    static func server(_ message: String, sqlState: String?) -> Self { .init(.server, message, sqlState: sqlState) }
+    static func server(_ message: String, sqlState: String?, primaryMessage: String? = nil) -> Self {
+        .init(.server, message, sqlState: sqlState, primaryMessage: primaryMessage)
+    }
     static func copyFailed(_ message: String) -> Self { .init(.copyFailed, message) }
     static let poolClosed = Self(.poolClosed, "the connection pool is shut down")
     package static func unexpectedResult(_ message: String) -> Self { .init(.unexpectedResult, message) }

@@ -36,6 +36,7 @@ extension ErrorCode {
     package static let queryTimeout = ErrorCode("query_timeout")
     package static let serviceTokenNotConfigured = ErrorCode("service_token_not_configured")
     package static let unknownProject = ErrorCode("unknown_project")
+    package static let unknownReport = ErrorCode("unknown_report")
     /// identity-service and config-service (erasures, exports) name users the same way.
     package static let unknownUser = ErrorCode("unknown_user")
     package static let invalidUser = ErrorCode("invalid_user")

@@ -4,7 +4,10 @@ import DatongCtl
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import Prometheus
 import Testing
+
+@testable import Collector
 
 /// `datongctl` against a running config-service: what it prints and the exit codes scripts rely on.
 @Suite("datongctl")
@@ -224,6 +227,71 @@ struct DatongctlTests {
             let unknown = await ctl("timezone", "set", "default", "Mars/Olympus")
             #expect(unknown.exitCode == 1 && unknown.output.contains("not a time zone PostgreSQL knows"), "\(unknown.output)")
             #expect(await ctl("timezone", "set", "default", "Asia/Shang hai").exitCode == 2)
+        }
+    }
+
+    @Test("datongctl report prints each report's rows as a table, CSV or JSON, through config-service and the collector")
+    func reports() async throws {
+        try await RunningServices.run { services in
+            let environment = ["DATONG_CONFIG_URL": "http://127.0.0.1:\(services.config.port!)", "DATONG_ADMIN_TOKEN": RunningServices.adminToken]
+            func ctl(_ arguments: String...) async -> (output: String, exitCode: Int32) {
+                await Datongctl.run(arguments, environment: environment)
+            }
+            let traffic = ReportTests.traffic(seed: 72).map { record in
+                var record = record
+                record.project = "default"
+                return record
+            }
+            try await TestDatabase.withPool(services.databaseURL) { pool in
+                let store = PostgresEventStore(pool: pool)
+                for offset in stride(from: 0, to: traffic.count, by: 500) {
+                    _ = try await store.write(CollectBatch(receivedAt: ReportTests.start, records: Array(traffic[offset..<min(offset + 500, traffic.count)])))
+                }
+                // The trend reads the rollups: bring them up to date now rather than wait for the collector's next look.
+                let rollup = ReportRollup(pool: pool, interval: .seconds(3600), registry: PrometheusCollectorRegistry(), logger: TestDatabase.logger)
+                // (The collector's own look may commit first: this one then fails with 40001 and looks again.)
+                for attempt in 1...10 {
+                    do {
+                        _ = try await rollup.look()
+                        break
+                    } catch  where attempt < 10 {
+                        try await Task.sleep(for: .milliseconds(200))
+                    }
+                }
+            }
+            let days = ["--from-day", ReportTests.from, "--to-day", ReportTests.to]
+            // A trend as a table: a header, a row a month, the count of rows; the same numbers as SQL.
+            let trend = await Datongctl.run(["report", "trend", "default", "--event", "Pay", "--unit", "month"] + days, environment: environment)
+            #expect(trend.exitCode == 0, "\(trend.output)")
+            let expected = try await TestDatabase.rows(
+                services.databaseURL,
+                "SELECT count(*)::text FROM analytics.events WHERE project = 'default' AND event = 'Pay' AND time >= '2026-08-20Z' AND time < '2026-10-09Z' GROUP BY date_trunc('month', time AT TIME ZONE 'UTC') ORDER BY 1"
+            )
+            let lines = trend.output.split(separator: "\n").map(String.init)
+            #expect(lines.first?.split(separator: " ", omittingEmptySubsequences: true) == ["BUCKET", "EVENT", "GROUP_VALUE", "VALUE"])
+            #expect(lines.last == "(3 rows)", "\(trend.output)")
+            #expect(lines.dropFirst().dropLast().map { String($0.split(separator: " ").last!) }.sorted() == expected.map { $0[0]! }.sorted())
+            // A funnel with a filtered step as CSV: a header and a row a step.
+            let funnel = await ctl(
+                "report", "funnel", "default", "--step", "$AppStart", "--step",
+                #"{"event": "AddToCart", "filters": [{"property": "price", "op": ">", "value": 10}]}"#,
+                "--step", "Pay", "--from-day", "2026-08-20", "--to-day", "2026-09-30", "--format", "csv")
+            #expect(funnel.exitCode == 0, "\(funnel.output)")
+            let csv = funnel.output.components(separatedBy: "\r\n")
+            #expect(csv.first == "group_value,step,event,people,conversion,median_seconds")
+            #expect(csv.dropFirst().map { $0.split(separator: ",", omittingEmptySubsequences: false)[2] } == ["$AppStart", "AddToCart", "Pay"])
+            // JSON is the answer as it is.
+            let user = await ctl("report", "user", "default", "9", "--page-size", "3", "--format", "json")
+            let answer = try JSONSerialization.jsonObject(with: Data(user.output.utf8)) as? [String: Any]
+            #expect((answer?["rows"] as? [[Any]])?.count == 3, "\(user.output)")
+            // The function's refusal, and a mistake on the command line.
+            let refused = await ctl(
+                "report", "retention", "default", "--start-event", "Pay", "--return-event", "Pay", "--periods", "31", "--from-day", "2026-09-01", "--to-day",
+                "2026-09-02")
+            #expect(refused.exitCode == 1 && refused.output.contains("periods 31: 1 to 30"), "\(refused.output)")
+            let badFilter = await ctl(
+                "report", "distribution", "default", "--event", "Pay", "--filter", "price>3", "--from-day", "2026-09-01", "--to-day", "2026-09-02")
+            #expect(badFilter.exitCode == 2 && badFilter.output.contains("--filter is JSON"), "\(badFilter.output)")
         }
     }
 
