@@ -333,7 +333,109 @@ def run(args):
             assert action in audit, f"{action} is in the audit trail"
         c.shot("audit-trail")
 
-        # 10. The metadata: the events and properties the catalog kept, with their types. A price
+        # 10. Reports: four shoppers over two days walk a funnel as far as each gets (shopper n does
+        # the first 4 - n steps each day); each report is drawn from the URL or the form, its query
+        # kept in the URL, its rows downloadable as CSV.
+        now_ms = int(time.time() * 1000)
+        steps = ["$AppStart", "ViewProduct", "AddToCart", "Pay"]
+        traffic, track = [], 1000
+        for n in range(4):
+            for day in (1, 0):
+                at = now_ms - day * 86_400_000 - 3_600_000
+                for k, event in enumerate(steps[:4 - n]):
+                    track += 1
+                    properties = {"product_id": f"sku-{k}", "price": 10 * (k + 1)} if event in ("AddToCart", "Pay") else {}
+                    traffic.append({"type": "track", "event": event, "time": at + k * 60_000, "distinct_id": f"shopper-{n}", "_track_id": track,
+                                    "lib": {"$lib": "js" if n % 2 == 0 else "iOS", "$lib_version": "1.27.10"}, "properties": properties})
+        status_code, answer = upload(args.gateway, token, traffic)
+        assert status_code == 200 and answer.get("stored") == len(traffic), answer
+        day = lambda offset: time.strftime("%Y-%m-%d", time.gmtime(now_ms / 1000 + offset * 86400))
+        days = f"from_day={day(-3)}&to_day={day(1)}"
+
+        def rerun_until(css, text, what):
+            """The trend reads rollups the collector brings up to date every 2 s: run it again until they have."""
+            deadline = time.time() + 20
+            while time.time() < deadline:
+                try:
+                    if text in d.find_element(By.CSS_SELECTOR, css).get_attribute("textContent"):
+                        return
+                except WebDriverException:
+                    pass
+                c.button("Run report")
+                time.sleep(1)
+            c.text_in(css, text, 1)
+
+        d.get(f"{args.console}#/p/{PROJECT}/reports/trend?events=AddToCart,Pay&{days}&unit=day")
+        c.text_in("main h1", "Reports")
+        rerun_until(".report-table", "Pay", "the trend's rows")
+        assert len(d.find_elements(By.CSS_SELECTOR, "figure.trend-chart svg polyline")) == 2, "a line for each event"
+        csv = urllib.parse.unquote(c.find("a.csv").get_attribute("href").split(",", 1)[1])
+        lines = csv.split("\r\n")
+        assert lines[0] == "bucket,event,group_value,value", lines
+        # Each day: Pay by shopper 0, AddToCart by shoppers 0 and 1 (and step 6's one AddToCart).
+        rows = [line.split(",") for line in lines[1:]]
+        assert sorted(r[3] for r in rows if r[1] == "Pay") == ["1", "1"], csv
+        assert sum(int(r[3]) for r in rows if r[1] == "AddToCart") == 5, csv
+        assert c.find("a.csv").get_attribute("download").startswith(f"{PROJECT}-trend-")
+        c.text_in("figure.trend-chart .legend", "AddToCart")
+        c.shot("reports-trend")
+
+        # The funnel from the form: its query goes into the URL.
+        c.click("nav.tabs a[href$='/reports/funnel']")
+        c.text_in("main .tabs a[aria-current='page']", "Funnel")
+        c.type(c.find("#report-steps"), "\n".join(steps))
+        for name, value in (("#report-from-day", day(-3)), ("#report-to-day", day(1))):
+            d.execute_script("arguments[0].value = arguments[1]", c.find(name), value)
+        c.button("Run report")
+        c.wait(lambda d: "steps=" in d.current_url, "the funnel's query in the URL")
+        c.text_in(".funnel-step[data-step='4']", "1 people · 25.0%")
+        for n, figure in ((1, "4 people · 100.0%"), (2, "3 people · 75.0%"), (3, "2 people · 50.0%")):
+            c.text_in(f".funnel-step[data-step='{n}']", figure)
+        c.text_in(".funnel-step[data-step='2']", "median 1 min from step 1")
+        widths = [d.execute_script("return arguments[0].getBoundingClientRect().width", bar)
+                  for bar in d.find_elements(By.CSS_SELECTOR, ".funnel-bar > span")]
+        assert widths[0] > 0 and [round(w / widths[0], 2) for w in widths] == [1.0, 0.75, 0.5, 0.25], widths
+        c.shot("reports-funnel")
+        shared = d.current_url
+        d.get(f"{args.console}#/projects")
+        c.text_in("main h1", "Projects")
+        d.get(shared)
+        c.text_in(".funnel-step[data-step='3']", "2 people · 50.0%")
+
+        # Retention: yesterday's cohort of four all came back today; today's next day has not ended.
+        d.get(f"{args.console}#/p/{PROJECT}/reports/retention?start_event=$AppStart&return_event=$AppStart&{days}&periods=2")
+        c.text_in("table.retention-table tbody", "100.0%")
+        cells = [td.text for td in d.find_elements(By.CSS_SELECTOR, "table.retention-table tbody tr:first-child td")]
+        assert cells[1:3] == ["4", "100.0%"], cells
+        assert d.find_elements(By.CSS_SELECTOR, "table.retention-table td.pending"), "periods not ended are left blank"
+        Select(c.find("#retention-mode")).select_by_value("returned_within")
+        c.text_in("table.retention-table tbody", "100.0%")
+        c.shot("reports-retention")
+
+        # Distribution: three shoppers viewed a product once a day (twice in all).
+        d.get(f"{args.console}#/p/{PROJECT}/reports/distribution?event=ViewProduct&{days}&buckets=1,2,3")
+        c.find("figure.histogram")
+        csv = urllib.parse.unquote(c.find("a.csv").get_attribute("href").split(",", 1)[1])
+        assert "2,3,3" in csv.split("\r\n"), csv
+        c.shot("reports-distribution")
+
+        # A person's events, newest first, page by page.
+        shopper = identity_user(args, "shopper-1")
+        d.get(f"{args.console}#/p/{PROJECT}/reports/user?user_id={shopper}&page_size=4")
+        c.text_in("ol.timeline-list", "AddToCart")
+        assert len(d.find_elements(By.CSS_SELECTOR, "ol.timeline-list li")) == 4
+        assert [li.get_attribute("data-event") for li in d.find_elements(By.CSS_SELECTOR, "ol.timeline-list li")] == \
+            ["AddToCart", "ViewProduct", "$AppStart", "AddToCart"]
+        c.shot("reports-user")
+        c.button("Older events")
+        c.wait(lambda d: len(d.find_elements(By.CSS_SELECTOR, "ol.timeline-list li")) == 2, "the older page of two events")
+        assert "before=" in d.current_url
+
+        # A refused report says why.
+        d.get(f"{args.console}#/p/{PROJECT}/reports/retention?start_event=$AppStart&return_event=$AppStart&{days}&periods=31")
+        c.text_in(".report-result .notice.error", "periods 31: 1 to 30")
+
+        # 11. The metadata: the events and properties the catalog kept, with their types. A price
         # sent as text after it was sent as a number refuses its record; the team previews and sets
         # the type to STRING, and replays the record.
         status_code, answer = upload(args.gateway, token, [
@@ -399,7 +501,7 @@ def run(args):
         c.wait(lambda d: "hidden from analysts" not in d.find_element(By.CSS_SELECTOR, "table.properties-catalog tr[data-property='product_id']").text,
                "product_id shown to analysts again")
 
-        # 11. A token revoked while the tab is open sends the operator back to sign in, saying why.
+        # 12. A token revoked while the tab is open sends the operator back to sign in, saying why.
         d.execute_script("sessionStorage.setItem('datong.adminToken', 'revoked-token')")
         d.get(f"{args.console}#/projects")
         c.text_in(".signin", "Sign in")

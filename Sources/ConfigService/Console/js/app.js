@@ -10,6 +10,7 @@ import { identityView } from "./identity.js";
 import { privacyView } from "./privacy.js";
 import { auditView } from "./audit.js";
 import { metadataView } from "./metadata.js";
+import { reportsView } from "./reports.js";
 
 const root = document.getElementById("app");
 let projects = [];
@@ -71,6 +72,7 @@ function header(route) {
       link(`#/p/${p}/tracking`, "Tracking table", route.page === "tracking"),
       link(`#/p/${p}/documents/remote-config`, "Documents", route.page === "documents"),
       link(`#/p/${p}/live`, "Live data", route.page === "live"),
+      link(`#/p/${p}/reports/trend`, "Reports", route.page === "reports"),
       link(`#/p/${p}/metadata`, "Metadata", route.page === "metadata"),
       link(`#/p/${p}/identity`, "Identity", route.page === "identity"),
       link(`#/p/${p}/privacy`, "Privacy", route.page === "privacy"),
@@ -81,8 +83,10 @@ function header(route) {
 }
 
 function parseRoute() {
-  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
-  if (parts[0] === "p" && parts[1]) return { name: "project", project: parts[1], page: parts[2] || "live", arg: parts[3] };
+  // A view's query follows "?" (the Reports page keeps its report there, so its link shares it).
+  const [path, query = ""] = location.hash.replace(/^#\/?/, "").split("?");
+  const parts = path.split("/").map(decodeURIComponent);
+  if (parts[0] === "p" && parts[1]) return { name: "project", project: parts[1], page: parts[2] || "live", arg: parts[3], query: new URLSearchParams(query) };
   if (parts[0] === "audit") return { name: "audit" };
   return { name: "projects" };
 }
@@ -102,6 +106,7 @@ async function render() {
     else if (route.page === "identity") stopView = await identityView(main, route.project);
     else if (route.page === "privacy") stopView = await privacyView(main, route.project);
     else if (route.page === "metadata") stopView = await metadataView(main, route.project);
+    else if (route.page === "reports") stopView = await reportsView(main, route.project, route.arg, route.query);
     else stopView = await liveView(main, route.project);
   } catch (error) {
     if (error instanceof ApiError && error.status === 401) return;

@@ -1,6 +1,6 @@
 // Small DOM helpers: h() builds elements, nothing is ever inserted as HTML text.
 
-/** h("tag.class#id", {attr: value, onclick: fn}, ...children) */
+/** h("tag.class#id", {attr: value, onclick: fn, style: {width: "50%"}}, ...children) */
 export function h(spec, attrs = {}, ...children) {
   const [tag, ...rest] = spec.split(/(?=[.#])/);
   const el = document.createElement(tag || "div");
@@ -16,6 +16,8 @@ export function h(spec, attrs = {}, ...children) {
     if (value === undefined || value === null || value === false) continue;
     if (name.startsWith("on")) el.addEventListener(name.slice(2), value);
     else if (name === "dataset") Object.assign(el.dataset, value);
+    // Through the CSSOM: the console's Content-Security-Policy (style-src 'self') ignores style attributes.
+    else if (name === "style") Object.assign(el.style, value);
     else if (name === "value") el.value = value;
     else el.setAttribute(name, value === true ? "" : String(value));
   }

@@ -89,14 +89,14 @@ export async function liveView(main, project) {
 }
 
 /** The first sample of a metric in Prometheus' text format (`name{labels} value`), or null. */
-function metric(text, name) {
+export function metric(text, name) {
   for (const line of (text || "").split("\n")) {
     if (line.startsWith(name + " ") || line.startsWith(name + "{")) return Number(line.slice(line.lastIndexOf(" ") + 1));
   }
   return null;
 }
 
-function seconds(value) {
+export function seconds(value) {
   if (value === null || value < 0) return "—";
   if (value < 60) return `${value.toFixed(1)} s`;
   if (value < 3600) return `${Math.floor(value / 60)} min`;
