@@ -706,5 +706,6 @@ package enum CollectorSchema {
                     LEFT JOIN collector.catalog_notes n ON n.project = p.project AND n.kind = p.kind || '_property' AND n.name = p.name;
                 """),
         ReportSchema.migration,
+        ReportSchema.boundedLooks,
     ]
 }

@@ -22,8 +22,10 @@ final class ReportRollup: Service, Sendable {
     private let registry: PrometheusCollectorRegistry
     private let logger: Logger
 
-    /// - Parameter maxDays: the most marked days one look builds again (a whole project counts one).
-    init(pool: PostgresPool, interval: Duration, maxDays: Int = 62, registry: PrometheusCollectorRegistry, logger: Logger) {
+    /// - Parameter maxDays: the most marked days one look builds (again): after an erasure or a
+    ///   retention drop, and every day of a project on the first look or in a new time zone. A
+    ///   look's work is bounded by what the project stores in that many days.
+    init(pool: PostgresPool, interval: Duration, maxDays: Int = 7, registry: PrometheusCollectorRegistry, logger: Logger) {
         self.pool = pool
         self.interval = interval
         self.maxDays = maxDays

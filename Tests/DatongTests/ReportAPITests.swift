@@ -25,7 +25,7 @@ struct ReportAPITests {
         try await ReportTests.withWorld { world in
             try await ReportTests.store(Array(ReportTests.traffic(seed: 71).prefix(records)), in: world)
             try await world.merge(9, into: 8)
-            _ = try await world.rollup.look()
+            try await world.settle()
             let router = Router(context: DatongRequestContext.self)
             router.addMiddleware { ErrorMiddleware() }
             CollectorAPI(

@@ -57,6 +57,20 @@ struct ReportTests {
             }
         }
 
+        /// Looks until no marked day waits (the first look, or one after a new time zone, builds
+        /// `maxDays` days a look); what the looks did together.
+        @discardableResult
+        func settle() async throws -> ReportRollup.Look {
+            var total = ReportRollup.Look(eventsRead: 0, daysRebuilt: 0, daysWaiting: 0)
+            repeat {
+                let look = try await rollup.look()
+                total.eventsRead += look.eventsRead
+                total.daysRebuilt += look.daysRebuilt
+                total.daysWaiting = look.daysWaiting
+            } while total.daysWaiting > 0
+            return total
+        }
+
         /// The function's rows and the plain SQL's, each as sorted lines of text.
         func same(_ function: String, _ plain: String, _ parameters: [String?] = []) async throws -> (function: [String], plain: [String]) {
             func lines(_ rows: [[String?]]) -> [String] { rows.map { $0.map { $0 ?? "∅" }.joined(separator: "|") }.sorted() }
@@ -301,7 +315,7 @@ struct ReportTests {
     func agreesWithPlainSQL() async throws {
         try await Self.withWorld { world in
             try await Self.store(Self.traffic(seed: 63), in: world)
-            let first = try await world.rollup.look()
+            let first = try await world.settle()
             #expect(first.eventsRead > 1000)
             try await Self.expectAllAgree(world, "as stored")
 
@@ -324,7 +338,7 @@ struct ReportTests {
             try await world.write(Array(late.reversed()))
             let retried = try await world.write(Array(late.prefix(50)))
             #expect(retried.duplicateIndexes.count == 50)
-            let look = try await world.rollup.look()
+            let look = try await world.settle()
             #expect(look.eventsRead == late.filter { $0.type == "track" }.count)
             try await Self.expectAllAgree(world, "after late records and retries")
 
@@ -332,7 +346,7 @@ struct ReportTests {
             let erasure = try await UserData(pool: world.pool).eraseStep(
                 project: Self.project, CollectorErasureStep(subject: ErasureSubject(users: [30, 31, 12], identities: [])))
             #expect(erasure.events > 0)
-            let erased = try await world.rollup.look()
+            let erased = try await world.settle()
             #expect(erased.daysRebuilt > 0)
             try await Self.expectAllAgree(world, "after an erasure")
 
@@ -340,7 +354,7 @@ struct ReportTests {
             let august = ProjectMonth(month: MonthPartition(unixMillis: Self.start), project: Self.project)
             try await EventPartitions(pool: world.pool).drop(["collector.\"\(august.tableName)\""])
             #expect(try await world.rows("SELECT count(*) FROM analytics.events WHERE time < '2026-09-01'").first?[0] == "0")
-            _ = try await world.rollup.look()
+            try await world.settle()
             try await Self.expectAllAgree(world, "after retention dropped a month")
 
             // A hidden event leaves the reports as it leaves analytics.events: naming it is an error.
@@ -363,7 +377,7 @@ struct ReportTests {
             try await world.execute(try String(contentsOf: AnalystRoleTests.script, encoding: .utf8))
             try await Self.store(Self.traffic(seed: 69), in: world)
             try await world.merge(9, into: 8)
-            _ = try await world.rollup.look()
+            try await world.settle()
             for statement in statements {
                 let answer = try await AnalystRoleTests.rows(asAnalyst: world.url, statement)
                 #expect(!answer.isEmpty, "\(statement)")
@@ -375,17 +389,48 @@ struct ReportTests {
     func timeZoneChange() async throws {
         try await Self.withWorld(zone: "UTC") { world in
             try await Self.store(Self.traffic(seed: 65), in: world)
-            _ = try await world.rollup.look()
+            try await world.settle()
             let utc = try await world.rows("SELECT * FROM analytics.event_trend('shop', ARRAY['$AppStart'], '\(Self.from)', '\(Self.to)')")
             try await Self.expectAllAgree(world, zone: "UTC", "in UTC")
             #expect(try await ReportTimeZones(pool: world.pool).set(ProjectTimeZone(project: Self.project, timeZone: "Asia/Shanghai")))
             #expect(try await ReportTimeZones(pool: world.pool).zone(of: Self.project).timeZone == "Asia/Shanghai")
-            let look = try await world.rollup.look()
-            #expect(look.daysRebuilt == 1)
+            // Every day of the project, built again, `maxDays` a look.
+            let first = try await world.rollup.look()
+            #expect(first.daysRebuilt == 7 && first.daysWaiting > 0)
+            let look = try await world.settle()
+            #expect(look.daysRebuilt + first.daysRebuilt >= 50)
             let shanghai = try await world.rows("SELECT * FROM analytics.event_trend('shop', ARRAY['$AppStart'], '\(Self.from)', '\(Self.to)')")
             #expect(utc != shanghai)
             try await Self.expectAllAgree(world, "in Shanghai")
             #expect(!(try await ReportTimeZones(pool: world.pool).set(ProjectTimeZone(project: Self.project, timeZone: "Mars/Olympus"))))
+        }
+    }
+
+    @Test("the first look builds a few days a look; records stored meanwhile, for built days and for days still waiting, count once")
+    func boundedFirstLook() async throws {
+        try await Self.withWorld { world in
+            let traffic = Self.traffic(seed: 70)
+            try await Self.store(traffic, in: world)
+            let first = try await world.rollup.look()
+            #expect(first.daysRebuilt == 7 && first.daysWaiting >= 40, "\(first)")
+            // Late records for the first days (built) and for the last ones (still waiting).
+            let late = traffic.filter { $0.type == "track" && ($0.time < Self.start + 3 * Self.day || $0.time > Self.start + 45 * Self.day) }
+                .prefix(300).map { record in
+                    var record = record
+                    record.trackId = record.trackId.map { $0 + 700_000_000 }
+                    return record
+                }
+            try await world.write(Array(late))
+            let second = try await world.rollup.look()
+            #expect(second.daysRebuilt == 7 && second.daysWaiting == first.daysWaiting - 7)
+            try await world.settle()
+            let counts = try await world.rows(
+                """
+                SELECT (SELECT sum(events) FROM collector.report_hours)::text, (SELECT sum(events) FROM collector.report_days)::text,
+                       (SELECT count(*) FROM collector.events)::text
+                """)
+            #expect(counts.first?[0] == counts.first?[2] && counts.first?[1] == counts.first?[2], "\(counts)")
+            try await Self.expectAllAgree(world, "after a first look in several")
         }
     }
 
@@ -406,7 +451,7 @@ struct ReportTests {
                 }
                 try await group.waitForAll()
             }
-            _ = try await world.rollup.look()
+            try await world.settle()
             let counts = try await world.rows(
                 """
                 SELECT (SELECT sum(events) FROM collector.report_hours)::text, (SELECT sum(events) FROM collector.report_days)::text,
