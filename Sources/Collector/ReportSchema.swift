@@ -691,6 +691,7 @@ enum ReportSchema {
                 projects text[];
                 days date[];
                 whole text;
+                zone text;
                 lo timestamptz;
                 hi timestamptz;
                 n bigint := 0;
@@ -733,11 +734,16 @@ enum ReportSchema {
                     DELETE FROM collector.report_hours h USING unnest(projects, days) u(p, d)
                     WHERE h.project = u.p AND h.hour >= u.d AND h.hour < u.d + 1;
                     DELETE FROM collector.report_days r USING unnest(projects, days) u(p, d) WHERE r.project = u.p AND r.day = u.d;
-                    n := n + collector.report_add($c$
-                        EXISTS (SELECT 1 FROM unnest($2, $3) u(p, d) WHERE e.project = u.p
-                                AND e.time >= u.d::timestamp AT TIME ZONE coalesce(s.time_zone, 'UTC')
-                                AND e.time < (u.d + 1)::timestamp AT TIME ZONE coalesce(s.time_zone, 'UTC'))
-                        $c$, prev, projects, days, NULL);
+                    -- Day by day, each a range of the primary key (project, time): an erasure's or a first
+                    -- look's days read their own events, not every event of the project.
+                    FOR i IN 1 .. days_rebuilt LOOP
+                        zone := collector.report_zone(projects[i]);
+                        n := n + collector.report_add(
+                            format('e.project = %L AND e.time >= %L::timestamptz AND e.time < %L::timestamptz', projects[i],
+                                   to_char(days[i]::timestamp AT TIME ZONE zone AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+                                   to_char((days[i] + 1)::timestamp AT TIME ZONE zone AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')),
+                            prev, NULL, NULL, NULL);
+                    END LOOP;
                 END IF;
                 -- New events (stored by transactions the last look did not see finished), but those of the days
                 -- just built, which counted them. An event of a day still marked is added now and again when
