@@ -330,6 +330,7 @@ func runRound(_ number: Int, url: String, preloaded: Int = 0) async throws -> Ro
         let callsBefore = try GatewayCalls(fleet)
         let cpuBefore = cpuSnapshot(fleet)
         let full = try await HTTPLoad.run(port: fleet.gatewayPort, requests: fullSpeed, connections: connections, check: acknowledged)
+        try await waitForReportRollups(url: url)
         let cpuAfter = cpuSnapshot(fleet)
         let calls = try GatewayCalls(fleet).since(callsBefore)
         let rate = Double(fullSpeed.count) / full.elapsed
@@ -372,6 +373,30 @@ func runRound(_ number: Int, url: String, preloaded: Int = 0) async throws -> Ro
 /// generic plan it caches for identity-service's owner lookup scans every identity of the project.
 /// The checkpoint finishes the one a volume load or database copy started (spread over minutes),
 /// which otherwise writes gigabytes during the next round (docs/BENCHMARKS.md).
+/// With the report rollups on (the collector's default), an event's CPU includes their look over it,
+/// which comes up to `REPORT_ROLLUP_INTERVAL_MS` after the event is stored: waits for two looks to
+/// finish after the load (the second began after the last event was stored), so that the CPU
+/// measured counts them. `--set collector:REPORT_ROLLUP_INTERVAL_MS=0` measures without them.
+func waitForReportRollups(url: String) async throws {
+    guard serviceSettings["collector"]?["REPORT_ROLLUP_INTERVAL_MS"] != "0" else { return }
+    let pool = PostgresPool(url: url, maxConnections: 1, logger: logger)
+    func rounds() async throws -> Int {
+        try await pool.withConnection { Int(try $0.query("SELECT rounds FROM collector.report_state").scalar ?? "") ?? 0 }
+    }
+    do {
+        let start = try await rounds()
+        let deadline = ContinuousClock.now + .seconds(120)
+        while try await rounds() < start + 2 {
+            guard ContinuousClock.now < deadline else { throw BenchError("the report rollups made no two looks in 120 s") }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        await pool.close()
+    } catch {
+        await pool.close()
+        throw error
+    }
+}
+
 func settle(url: String) async throws {
     try await Bench.administer(adminURL: url, "ANALYZE", logger: logger)
     try await Bench.administer(adminURL: url, "CHECKPOINT", logger: logger)
