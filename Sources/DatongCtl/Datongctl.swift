@@ -48,6 +48,17 @@ package enum Datongctl {
 }
 
 extension Datongctl {
+    /// Why `arguments` is not a datongctl command line, or nil when it is one; nothing runs (the
+    /// tests check every command the docs show with it).
+    package static func usageProblem(_ arguments: [String]) -> String? {
+        do {
+            _ = try Root.parseAsRoot(arguments)
+            return nil
+        } catch {
+            return Root.fullMessage(for: error)
+        }
+    }
+
     /// Every command's path below `datongctl` (`["user", "erase"]`), groups included.
     package static var commandPaths: [[String]] {
         func walk(_ command: any ParsableCommand.Type, _ path: [String]) -> [[String]] {

@@ -230,6 +230,59 @@ struct DatongctlTests {
         }
     }
 
+    @Test("every datongctl command the README and docs show is one datongctl parses")
+    func documentedCommandsParse() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let docs = try FileManager.default.contentsOfDirectory(at: root.appendingPathComponent("docs"), includingPropertiesForKeys: nil)
+        var checked = 0
+        for file in [root.appendingPathComponent("README.md")] + docs.filter({ $0.pathExtension == "md" }) {
+            let lines = try String(contentsOf: file, encoding: .utf8).components(separatedBy: "\n")
+            var index = 0
+            while index < lines.count {
+                var line = lines[index].trimmingCharacters(in: .whitespaces)
+                index += 1
+                guard line.hasPrefix("datongctl ") else { continue }
+                while line.hasSuffix("\\"), index < lines.count {
+                    line = String(line.dropLast()) + " " + lines[index].trimmingCharacters(in: .whitespaces)
+                    index += 1
+                }
+                let words = Self.shellWords(line)
+                if let problem = Datongctl.usageProblem(Array(words.dropFirst())) {
+                    Issue.record("\(file.lastPathComponent): \(line)\n\(problem)")
+                }
+                checked += 1
+            }
+        }
+        #expect(checked >= 25, "datongctl lines found in the docs: \(checked)")
+    }
+
+    /// A command line's words as a POSIX shell splits them: '…' and "…" quote, a # after a space
+    /// starts a comment, and the command ends at a redirection or a pipe.
+    static func shellWords(_ line: String) -> [String] {
+        var words: [String] = []
+        var word: String? = nil
+        var quote: Character? = nil
+        var previous: Character = " "
+        for character in line {
+            defer { previous = character }
+            if let open = quote {
+                if character == open { quote = nil } else { word = (word ?? "") + String(character) }
+            } else if character == "'" || character == "\"" {
+                quote = character
+                word = word ?? ""
+            } else if character == "#" && previous == " " {
+                break
+            } else if character == " " {
+                if let done = word { words.append(done) }
+                word = nil
+            } else {
+                word = (word ?? "") + String(character)
+            }
+        }
+        if let done = word { words.append(done) }
+        return Array(words.prefix { !["|", ">", ">>", "<", "&&", ";"].contains($0) })
+    }
+
     @Test("datongctl report prints each report's rows as a table, CSV or JSON, through config-service and the collector")
     func reports() async throws {
         try await RunningServices.run { services in
@@ -254,7 +307,7 @@ struct DatongctlTests {
                 for attempt in 1...50 where waiting > 0 {
                     do {
                         waiting = try await rollup.look().daysWaiting
-                    } catch where attempt < 50 {
+                    } catch  where attempt < 50 {
                         try await Task.sleep(for: .milliseconds(200))
                     }
                 }
