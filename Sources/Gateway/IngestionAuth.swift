@@ -39,6 +39,8 @@ extension ProjectAccess {
 /// (`SuppressedIDs`), are read from config-service and kept for `refreshInterval`, then read
 /// again; while config-service cannot be reached the last answer stays in force. A project never
 /// seen cannot be checked without config-service: its uploads get a 503 and the SDK retries.
+/// Uploads that find a project's answer missing or stale at once share one read of it: a burst of
+/// first uploads is one call to config-service, not one each.
 final class IngestionAuth: Sendable {
     private struct Entry {
         var access: ProjectAccess
@@ -53,6 +55,8 @@ final class IngestionAuth: Sendable {
     private let refreshInterval: Duration
     private let maxProjects: Int
     private let entries = Mutex<[String: Entry]>([:])
+    /// The read of each project under way, which every upload that needs it awaits.
+    private let reads = Mutex<[String: Task<Entry, any Error>]>([:])
 
     /// The largest answer read: a project's access and up to `SuppressedIDs.maxIDs` ids.
     static let maxAnswerBytes = 32 << 20
@@ -94,33 +98,46 @@ final class IngestionAuth: Sendable {
     }
 
     private func entry(_ project: String, logger: Logger) async throws -> Entry {
-        let now = ContinuousClock.now
         let cached = entries.withLock { $0[project] }
-        if let cached, now - cached.fetchedAt < refreshInterval { return cached }
-        let fetched: Entry
+        if let cached, ContinuousClock.now - cached.fetchedAt < refreshInterval { return cached }
+        // The read runs in a task of its own: an upload that gives up does not end it for the others.
+        let read = reads.withLock { reads in
+            if let running = reads[project] { return running }
+            let started = Task { try await self.read(project, cached: cached, logger: logger) }
+            reads[project] = started
+            return started
+        }
         do {
-            let path = "/v1/projects/\(project)/ingestion"
-            switch try await config.fetchDocument(path, etag: cached?.etag, maxBytes: Self.maxAnswerBytes, logger: logger) {
-            case .absent:
-                fetched = Entry(access: .unknown, suppressed: SuppressedIDs(), fetchedAt: now)
-            case .document(let etag, let body):
-                guard let ingestion = try? JSONDecoder().decode(ProjectIngestion.self, from: Data(body)) else {
-                    throw ServiceError.unavailable(.badAnswer(from: config.upstream), "config-service gave an answer the gateway cannot read")
-                }
-                fetched = Entry(
-                    access: ingestion.access, suppressed: SuppressedIDs(ingestion.suppressed ?? []),
-                    enrichment: ingestion.enrichment ?? .defaults, fetchedAt: now, etag: etag)
-            case .notModified:
-                guard let cached else {
-                    throw ServiceError.unavailable(.badAnswer(from: config.upstream), "config-service answered 304 to a first read")
-                }
-                fetched = Entry(
-                    access: cached.access, suppressed: cached.suppressed, enrichment: cached.enrichment, fetchedAt: now, etag: cached.etag)
-            }
+            return try await read.value
         } catch {
             // config-service cannot say now: the last answer stands; never seen is a 503.
             guard let cached else { throw error }
             return cached
+        }
+    }
+
+    /// Reads the project's answer from config-service and keeps it; the read is then over, so the
+    /// next upload that finds it stale starts another.
+    private func read(_ project: String, cached: Entry?, logger: Logger) async throws -> Entry {
+        defer { reads.withLock { $0[project] = nil } }
+        let now = ContinuousClock.now
+        let fetched: Entry
+        let path = "/v1/projects/\(project)/ingestion"
+        switch try await config.fetchDocument(path, etag: cached?.etag, maxBytes: Self.maxAnswerBytes, logger: logger) {
+        case .absent:
+            fetched = Entry(access: .unknown, suppressed: SuppressedIDs(), fetchedAt: now)
+        case .document(let etag, let body):
+            guard let ingestion = try? JSONDecoder().decode(ProjectIngestion.self, from: Data(body)) else {
+                throw ServiceError.unavailable(.badAnswer(from: config.upstream), "config-service gave an answer the gateway cannot read")
+            }
+            fetched = Entry(
+                access: ingestion.access, suppressed: SuppressedIDs(ingestion.suppressed ?? []),
+                enrichment: ingestion.enrichment ?? .defaults, fetchedAt: now, etag: etag)
+        case .notModified:
+            guard let cached else {
+                throw ServiceError.unavailable(.badAnswer(from: config.upstream), "config-service answered 304 to a first read")
+            }
+            fetched = Entry(access: cached.access, suppressed: cached.suppressed, enrichment: cached.enrichment, fetchedAt: now, etag: cached.etag)
         }
         entries.withLock { entries in
             if entries[project] == nil, entries.count >= maxProjects { entries.removeAll(keepingCapacity: true) }
