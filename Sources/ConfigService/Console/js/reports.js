@@ -167,7 +167,7 @@ export async function reportsView(main, project, kind, query) {
       const answer = await api.post(`/v1/projects/${seg(project)}/reports/${report.id}`, body);
       const took = Math.round(performance.now() - started);
       clear(result,
-        h("p.muted.small.report-summary", `${answer.rows.length} rows in ${took} ms`),
+        h("p.muted.small.report-summary", `${answer.rows.length} ${answer.rows.length === 1 ? "row" : "rows"} in ${took} ms`),
         answer.rows.length === 0 ? empty("No rows: nothing matched in these days.") : draw(report.id, answer, older),
         answer.rows.length === 0 ? null : rowsTable(answer),
         answer.rows.length === 0 ? null : h("div.buttons",
@@ -322,7 +322,7 @@ function timeline(rows, older) {
 
 function rowsTable(answer) {
   const cellText = (v) => (v === null ? "" : typeof v === "object" ? JSON.stringify(v) : String(v));
-  return h("details.report-rows", h("summary", `The ${answer.rows.length} rows`),
+  return h("details.report-rows", h("summary", answer.rows.length === 1 ? "The row" : `The ${answer.rows.length} rows`),
     h("table.grid.report-table",
       h("thead", h("tr", answer.columns.map((c) => h("th", c)))),
       h("tbody", answer.rows.slice(0, 1000).map((row) => h("tr", row.map((v) => h("td", cellText(v)))))),
