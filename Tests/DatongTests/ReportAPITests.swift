@@ -127,6 +127,22 @@ struct ReportAPITests {
         }
     }
 
+    @Test("every argument and column the API names is one its function has, in the function's order")
+    func namesMatchTheFunctions() async throws {
+        try await Self.withAPI(records: 0) { world, _ in
+            for kind in ReportKind.allCases {
+                let row = try await world.rows(
+                    """
+                    SELECT array_to_string(proargnames[2:pronargs], ','),
+                           array_to_string(proargnames[pronargs + 1:cardinality(proargnames)], ',')
+                    FROM pg_proc WHERE oid = $1::regproc
+                    """, [kind.function])
+                #expect(row.first?[0] == kind.parameters.map(\.name).joined(separator: ","), "\(kind.function)'s arguments")
+                #expect(row.first?[1] == kind.columns.joined(separator: ","), "\(kind.function)'s columns")
+            }
+        }
+    }
+
     @Test("an unknown report is a 404 naming the reports there are")
     func unknownReport() async throws {
         try await Self.withAPI(records: 0) { _, client in
