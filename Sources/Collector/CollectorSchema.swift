@@ -707,5 +707,6 @@ package enum CollectorSchema {
                 """),
         ReportSchema.migration,
         ReportSchema.boundedLooks,
+        ReportSchema.withoutJIT,
     ]
 }

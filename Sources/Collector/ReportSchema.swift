@@ -762,4 +762,116 @@ enum ReportSchema {
             END $fn$;
             """#
     )
+
+    /// The reports without JIT compilation, and a funnel that reads its first step once. PostgreSQL
+    /// compiled the reports' generated queries (their estimates are far above what they read) on
+    /// every call: 1.9 s of the 30-day funnel's 3.0 s at 1M events (docs/BENCHMARKS.md, "Reports").
+    /// The funnel's first step was copied into a chain of its own and sorted twice; now its people are
+    /// counted by hashing and its events sorted once, only for people with a second step.
+    static let withoutJIT = Migration(
+        version: 17, name: "report functions without JIT; a funnel that sorts its first step once",
+        sql: #"""
+            -- A funnel step: an event name, or {"event": NAME, "filters": [...]}.
+            CREATE OR REPLACE FUNCTION analytics.funnel(
+                project text, steps jsonb, from_day date, to_day date, window_seconds integer DEFAULT 86400,
+                group_by text DEFAULT NULL, top integer DEFAULT 10
+            ) RETURNS TABLE (group_value text, step integer, event text, people bigint, conversion numeric, median_seconds numeric)
+            LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off AS $fn$
+            DECLARE
+                zone text;
+                n integer;
+                k integer;
+                s jsonb;
+                names text[] := '{}';
+                cond record;
+                grp_expr text;
+                grp_profile boolean := false;
+                parts text[] := '{}';
+                levels text[] := '{}';
+                sql text;
+            BEGIN
+                PERFORM collector.report_check_range(project, from_day, to_day, 400);
+                IF steps IS NULL OR jsonb_typeof(steps) <> 'array' THEN PERFORM collector.report_fail('steps is a JSON array of 2 to 10 steps'); END IF;
+                n := jsonb_array_length(steps);
+                IF n NOT BETWEEN 2 AND 10 THEN
+                    PERFORM collector.report_fail(format('%s steps: a funnel has 2 to 10', n));
+                END IF;
+                IF window_seconds IS NULL OR window_seconds NOT BETWEEN 1 AND 180 * 86400 THEN
+                    PERFORM collector.report_fail(format('window_seconds %s: the conversion window is 1 second to 180 days (15552000)', window_seconds));
+                END IF;
+                IF top IS NULL OR top NOT BETWEEN 1 AND 1000 THEN PERFORM collector.report_fail('top: 1 to 1000 groups'); END IF;
+                zone := collector.report_zone(project);
+                IF group_by IS NOT NULL THEN SELECT expression, profile INTO grp_expr, grp_profile FROM collector.report_property(project, group_by, 'text'); END IF;
+                FOR k IN 1..n LOOP
+                    s := steps -> (k - 1);
+                    IF jsonb_typeof(s) = 'string' THEN s := jsonb_build_object('event', s); END IF;
+                    IF jsonb_typeof(s) <> 'object' OR jsonb_typeof(s -> 'event') IS DISTINCT FROM 'string' THEN
+                        PERFORM collector.report_fail(format('step %s: an event name or {"event": …, "filters": […]}', k));
+                    END IF;
+                    PERFORM collector.report_check_event(project, s ->> 'event');
+                    names := names || (s ->> 'event');
+                    SELECT * INTO cond FROM collector.report_conditions(project, s -> 'filters');
+                    -- Step k's events: the first step's start in the range, the others up to a window after it.
+                    parts := parts || format($q$
+                        s%s AS (SELECT coalesce(c.canonical_user_id, e.user_id) AS u, e.time AS t%s
+                                FROM %s
+                                WHERE e.project = $1 AND e.event = %L AND e.user_id IS NOT NULL AND e.time >= $2 AND e.time < %s AND %s)$q$,
+                        k, CASE WHEN k = 1 THEN format(', %s AS g', CASE WHEN group_by IS NULL THEN 'NULL::text' ELSE grp_expr END) ELSE '' END,
+                        collector.report_from(cond.profile OR (k = 1 AND coalesce(grp_profile, false))),
+                        s ->> 'event', CASE WHEN k = 1 THEN '$3' ELSE '$3 + $4' END, cond.condition);
+                    IF k = 1 THEN
+                        parts := array_append(parts, 'p1 AS (SELECT DISTINCT u, g FROM s1)');
+                    ELSIF k = 2 THEN
+                        -- Reaching step 2: a step 2 event strictly after a step 1 event, within the window of it; of
+                        -- the step 1 events before it, the latest (each starts its own chain, so one time stands for
+                        -- its start and its step). Only the step 1 events of people with a step 2 event are sorted.
+                        parts := array_append(parts, $q$
+                            r2 AS (SELECT u, g, t, m AS s, m AS prev FROM (
+                                SELECT u, g, t, kind, max(t) FILTER (WHERE kind = 0) OVER (PARTITION BY u, g ORDER BY t, kind DESC ROWS UNBOUNDED PRECEDING) AS m
+                                FROM (SELECT u, g, t, 0 AS kind FROM s1 WHERE u IN (SELECT u FROM s2)
+                                      UNION ALL
+                                      SELECT x.u, w.g, x.t, 1 FROM s2 x JOIN p1 w ON w.u = x.u) a
+                                ) b WHERE kind = 1 AND m IS NOT NULL AND t - m <= $4)$q$);
+                    ELSE
+                        -- Reaching step k: a step k event strictly after a reach of step k-1, within the window
+                        -- of that chain's start; of the reaches before it, the one with the latest start.
+                        parts := parts || format($q$
+                            r%1$s AS (SELECT u, g, t, m[1] AS s, m[2] AS prev FROM (
+                                SELECT u, g, t, kind, max(m0) OVER (PARTITION BY u, g ORDER BY t, kind DESC ROWS UNBOUNDED PRECEDING) AS m
+                                FROM (SELECT u, g, t, 0 AS kind, ARRAY[s, t] AS m0 FROM r%2$s
+                                      UNION ALL
+                                      SELECT x.u, w.g, x.t, 1, NULL FROM s%1$s x JOIN (SELECT DISTINCT u, g FROM r%2$s) w ON w.u = x.u) a
+                                ) b WHERE kind = 1 AND m IS NOT NULL AND t - m[1] <= $4)$q$, k, k - 1);
+                    END IF;
+                    levels := levels || CASE WHEN k = 1 THEN 'SELECT g, 1 AS step, count(*) AS people, NULL::numeric AS median FROM p1 GROUP BY g'
+                        ELSE format($q$
+                        SELECT g, %1$s AS step, count(*) AS people, percentile_cont(0.5) WITHIN GROUP (ORDER BY gap)::numeric AS median
+                        FROM (SELECT DISTINCT ON (u, g) u, g, extract(epoch FROM t - prev) AS gap FROM r%1$s ORDER BY u, g, t) x GROUP BY g$q$, k) END;
+                END LOOP;
+                sql := format($q$
+                    WITH %s,
+                    levels AS (%s),
+                    firsts AS (SELECT g, people AS first, row_number() OVER (ORDER BY people DESC, g NULLS LAST) AS n FROM levels WHERE step = 1)
+                    SELECT f.g, k.step, ($5::text[])[k.step], coalesce(l.people, 0), round(coalesce(l.people, 0)::numeric / f.first, 4), round(l.median, 3)
+                    FROM firsts f CROSS JOIN generate_series(1, %s) AS k(step)
+                    LEFT JOIN levels l ON l.g IS NOT DISTINCT FROM f.g AND l.step = k.step
+                    WHERE f.n <= %s
+                    ORDER BY f.n, k.step$q$,
+                    array_to_string(parts, ', '), array_to_string(levels, ' UNION ALL '), n, top);
+                RETURN QUERY EXECUTE sql USING project, from_day::timestamp AT TIME ZONE zone, (to_day + 1)::timestamp AT TIME ZONE zone,
+                    make_interval(secs => window_seconds), names;
+            END $fn$;
+
+            DO $do$
+            DECLARE
+                f regprocedure;
+            BEGIN
+                FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
+                         WHERE p.pronamespace = 'analytics'::regnamespace
+                           AND p.proname IN ('event_trend', 'retention', 'distribution', 'user_events') LOOP
+                    EXECUTE format('ALTER FUNCTION %s SET jit = off', f);
+                END LOOP;
+            END $do$;
+            """#
+    )
 }
