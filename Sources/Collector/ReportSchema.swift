@@ -765,7 +765,7 @@ enum ReportSchema {
 
     /// The reports without JIT compilation, and a funnel that reads its first step once. PostgreSQL
     /// compiled the reports' generated queries (their estimates are far above what they read) on
-    /// every call: 1.9 s of the 30-day funnel's 3.0 s at 1M events (docs/BENCHMARKS.md, "Reports").
+    /// every call: 1.9 s of the 30-day funnel's 2.3 s query at 1M events (docs/BENCHMARKS.md, "Reports").
     /// The funnel's first step was copied into a chain of its own and sorted twice; now its people are
     /// counted by hashing and its events sorted once, only for people with a second step. Retention
     /// made its (person, day) pairs distinct twice; now once.
