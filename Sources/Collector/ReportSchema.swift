@@ -777,7 +777,7 @@ enum ReportSchema {
                 project text, steps jsonb, from_day date, to_day date, window_seconds integer DEFAULT 86400,
                 group_by text DEFAULT NULL, top integer DEFAULT 10
             ) RETURNS TABLE (group_value text, step integer, event text, people bigint, conversion numeric, median_seconds numeric)
-            LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off AS $fn$
+            LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
             DECLARE
                 zone text;
                 n integer;
@@ -867,7 +867,7 @@ enum ReportSchema {
                 project text, start_event text, return_event text, from_day date, to_day date, unit text DEFAULT 'day',
                 periods integer DEFAULT 7, start_filters jsonb DEFAULT '[]', return_filters jsonb DEFAULT '[]'
             ) RETURNS TABLE (cohort date, people bigint, period integer, returned bigint, returned_within bigint)
-            LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off AS $fn$
+            LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
             DECLARE
                 zone text;
                 len integer;
@@ -925,13 +925,14 @@ enum ReportSchema {
                 USING project, start_event, return_event, from_day, to_day, to_day + len * (periods + 1), periods, today;
             END $fn$;
 
+            -- Every report without JIT, the two just replaced included.
             DO $do$
             DECLARE
                 f regprocedure;
             BEGIN
                 FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
                          WHERE p.pronamespace = 'analytics'::regnamespace
-                           AND p.proname IN ('event_trend', 'distribution', 'user_events') LOOP
+                           AND p.proname IN ('event_trend', 'funnel', 'retention', 'distribution', 'user_events') LOOP
                     EXECUTE format('ALTER FUNCTION %s SET jit = off', f);
                 END LOOP;
             END $do$;

@@ -143,7 +143,7 @@ struct ReportAPITests {
         }
     }
 
-    /// JIT compiled the generated queries on every call (1.9 s of a 3 s funnel at 1M events), and a
+    /// JIT compiled the generated queries on every call (1.9 s of a 2.3 s funnel query at 1M events), and a
     /// `CREATE OR REPLACE` of a function without `SET jit = off` would silently bring it back.
     @Test("every report function runs without JIT compilation, whatever the caller's session says")
     func reportsWithoutJIT() async throws {
