@@ -708,5 +708,6 @@ package enum CollectorSchema {
         ReportSchema.migration,
         ReportSchema.boundedLooks,
         ReportSchema.withoutJIT,
+        ReportSchema.periodBits,
     ]
 }

@@ -938,4 +938,164 @@ enum ReportSchema {
             END $do$;
             """#
     )
+
+    static let periodBits = Migration(
+        version: 18, name: "retention over each person's periods as bits; distributions bucketed by width_bucket",
+        sql: #"""
+            -- Retention: each person's start and return periods as the bits of two integers (when the
+            -- cohorts and their periods span at most 63), counted by their shape, instead of joining every
+            -- start with every return; one read of the rollup when the two events are the same. At 10M
+            -- events a 7-day retention of 14 daily cohorts went from 2.3-2.7 s to 0.72 s.
+            CREATE OR REPLACE FUNCTION analytics.retention(
+                project text, start_event text, return_event text, from_day date, to_day date, unit text DEFAULT 'day',
+                periods integer DEFAULT 7, start_filters jsonb DEFAULT '[]', return_filters jsonb DEFAULT '[]'
+            ) RETURNS TABLE (cohort date, people bigint, period integer, returned bigint, returned_within bigint)
+            LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off AS $fn$
+            DECLARE
+                zone text;
+                len integer;
+                c_cond record;
+                r_cond record;
+                starts text;
+                returns text;
+                today date;
+                base date;
+                last_cohort integer;
+                on_k text;
+                within_k text;
+                read_sql text;
+            BEGIN
+                PERFORM collector.report_check_range(project, from_day, to_day, 400);
+                PERFORM collector.report_check_event(project, start_event);
+                PERFORM collector.report_check_event(project, return_event);
+                IF unit IS NULL OR unit NOT IN ('day', 'week') THEN PERFORM collector.report_fail(format('unit %L: day or week', unit)); END IF;
+                IF periods IS NULL OR periods NOT BETWEEN 1 AND 30 THEN
+                    PERFORM collector.report_fail(format('periods %s: 1 to 30 days or weeks', periods));
+                END IF;
+                len := CASE unit WHEN 'day' THEN 1 ELSE 7 END;
+                zone := collector.report_zone(project);
+                today := (now() AT TIME ZONE zone)::date;
+                SELECT * INTO c_cond FROM collector.report_conditions(project, start_filters);
+                SELECT * INTO r_cond FROM collector.report_conditions(project, return_filters);
+                -- (person, day) pairs of the start and the return event: the daily rollup, or the events
+                -- when a filter needs their properties.
+                starts := CASE WHEN c_cond.condition = 'true' THEN
+                    'SELECT coalesce(c.canonical_user_id, d.user_id) AS u, d.day FROM collector.report_days d
+                     LEFT JOIN analytics.user_canonical c ON c.project = d.project AND c.user_id = d.user_id
+                     WHERE d.project = $1 AND d.event = $2 AND d.user_id <> 0 AND d.day >= $4 AND d.day <= $5'
+                    ELSE format('SELECT coalesce(c.canonical_user_id, e.user_id) AS u, (e.time AT TIME ZONE %L)::date AS day FROM %s
+                     WHERE e.project = $1 AND e.event = $2 AND e.user_id IS NOT NULL AND e.time >= $4::timestamp AT TIME ZONE %L
+                       AND e.time < ($5 + 1)::timestamp AT TIME ZONE %L AND %s', zone, collector.report_from(c_cond.profile), zone, zone, c_cond.condition) END;
+                returns := CASE WHEN r_cond.condition = 'true' THEN
+                    'SELECT coalesce(c.canonical_user_id, d.user_id) AS u, d.day FROM collector.report_days d
+                     LEFT JOIN analytics.user_canonical c ON c.project = d.project AND c.user_id = d.user_id
+                     WHERE d.project = $1 AND d.event = $3 AND d.user_id <> 0 AND d.day > $4 AND d.day <= $6'
+                    ELSE format('SELECT coalesce(c.canonical_user_id, e.user_id) AS u, (e.time AT TIME ZONE %L)::date AS day FROM %s
+                     WHERE e.project = $1 AND e.event = $3 AND e.user_id IS NOT NULL AND e.time >= ($4 + 1)::timestamp AT TIME ZONE %L
+                       AND e.time < ($6 + 1)::timestamp AT TIME ZONE %L AND %s', zone, collector.report_from(r_cond.profile), zone, zone, r_cond.condition) END;
+                base := date_trunc(unit, from_day)::date;
+                last_cohort := (date_trunc(unit, to_day)::date - base) / len;
+                IF last_cohort + periods <= 62 THEN
+                    -- Each person's periods as the bits of two integers: sb for the start event, rb for the return
+                    -- event (bit i: period i from the first cohort), read once when both events are the same one,
+                    -- unfiltered. People with the same two integers (a shape) are counted together; w: the returns
+                    -- in the `periods` periods after one of a shape's cohorts, bit k - 1 for period k.
+                    read_sql := CASE WHEN start_event = return_event AND c_cond.condition = 'true' AND r_cond.condition = 'true' THEN
+                        'SELECT coalesce(c.canonical_user_id, d.user_id) AS u, d.day, d.day <= $5 AS s, d.day > $4 AS r FROM collector.report_days d
+                         LEFT JOIN analytics.user_canonical c ON c.project = d.project AND c.user_id = d.user_id
+                         WHERE d.project = $1 AND d.event = $2 AND d.user_id <> 0 AND d.day >= $4 AND d.day <= $6'
+                        ELSE format('SELECT u, day, true AS s, false AS r FROM (%s) x UNION ALL SELECT u, day, false, true FROM (%s) x', starts, returns) END;
+                    on_k := (SELECT string_agg(format('coalesce(sum(n) FILTER (WHERE w & %s <> 0), 0)', 1::bigint << (k - 1)), ', ' ORDER BY k) FROM generate_series(1, periods) k);
+                    within_k := (SELECT string_agg(format('coalesce(sum(n) FILTER (WHERE w & %s <> 0), 0)', (1::bigint << k) - 1), ', ' ORDER BY k) FROM generate_series(1, periods) k);
+                    RETURN QUERY EXECUTE format($q$
+                        WITH pairs AS (SELECT u, (day - $9) / %1$s AS i, s, r FROM (%2$s) x),
+                        bits AS (SELECT bit_or(1::bigint << i) FILTER (WHERE s) AS sb, bit_or(1::bigint << i) FILTER (WHERE r AND i <= $10 + $7) AS rb
+                                 FROM pairs GROUP BY u),
+                        shapes AS (SELECT sb, rb, count(*)::integer AS n FROM bits WHERE sb IS NOT NULL GROUP BY sb, rb),
+                        cohorts AS (SELECT c, n, coalesce(rb >> (c + 1), 0) & ((1::bigint << $7) - 1) AS w
+                                    FROM shapes CROSS JOIN LATERAL generate_series(0, $10) c WHERE sb & (1::bigint << c) <> 0),
+                        counts AS (SELECT c, sum(n) AS people, ARRAY[%3$s] AS on_k, ARRAY[%4$s] AS within_k FROM cohorts GROUP BY c)
+                        SELECT $9 + %1$s * x.c, x.people, p.k::integer,
+                               CASE WHEN $9 + %1$s * x.c + %1$s * (p.k + 1) - 1 > $8 THEN NULL ELSE x.on_k[p.k] END,
+                               CASE WHEN $9 + %1$s * x.c + %1$s * (p.k + 1) - 1 > $8 THEN NULL ELSE x.within_k[p.k] END
+                        FROM counts x CROSS JOIN generate_series(1, $7) AS p(k)
+                        ORDER BY 1, 3$q$, len, read_sql, on_k, within_k)
+                    USING project, start_event, return_event, from_day, to_day, to_day + len * (periods + 1), periods, today, base, last_cohort;
+                    RETURN;
+                END IF;
+                RETURN QUERY EXECUTE format($q$
+                    WITH st AS (SELECT DISTINCT u, date_trunc(%1$L, day)::date AS cohort FROM (%2$s) x),
+                    rt AS (SELECT DISTINCT u, date_trunc(%1$L, day)::date AS at FROM (%3$s) x),
+                    hits AS (SELECT st.cohort, st.u, (rt.at - st.cohort) / %4$s AS k
+                             FROM st JOIN rt ON rt.u = st.u AND rt.at > st.cohort AND rt.at <= st.cohort + %4$s * $7),
+                    firsts AS (SELECT cohort, u, min(k) AS k FROM hits GROUP BY 1, 2),
+                    sizes AS (SELECT cohort, count(*) AS people FROM st GROUP BY 1),
+                    exact AS (SELECT cohort, k, count(*) AS returned FROM hits GROUP BY 1, 2),
+                    firstk AS (SELECT cohort, k, count(*) AS first FROM firsts GROUP BY 1, 2)
+                    SELECT z.cohort, z.people, p.k,
+                           CASE WHEN z.cohort + %4$s * (p.k + 1) - 1 > $8 THEN NULL ELSE coalesce(x.returned, 0) END,
+                           CASE WHEN z.cohort + %4$s * (p.k + 1) - 1 > $8 THEN NULL
+                                ELSE coalesce(sum(f.first) OVER (PARTITION BY z.cohort ORDER BY p.k), 0) END::bigint
+                    FROM sizes z CROSS JOIN generate_series(1, $7) AS p(k)
+                    LEFT JOIN exact x ON x.cohort = z.cohort AND x.k = p.k
+                    LEFT JOIN firstk f ON f.cohort = z.cohort AND f.k = p.k
+                    ORDER BY 1, 3$q$, unit, starts, returns, len)
+                USING project, start_event, return_event, from_day, to_day, to_day + len * (periods + 1), periods, today;
+            END $fn$;
+
+            CREATE OR REPLACE FUNCTION analytics.distribution(
+                project text, event text, from_day date, to_day date, measure text DEFAULT 'events', property text DEFAULT NULL,
+                buckets numeric[] DEFAULT NULL, filters jsonb DEFAULT '[]'
+            ) RETURNS TABLE (bucket_from numeric, bucket_to numeric, people bigint)
+            LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off AS $fn$
+            DECLARE
+                zone text;
+                cond record;
+                val_expr text;
+                per_person text;
+                edges numeric[];
+            BEGIN
+                PERFORM collector.report_check_range(project, from_day, to_day, 400);
+                PERFORM collector.report_check_event(project, event);
+                IF measure IS NULL OR measure NOT IN ('events', 'sum') THEN PERFORM collector.report_fail(format('measure %L: events or sum', measure)); END IF;
+                IF (measure = 'sum') <> (property IS NOT NULL) THEN
+                    PERFORM collector.report_fail('property names the NUMBER property of measure sum, and only of it');
+                END IF;
+                IF measure = 'sum' AND buckets IS NULL THEN PERFORM collector.report_fail('measure sum needs buckets (their lower bounds, ascending)'); END IF;
+                edges := coalesce(buckets, '{1,2,3,4,5,6,11,21,51,101}'::numeric[]);
+                IF cardinality(edges) NOT BETWEEN 1 AND 100 OR array_position(edges, NULL) IS NOT NULL
+                   OR EXISTS (SELECT 1 FROM unnest(edges) WITH ORDINALITY a(v, i) JOIN unnest(edges) WITH ORDINALITY b(v, i) ON b.i = a.i + 1 WHERE b.v <= a.v) THEN
+                    PERFORM collector.report_fail('buckets: 1 to 100 lower bounds, ascending');
+                END IF;
+                zone := collector.report_zone(project);
+                SELECT * INTO cond FROM collector.report_conditions(project, filters);
+                IF property IS NOT NULL THEN val_expr := (collector.report_property(project, property, 'number')).expression; END IF;
+                IF cond.condition = 'true' AND measure = 'events' THEN
+                    per_person := 'SELECT sum(d.events)::numeric AS v FROM collector.report_days d
+                        LEFT JOIN analytics.user_canonical c ON c.project = d.project AND c.user_id = d.user_id
+                        WHERE d.project = $1 AND d.event = $2 AND d.user_id <> 0 AND d.day >= $3 AND d.day <= $4
+                        GROUP BY coalesce(c.canonical_user_id, d.user_id)';
+                ELSE
+                    per_person := format('SELECT %s AS v FROM %s
+                        WHERE e.project = $1 AND e.event = $2 AND e.user_id IS NOT NULL AND e.time >= $3::timestamp AT TIME ZONE %L
+                          AND e.time < ($4 + 1)::timestamp AT TIME ZONE %L AND %s
+                        GROUP BY coalesce(c.canonical_user_id, e.user_id)',
+                        CASE measure WHEN 'events' THEN 'count(*)::numeric' ELSE format('coalesce(sum(%s), 0)', val_expr) END,
+                        collector.report_from(cond.profile), zone, zone, cond.condition);
+                END IF;
+                -- Each person's bucket found by width_bucket (0: below the first edge), not by joining every
+                -- person with every bucket.
+                RETURN QUERY EXECUTE format($q$
+                    WITH v AS (%s),
+                    h AS (SELECT width_bucket(v.v, $5) AS i, count(*) AS n FROM v WHERE v.v IS NOT NULL GROUP BY 1),
+                    b AS (SELECT i, $5[i] AS lo, $5[i + 1] AS hi FROM generate_subscripts($5, 1) i
+                          UNION ALL SELECT 0, NULL, $5[1])
+                    SELECT b.lo, b.hi, coalesce(h.n, 0)
+                    FROM b LEFT JOIN h ON h.i = b.i
+                    WHERE b.i > 0 OR h.n > 0
+                    ORDER BY b.i$q$, per_person)
+                USING project, event, from_day, to_day, edges;
+            END $fn$;
+            """#
+    )
 }

@@ -219,26 +219,47 @@ struct ReportTests {
             (
                 "day-k retention of daily cohorts",
                 "SELECT cohort, people, period, returned, returned_within FROM analytics.retention('shop', '$AppStart', 'ViewProduct', '2026-08-25', '2026-09-20', periods => 7)",
-                retentionSQL(zone: zone, from: "2026-08-25", to: "2026-09-20", unit: "day", periods: 7, startFilter: "true")
+                retentionSQL(zone: zone, start: "$AppStart", returning: "ViewProduct", from: "2026-08-25", to: "2026-09-20", unit: "day", periods: 7)
             ),
             (
                 "week-k retention of weekly cohorts, payers on Android",
                 "SELECT cohort, people, period, returned, returned_within FROM analytics.retention('shop', 'Pay', '$AppStart', '2026-08-24', '2026-09-20', 'week', 2, '[{\"property\": \"lib\", \"op\": \"=\", \"value\": \"Android\"}]')",
-                retentionSQL(zone: zone, from: "2026-08-24", to: "2026-09-20", unit: "week", periods: 2, startFilter: "lib = 'Android'")
+                retentionSQL(
+                    zone: zone, start: "Pay", returning: "$AppStart", from: "2026-08-24", to: "2026-09-20", unit: "week", periods: 2,
+                    startFilter: "lib = 'Android'")
+            ),
+            // One event for both: the rollup is read once.
+            (
+                "day-k retention of one event",
+                "SELECT cohort, people, period, returned, returned_within FROM analytics.retention('shop', 'ViewProduct', 'ViewProduct', '2026-08-20', '2026-09-20', periods => 14)",
+                retentionSQL(zone: zone, start: "ViewProduct", returning: "ViewProduct", from: "2026-08-20", to: "2026-09-20", unit: "day", periods: 14)
+            ),
+            (
+                "week-k retention of one event",
+                "SELECT cohort, people, period, returned, returned_within FROM analytics.retention('shop', '$AppStart', '$AppStart', '2026-08-20', '2026-09-30', 'week', 4)",
+                retentionSQL(zone: zone, start: "$AppStart", returning: "$AppStart", from: "2026-08-20", to: "2026-09-30", unit: "week", periods: 4)
+            ),
+            // Cohorts and periods past what a bigint's bits hold (42 days + 30): the join of starts and returns.
+            (
+                "day-k retention over 30 days of 42 cohorts",
+                "SELECT cohort, people, period, returned, returned_within FROM analytics.retention('shop', '$AppStart', 'ViewProduct', '2026-08-20', '2026-09-30', periods => 30)",
+                retentionSQL(zone: zone, start: "$AppStart", returning: "ViewProduct", from: "2026-08-20", to: "2026-09-30", unit: "day", periods: 30)
             ),
         ]
     }
 
     /// Sensors' retention in plain SQL: a cohort is the people who did the start event on a day
     /// (week); they returned on day k when they did the return event on the k-th day after.
-    static func retentionSQL(zone: String, from: String, to: String, unit: String, periods: Int, startFilter: String) -> String {
+    static func retentionSQL(
+        zone: String, start: String, returning: String, from: String, to: String, unit: String, periods: Int, startFilter: String = "true"
+    ) -> String {
         let length = unit == "day" ? 1 : 7
         return """
             WITH st AS (SELECT DISTINCT user_id AS u, date_trunc('\(unit)', (time AT TIME ZONE '\(zone)'))::date AS cohort FROM analytics.events
-                        WHERE project = 'shop' AND event = (CASE '\(unit)' WHEN 'day' THEN '$AppStart' ELSE 'Pay' END) AND user_id IS NOT NULL AND \(startFilter)
+                        WHERE project = 'shop' AND event = '\(start)' AND user_id IS NOT NULL AND \(startFilter)
                           AND (time AT TIME ZONE '\(zone)')::date BETWEEN '\(from)' AND '\(to)'),
             rt AS (SELECT DISTINCT user_id AS u, date_trunc('\(unit)', (time AT TIME ZONE '\(zone)'))::date AS at FROM analytics.events
-                   WHERE project = 'shop' AND event = (CASE '\(unit)' WHEN 'day' THEN 'ViewProduct' ELSE '$AppStart' END) AND user_id IS NOT NULL),
+                   WHERE project = 'shop' AND event = '\(returning)' AND user_id IS NOT NULL),
             sizes AS (SELECT cohort, count(*) AS n FROM st GROUP BY 1)
             SELECT s.cohort, s.n, k,
                    (SELECT count(*) FROM st WHERE st.cohort = s.cohort AND EXISTS (SELECT 1 FROM rt WHERE rt.u = st.u AND rt.at = st.cohort + \(length) * k)),
