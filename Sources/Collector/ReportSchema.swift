@@ -998,10 +998,11 @@ enum ReportSchema {
                 IF last_cohort + periods <= 62 THEN
                     -- Each person's periods as the bits of two integers: sb for the start event, rb for the return
                     -- event (bit i: period i from the first cohort), read once when both events are the same one,
-                    -- unfiltered. People with the same two integers (a shape) are counted together; w: the returns
-                    -- in the `periods` periods after one of a shape's cohorts, bit k - 1 for period k.
+                    -- unfiltered (a return on the first day is in no cohort's periods, so every day is a return).
+                    -- People with the same two integers (a shape) are counted together; w: the returns in the
+                    -- `periods` periods after one of a shape's cohorts, bit k - 1 for period k.
                     read_sql := CASE WHEN start_event = return_event AND c_cond.condition = 'true' AND r_cond.condition = 'true' THEN
-                        'SELECT coalesce(c.canonical_user_id, d.user_id) AS u, d.day, d.day <= $5 AS s, d.day > $4 AS r FROM collector.report_days d
+                        'SELECT coalesce(c.canonical_user_id, d.user_id) AS u, d.day, d.day <= $5 AS s, true AS r FROM collector.report_days d
                          LEFT JOIN analytics.user_canonical c ON c.project = d.project AND c.user_id = d.user_id
                          WHERE d.project = $1 AND d.event = $2 AND d.user_id <> 0 AND d.day >= $4 AND d.day <= $6'
                         ELSE format('SELECT u, day, true AS s, false AS r FROM (%s) x UNION ALL SELECT u, day, false, true FROM (%s) x', starts, returns) END;
