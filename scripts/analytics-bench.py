@@ -311,9 +311,10 @@ def main():
     psql(args.url, "VACUUM ANALYZE collector.events")
     say("the collector's rollup look over everything (the first look after an upgrade)")
     t0 = time.monotonic()
-    out = psql(args.url, "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT * FROM collector.report_round(1000); COMMIT;")
+    out = psql(args.url, "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT * FROM collector.report_round(1000); "
+               "SELECT collector.report_people_round(1000, '0 s'); COMMIT;")
     built = time.monotonic() - t0
-    psql(args.url, "VACUUM ANALYZE collector.report_days, collector.report_hours")
+    psql(args.url, "VACUUM ANALYZE collector.report_days, collector.report_hours, collector.report_people_days")
     sizes = psql(args.url, """SELECT pg_size_pretty(pg_total_relation_size('collector.report_days')), (SELECT count(*) FROM collector.report_days),
         pg_size_pretty(pg_total_relation_size('collector.report_hours')), (SELECT count(*) FROM collector.report_hours),
         pg_size_pretty((SELECT sum(pg_total_relation_size(c.oid)) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid

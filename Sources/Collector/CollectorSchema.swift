@@ -709,5 +709,6 @@ package enum CollectorSchema {
         ReportSchema.boundedLooks,
         ReportSchema.withoutJIT,
         ReportSchema.periodBits,
+        ReportSchema.peopleDays,
     ]
 }

@@ -19,16 +19,23 @@ final class ReportRollup: Service, Sendable {
     private let pool: PostgresPool
     private let interval: Duration
     private let maxDays: Int
+    private let countQuiet: Duration
     private let registry: PrometheusCollectorRegistry
     private let logger: Logger
 
     /// - Parameter maxDays: the most marked days one look builds (again): after an erasure or a
     ///   retention drop, and every day of a project on the first look or in a new time zone. A
     ///   look's work is bounded by what the project stores in that many days.
-    init(pool: PostgresPool, interval: Duration, maxDays: Int = 7, registry: PrometheusCollectorRegistry, logger: Logger) {
+    /// - Parameter countQuiet: how long a closed day waits after a change (late records, a merge)
+    ///   before its distinct people are counted again; meanwhile reports count that day themselves.
+    init(
+        pool: PostgresPool, interval: Duration, maxDays: Int = 7, countQuiet: Duration = .seconds(60), registry: PrometheusCollectorRegistry,
+        logger: Logger
+    ) {
         self.pool = pool
         self.interval = interval
         self.maxDays = maxDays
+        self.countQuiet = countQuiet
         self.registry = registry
         self.logger = logger
     }
@@ -38,6 +45,8 @@ final class ReportRollup: Service, Sendable {
         var eventsRead: Int
         var daysRebuilt: Int
         var daysWaiting: Int
+        /// Closed days whose distinct people wait to be counted (`collector.report_people_pending`).
+        var countsWaiting: Int
     }
 
     private static func metric(_ name: String, unit: String = "", _ help: String) -> MetricNameDescriptor {
@@ -46,7 +55,7 @@ final class ReportRollup: Service, Sendable {
 
     func run() async throws {
         let age = registry.makeGauge(descriptor: Self.metric("age", unit: "seconds", "Seconds since the report rollups' last finished look"))
-        let waiting = registry.makeGauge(descriptor: Self.metric("days_waiting", "Days marked to be built again, not built yet"))
+        let waiting = registry.makeGauge(descriptor: Self.metric("days_waiting", "Days marked to be built again, or whose people wait to be counted"))
         let events = registry.makeCounter(descriptor: Self.metric("events", unit: "total", "Events the report rollups read"))
         let failures = registry.makeCounter(
             descriptor: Self.metric("failures", unit: "total", "Looks that failed (other than losing a race to another collector)"))
@@ -78,14 +87,19 @@ final class ReportRollup: Service, Sendable {
     /// Makes one look now.
     func look() async throws -> Look {
         let maxDays = String(self.maxDays)
+        let quiet = String(countQuiet.components.seconds)
         return try await pool.transaction { connection in
             try connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             let row = try connection.query(
                 "SELECT events_read::text, days_rebuilt::text, days_waiting::text FROM collector.report_round($1::integer)", [maxDays]
             ).rows.first
+            let counts = try connection.query(
+                "SELECT collector.report_people_round($1::integer, make_interval(secs => $2::integer))::text",
+                [maxDays, quiet]
+            ).scalar
             return Look(
                 eventsRead: row?[0].flatMap(Int.init) ?? 0, daysRebuilt: row?[1].flatMap(Int.init) ?? 0,
-                daysWaiting: row?[2].flatMap(Int.init) ?? 0)
+                daysWaiting: row?[2].flatMap(Int.init) ?? 0, countsWaiting: counts.flatMap(Int.init) ?? 0)
         }
     }
 
@@ -94,7 +108,8 @@ final class ReportRollup: Service, Sendable {
         try await pool.withConnection { connection in
             let row = try connection.query(
                 """
-                SELECT extract(epoch FROM clock_timestamp() - finished_at)::text, (SELECT count(*) FROM collector.report_dirty)::text
+                SELECT extract(epoch FROM clock_timestamp() - finished_at)::text,
+                       ((SELECT count(*) FROM collector.report_dirty) + collector.report_people_waiting())::text
                 FROM collector.report_state
                 """
             ).rows.first

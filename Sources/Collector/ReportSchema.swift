@@ -1099,4 +1099,224 @@ enum ReportSchema {
             END $fn$;
             """#
     )
+
+    /// Distinct people a day, counted when a day closes (`collector.report_people_days`), so that
+    /// daily active users read a few rows a day instead of every (event, person) of the day:
+    /// 1.7 s at 10M events for 30 days by SDK (docs/BENCHMARKS.md, "Reports"). A count stays exact
+    /// under merges made after it: each look compares `analytics.user_canonical` with the copy the
+    /// counts were made with (`collector.report_canon`) and counts again the days of every user whose
+    /// canonical user changed; a report makes the same comparison and counts those days itself, so
+    /// a merge is in every report at once. The comparison reads every merged user (about 15 ms for
+    /// 50k at 10M events); a change log kept by identity would read only the new merges.
+    static let peopleDays = Migration(
+        version: 19, name: "distinct people a day counted when the day closes",
+        sql: #"""
+            -- Per project, local day, event ('*': any event) and SDK (NULL: all of them; '': none): the
+            -- distinct people (users after merges, as collector.report_canon maps them). Only closed days
+            -- (before the project's today) are counted; a change to a day's report_days rows drops its
+            -- counts and marks it in report_people_pending, counted again by a later look.
+            CREATE TABLE collector.report_people_days (
+                project text   NOT NULL,
+                day     date   NOT NULL,
+                event   text   NOT NULL,
+                lib     text,
+                people  bigint NOT NULL
+            );
+            CREATE INDEX report_people_days_day ON collector.report_people_days (project, day);
+            CREATE TABLE collector.report_people_pending (
+                project   text        NOT NULL,
+                day       date        NOT NULL,
+                marked_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (project, day)
+            );
+            -- analytics.user_canonical as the counts were made with it.
+            CREATE TABLE collector.report_canon (
+                project           text   NOT NULL,
+                user_id           bigint NOT NULL,
+                canonical_user_id bigint NOT NULL,
+                PRIMARY KEY (project, user_id)
+            );
+            ALTER TABLE collector.report_state ADD COLUMN canon_at timestamptz;  -- the last comparison of the map
+            INSERT INTO collector.report_people_pending (project, day) SELECT DISTINCT project, day FROM collector.report_days;
+            INSERT INTO collector.report_canon (project, user_id, canonical_user_id)
+            SELECT project, user_id, canonical_user_id FROM analytics.user_canonical;
+
+            -- Whatever adds or removes report_days rows (a look adding events, a rebuilt day, a new time
+            -- zone) drops the counts of the days it touched and marks them. An update (more events of a
+            -- person already there) changes no one's presence.
+            CREATE FUNCTION collector.report_days_changed() RETURNS trigger
+            LANGUAGE plpgsql SET jit = off AS $fn$
+            BEGIN
+                WITH days AS (SELECT DISTINCT project, day FROM changed),
+                dropped AS (DELETE FROM collector.report_people_days p USING days WHERE p.project = days.project AND p.day = days.day)
+                INSERT INTO collector.report_people_pending (project, day) SELECT project, day FROM days ON CONFLICT DO NOTHING;
+                RETURN NULL;
+            END $fn$;
+            CREATE TRIGGER report_days_inserted AFTER INSERT ON collector.report_days
+                REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION collector.report_days_changed();
+            CREATE TRIGGER report_days_deleted AFTER DELETE ON collector.report_days
+                REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION collector.report_days_changed();
+
+            -- Users whose canonical user is not what the counts were made with.
+            CREATE FUNCTION collector.report_canon_changed(project text) RETURNS TABLE (user_id bigint)
+            LANGUAGE sql STABLE AS $$
+                SELECT coalesce(c.user_id, k.user_id)
+                FROM (SELECT u.user_id, u.canonical_user_id FROM analytics.user_canonical u WHERE u.project = $1) c
+                FULL JOIN (SELECT k.user_id, k.canonical_user_id FROM collector.report_canon k WHERE k.project = $1) k ON k.user_id = c.user_id
+                WHERE c.canonical_user_id IS DISTINCT FROM k.canonical_user_id
+            $$;
+
+            -- Closed days whose people wait to be counted.
+            CREATE FUNCTION collector.report_people_waiting() RETURNS bigint
+            LANGUAGE sql STABLE AS $$
+                SELECT count(*) FROM collector.report_people_pending q LEFT JOIN collector.report_settings s ON s.project = q.project
+                WHERE q.day < (now() AT TIME ZONE coalesce(s.time_zone, 'UTC'))::date
+            $$;
+
+            -- The events of a project's report_days, an index probe each (a loose scan of the primary key),
+            -- so that a day's rows are read by the key (project, event, day, …) rather than by a scan.
+            CREATE FUNCTION collector.report_day_events(project text) RETURNS text[]
+            LANGUAGE sql STABLE AS $$
+                SELECT ARRAY(WITH RECURSIVE n(e) AS (
+                                 SELECT min(d.event) FROM collector.report_days d WHERE d.project = $1
+                                 UNION ALL
+                                 SELECT (SELECT min(d.event) FROM collector.report_days d WHERE d.project = $1 AND d.event > n.e) FROM n WHERE n.e IS NOT NULL)
+                             SELECT n.e FROM n WHERE n.e IS NOT NULL)
+            $$;
+
+            -- The people counts' part of a look, after collector.report_round in its transaction: marks the
+            -- days of users merged (or unmerged, or erased) since the counts were made, takes the map as it
+            -- is now, and counts at most `max_days` closed days marked at least `quiet` ago (so that a day
+            -- still receiving late records is counted once in that time, not at every look). Gives the
+            -- closed days still waiting.
+            CREATE FUNCTION collector.report_people_round(max_days integer, quiet interval) RETURNS bigint
+            LANGUAGE plpgsql SET jit = off AS $fn$
+            DECLARE
+                projects text[];
+                users bigint[] := '{}';
+                day_project text;
+                day_date date;
+            BEGIN
+                IF current_setting('transaction_isolation') <> 'repeatable read' THEN
+                    RAISE EXCEPTION 'collector.report_people_round runs in a REPEATABLE READ transaction';
+                END IF;
+                -- The comparison reads every merged user: made when days are to be counted, else once in
+                -- `quiet` (reports make it themselves meanwhile).
+                IF EXISTS (SELECT 1 FROM collector.report_state r WHERE r.canon_at IS NULL OR r.canon_at <= now() - quiet)
+                   OR EXISTS (SELECT 1 FROM collector.report_people_pending q LEFT JOIN collector.report_settings s ON s.project = q.project
+                              WHERE q.day < (now() AT TIME ZONE coalesce(s.time_zone, 'UTC'))::date AND q.marked_at <= now() - quiet) THEN
+                    SELECT coalesce(array_agg(x.project), '{}'), coalesce(array_agg(x.user_id), '{}') INTO projects, users
+                    FROM (SELECT coalesce(c.project, k.project) AS project, coalesce(c.user_id, k.user_id) AS user_id
+                          FROM analytics.user_canonical c FULL JOIN collector.report_canon k ON k.project = c.project AND k.user_id = c.user_id
+                          WHERE c.canonical_user_id IS DISTINCT FROM k.canonical_user_id) x;
+                    UPDATE collector.report_state SET canon_at = now();
+                END IF;
+                IF cardinality(users) > 0 THEN
+                    -- Their days were counted under the old map: count them again (in projects with counts).
+                    WITH days AS (
+                        SELECT DISTINCT u.p AS project, (e.time AT TIME ZONE coalesce(s.time_zone, 'UTC'))::date AS day
+                        FROM (SELECT * FROM unnest(projects, users) u(p, id)
+                              WHERE EXISTS (SELECT 1 FROM collector.report_people_days d WHERE d.project = u.p)) u
+                        JOIN collector.events e ON e.project = u.p AND e.user_id = u.id
+                        LEFT JOIN collector.report_settings s ON s.project = u.p
+                    ), dropped AS (DELETE FROM collector.report_people_days d USING days WHERE d.project = days.project AND d.day = days.day)
+                    INSERT INTO collector.report_people_pending (project, day) SELECT days.project, days.day FROM days ON CONFLICT DO NOTHING;
+                    DELETE FROM collector.report_canon k USING unnest(projects, users) u(p, id) WHERE k.project = u.p AND k.user_id = u.id;
+                    INSERT INTO collector.report_canon (project, user_id, canonical_user_id)
+                    SELECT c.project, c.user_id, c.canonical_user_id
+                    FROM analytics.user_canonical c JOIN unnest(projects, users) u(p, id) ON c.project = u.p AND c.user_id = u.id;
+                END IF;
+
+                FOR day_project, day_date IN
+                    DELETE FROM collector.report_people_pending q
+                    USING (SELECT q.project, q.day FROM collector.report_people_pending q LEFT JOIN collector.report_settings s ON s.project = q.project
+                           WHERE q.day < (now() AT TIME ZONE coalesce(s.time_zone, 'UTC'))::date AND q.marked_at <= now() - quiet
+                           ORDER BY q.day DESC LIMIT max_days) t
+                    WHERE q.project = t.project AND q.day = t.day
+                    RETURNING q.project, q.day
+                LOOP
+                    INSERT INTO collector.report_people_days (project, day, event, lib, people)
+                    SELECT day_project, day_date, CASE WHEN grouping(d.event) = 1 THEN '*' ELSE d.event END, CASE WHEN grouping(d.lib) = 1 THEN NULL ELSE d.lib END,
+                           count(DISTINCT coalesce(c.canonical_user_id, d.user_id)) FILTER (WHERE d.user_id <> 0)
+                    FROM collector.report_days d
+                    LEFT JOIN collector.report_canon c ON c.project = d.project AND c.user_id = d.user_id
+                    WHERE d.project = day_project AND d.event = ANY(collector.report_day_events(day_project)) AND d.day = day_date
+                    GROUP BY GROUPING SETS ((d.event, d.lib), (d.event), (d.lib), ())
+                    HAVING count(*) > 0;  -- a day with no rows left (a dropped month) has no counts, not zeros
+                END LOOP;
+                RETURN collector.report_people_waiting();
+            END $fn$;
+
+            -- event_trend reads the counts for people a day (by SDK or not, events without filters); what it
+            -- did before, for every other report, is collector.report_trend_scan.
+            ALTER FUNCTION analytics.event_trend(text, text[], date, date, text, text, text, text, jsonb, integer) SET SCHEMA collector;
+            ALTER FUNCTION collector.event_trend(text, text[], date, date, text, text, text, text, jsonb, integer) RENAME TO report_trend_scan;
+            CREATE FUNCTION analytics.event_trend(
+                project text, events text[], from_day date, to_day date, unit text DEFAULT 'day', measure text DEFAULT 'events',
+                property text DEFAULT NULL, group_by text DEFAULT NULL, filters jsonb DEFAULT '[]', top integer DEFAULT 10
+            ) RETURNS TABLE (bucket timestamp, event text, group_value text, value numeric)
+            LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off AS $fn$
+            DECLARE
+                zone text;
+                name text;
+                any_event boolean := events = ARRAY['*'];
+                by_lib boolean := group_by IS NOT DISTINCT FROM 'lib';
+                changed bigint[];
+                stale date[] := '{}';
+                counted date[];
+                live date[];
+                names text[] := events;
+                sql text;
+            BEGIN
+                IF measure IS DISTINCT FROM 'people' OR unit IS DISTINCT FROM 'day' OR property IS NOT NULL OR (group_by IS NOT NULL AND NOT by_lib)
+                   OR coalesce(filters, '[]') <> '[]' OR top IS NULL OR top NOT BETWEEN 1 AND 1000
+                   OR events IS NULL OR cardinality(events) NOT BETWEEN 1 AND 30
+                   OR (any_event AND EXISTS (SELECT 1 FROM collector.catalog_notes n WHERE n.project = $1 AND n.kind = 'event' AND n.hidden)) THEN
+                    RETURN QUERY SELECT * FROM collector.report_trend_scan(project, events, from_day, to_day, unit, measure, property, group_by, filters, top);
+                    RETURN;
+                END IF;
+                PERFORM collector.report_check_range(project, from_day, to_day, 400);
+                IF NOT any_event THEN
+                    FOREACH name IN ARRAY events LOOP PERFORM collector.report_check_event(project, name); END LOOP;
+                END IF;
+                zone := collector.report_zone(project);
+                -- The counted days, but those with events of users whose canonical user changed since
+                -- they were counted; the other days (today, days waiting, those) from report_days, as
+                -- report_trend_scan counts them.
+                changed := ARRAY(SELECT c.user_id FROM collector.report_canon_changed($1) c);
+                IF cardinality(changed) > 0 THEN
+                    stale := ARRAY(SELECT DISTINCT (e.time AT TIME ZONE zone)::date FROM collector.events e
+                                   WHERE e.project = $1 AND e.user_id = ANY(changed)
+                                     AND e.time >= $3::timestamp AT TIME ZONE zone AND e.time < ($4 + 1)::timestamp AT TIME ZONE zone);
+                END IF;
+                counted := ARRAY(SELECT p.day FROM collector.report_people_days p
+                                 WHERE p.project = $1 AND p.event = '*' AND p.lib IS NULL AND p.day >= $3 AND p.day <= $4 AND p.day <> ALL(stale));
+                live := ARRAY(SELECT g::date FROM generate_series($3, $4, interval '1 day') g WHERE g::date <> ALL(counted));
+                IF any_event THEN
+                    names := collector.report_day_events($1);
+                END IF;
+                sql := format($q$
+                    SELECT p.day::timestamp, p.event, nullif(p.lib, ''), p.people::numeric FROM collector.report_people_days p
+                    WHERE p.project = $1 AND p.day = ANY($5) AND p.event = ANY($2) AND p.lib IS %1$s NULL
+                    UNION ALL
+                    SELECT d.day::timestamp, %2$s, %3$s, count(DISTINCT coalesce(c.canonical_user_id, d.user_id)) FILTER (WHERE d.user_id <> 0)::numeric
+                    FROM collector.report_days d
+                    LEFT JOIN analytics.user_canonical c ON c.project = d.project AND c.user_id = d.user_id
+                    WHERE d.project = $1 AND d.event = ANY($7) AND d.day = ANY($6)
+                    GROUP BY 1, 2, 3$q$,
+                    CASE WHEN by_lib THEN 'NOT' ELSE '' END, CASE WHEN any_event THEN '''*''::text' ELSE 'd.event' END,
+                    CASE WHEN by_lib THEN 'nullif(d.lib, '''')' ELSE 'NULL::text' END);
+                IF NOT by_lib THEN
+                    RETURN QUERY EXECUTE sql || ' ORDER BY 1, 2' USING project, events, from_day, to_day, counted, live, names;
+                ELSE
+                    -- The `top` SDKs with the most people over the whole range, ranked as report_trend_scan ranks groups.
+                    RETURN QUERY EXECUTE format($q$
+                        WITH t(bucket, event, g, v) AS (%s),
+                        ranked AS (SELECT g, row_number() OVER (ORDER BY sum(v) DESC, g NULLS LAST) AS n FROM t GROUP BY g)
+                        SELECT t.bucket, t.event, t.g, t.v FROM t JOIN ranked r ON r.g IS NOT DISTINCT FROM t.g
+                        WHERE r.n <= %s ORDER BY t.bucket, t.event, r.n$q$, sql, top) USING project, events, from_day, to_day, counted, live, names;
+                END IF;
+            END $fn$;
+            """#
+    )
 }
