@@ -1247,6 +1247,14 @@ enum ReportSchema {
                 RETURN collector.report_people_waiting();
             END $fn$;
 
+            -- How far behind the rollups are, the people counts' closed days waiting too.
+            CREATE OR REPLACE VIEW analytics.report_status AS
+                SELECT s.finished_at AS rolled_up_at, s.rounds, s.events_read, (SELECT count(*) FROM collector.report_dirty) AS days_waiting,
+                       (SELECT count(*) FROM collector.report_people_pending q LEFT JOIN collector.report_settings z ON z.project = q.project
+                        WHERE q.day < (now() AT TIME ZONE coalesce(z.time_zone, 'UTC'))::date) AS counts_waiting
+                FROM collector.report_state s;
+            COMMENT ON VIEW analytics.report_status IS 'The report rollups: when their last look finished, looks made, events read, days waiting to be built again, closed days whose distinct people wait to be counted.';
+
             -- event_trend reads the counts for people a day (by SDK or not, events without filters); what it
             -- did before, for every other report, is collector.report_trend_scan.
             ALTER FUNCTION analytics.event_trend(text, text[], date, date, text, text, text, text, jsonb, integer) SET SCHEMA collector;
