@@ -415,7 +415,7 @@ struct ReportTests {
         }
     }
 
-    @Test("a closed day changed by late records or merges is counted by the reports themselves until it is quiet")
+    @Test("a closed day changed by late records or merges is counted by the reports themselves until a look counts it again")
     func quietDays() async throws {
         try await Self.withWorld { world in
             try await Self.store(Self.traffic(seed: 71), in: world)
