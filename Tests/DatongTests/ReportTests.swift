@@ -57,8 +57,8 @@ struct ReportTests {
             }
         }
 
-        /// Looks until no marked day and no closed day's people count waits (the first look, or one after a new time zone, builds
-        /// `maxDays` days a look); what the looks did together.
+        /// Looks until no marked day and no closed day's people count waits (the first look, or
+        /// one after a new time zone, builds `maxDays` days a look); what the looks did together.
         @discardableResult
         func settle() async throws -> ReportRollup.Look {
             var total = ReportRollup.Look(eventsRead: 0, daysRebuilt: 0, daysWaiting: 0, countsWaiting: 0)
