@@ -1158,20 +1158,29 @@ enum ReportSchema {
             CREATE TRIGGER report_days_deleted AFTER DELETE ON collector.report_days
                 REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION collector.report_days_changed();
 
-            -- Users whose canonical user is not what the counts were made with.
-            CREATE FUNCTION collector.report_canon_changed(project text) RETURNS TABLE (user_id bigint)
+            -- Users whose canonical user is not what the counts were made with, in `project` (NULL: every
+            -- project).
+            CREATE FUNCTION collector.report_canon_changed(project text) RETURNS TABLE (project text, user_id bigint)
             LANGUAGE sql STABLE AS $$
-                SELECT coalesce(c.user_id, k.user_id)
-                FROM (SELECT u.user_id, u.canonical_user_id FROM analytics.user_canonical u WHERE u.project = $1) c
-                FULL JOIN (SELECT k.user_id, k.canonical_user_id FROM collector.report_canon k WHERE k.project = $1) k ON k.user_id = c.user_id
+                SELECT coalesce(c.project, k.project), coalesce(c.user_id, k.user_id)
+                FROM (SELECT u.project, u.user_id, u.canonical_user_id FROM analytics.user_canonical u WHERE $1 IS NULL OR u.project = $1) c
+                FULL JOIN (SELECT k.project, k.user_id, k.canonical_user_id FROM collector.report_canon k WHERE $1 IS NULL OR k.project = $1) k
+                    ON k.project = c.project AND k.user_id = c.user_id
                 WHERE c.canonical_user_id IS DISTINCT FROM k.canonical_user_id
             $$;
 
-            -- Closed days whose people wait to be counted.
-            CREATE FUNCTION collector.report_people_waiting() RETURNS bigint
+            -- Closed days (before their project's today) waiting for their people to be counted, marked at
+            -- least `quiet` ago (NULL: whenever).
+            CREATE FUNCTION collector.report_people_closed(quiet interval) RETURNS TABLE (project text, day date)
             LANGUAGE sql STABLE AS $$
-                SELECT count(*) FROM collector.report_people_pending q LEFT JOIN collector.report_settings s ON s.project = q.project
-                WHERE q.day < (now() AT TIME ZONE coalesce(s.time_zone, 'UTC'))::date
+                SELECT q.project, q.day FROM collector.report_people_pending q LEFT JOIN collector.report_settings s ON s.project = q.project
+                WHERE q.day < (now() AT TIME ZONE coalesce(s.time_zone, 'UTC'))::date AND ($1 IS NULL OR q.marked_at <= now() - $1)
+            $$;
+
+            -- How many closed days wait (analytics.report_status shows it to analysts, who cannot read collector's tables).
+            CREATE FUNCTION collector.report_people_waiting() RETURNS bigint
+            LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+                SELECT count(*) FROM collector.report_people_closed(NULL)
             $$;
 
             -- The events of a project's report_days, an index probe each (a loose scan of the primary key),
@@ -1193,23 +1202,22 @@ enum ReportSchema {
             CREATE FUNCTION collector.report_people_round(max_days integer, quiet interval) RETURNS bigint
             LANGUAGE plpgsql SET jit = off AS $fn$
             DECLARE
+                day_projects text[];
+                day_dates date[];
                 projects text[];
                 users bigint[] := '{}';
-                day_project text;
-                day_date date;
+                i integer;
             BEGIN
                 IF current_setting('transaction_isolation') <> 'repeatable read' THEN
                     RAISE EXCEPTION 'collector.report_people_round runs in a REPEATABLE READ transaction';
                 END IF;
-                -- The comparison reads every merged user: made when days are to be counted, else once in
-                -- `quiet` (reports make it themselves meanwhile).
-                IF EXISTS (SELECT 1 FROM collector.report_state r WHERE r.canon_at IS NULL OR r.canon_at <= now() - quiet)
-                   OR EXISTS (SELECT 1 FROM collector.report_people_pending q LEFT JOIN collector.report_settings s ON s.project = q.project
-                              WHERE q.day < (now() AT TIME ZONE coalesce(s.time_zone, 'UTC'))::date AND q.marked_at <= now() - quiet) THEN
+                SELECT coalesce(array_agg(t.project), '{}'), coalesce(array_agg(t.day), '{}') INTO day_projects, day_dates
+                FROM (SELECT * FROM collector.report_people_closed(quiet) c ORDER BY c.day DESC LIMIT max_days) t;
+                -- The comparison reads every merged user: made before days are counted, else once in `quiet`
+                -- (reports make it themselves meanwhile).
+                IF cardinality(day_dates) > 0 OR EXISTS (SELECT 1 FROM collector.report_state r WHERE r.canon_at IS NULL OR r.canon_at <= now() - quiet) THEN
                     SELECT coalesce(array_agg(x.project), '{}'), coalesce(array_agg(x.user_id), '{}') INTO projects, users
-                    FROM (SELECT coalesce(c.project, k.project) AS project, coalesce(c.user_id, k.user_id) AS user_id
-                          FROM analytics.user_canonical c FULL JOIN collector.report_canon k ON k.project = c.project AND k.user_id = c.user_id
-                          WHERE c.canonical_user_id IS DISTINCT FROM k.canonical_user_id) x;
+                    FROM collector.report_canon_changed(NULL) x;
                     UPDATE collector.report_state SET canon_at = now();
                 END IF;
                 IF cardinality(users) > 0 THEN
@@ -1228,20 +1236,16 @@ enum ReportSchema {
                     FROM analytics.user_canonical c JOIN unnest(projects, users) u(p, id) ON c.project = u.p AND c.user_id = u.id;
                 END IF;
 
-                FOR day_project, day_date IN
-                    DELETE FROM collector.report_people_pending q
-                    USING (SELECT q.project, q.day FROM collector.report_people_pending q LEFT JOIN collector.report_settings s ON s.project = q.project
-                           WHERE q.day < (now() AT TIME ZONE coalesce(s.time_zone, 'UTC'))::date AND q.marked_at <= now() - quiet
-                           ORDER BY q.day DESC LIMIT max_days) t
-                    WHERE q.project = t.project AND q.day = t.day
-                    RETURNING q.project, q.day
-                LOOP
+                -- The days taken, counted with the map as it is now (a day the comparison marked again too).
+                DELETE FROM collector.report_people_pending q USING unnest(day_projects, day_dates) t(p, d) WHERE q.project = t.p AND q.day = t.d;
+                FOR i IN 1 .. cardinality(day_dates) LOOP
                     INSERT INTO collector.report_people_days (project, day, event, lib, people)
-                    SELECT day_project, day_date, CASE WHEN grouping(d.event) = 1 THEN '*' ELSE d.event END, CASE WHEN grouping(d.lib) = 1 THEN NULL ELSE d.lib END,
+                    SELECT day_projects[i], day_dates[i], CASE WHEN grouping(d.event) = 1 THEN '*' ELSE d.event END,
+                           CASE WHEN grouping(d.lib) = 1 THEN NULL ELSE d.lib END,
                            count(DISTINCT coalesce(c.canonical_user_id, d.user_id)) FILTER (WHERE d.user_id <> 0)
                     FROM collector.report_days d
                     LEFT JOIN collector.report_canon c ON c.project = d.project AND c.user_id = d.user_id
-                    WHERE d.project = day_project AND d.event = ANY(collector.report_day_events(day_project)) AND d.day = day_date
+                    WHERE d.project = day_projects[i] AND d.event = ANY(collector.report_day_events(day_projects[i])) AND d.day = day_dates[i]
                     GROUP BY GROUPING SETS ((d.event, d.lib), (d.event), (d.lib), ())
                     HAVING count(*) > 0;  -- a day with no rows left (a dropped month) has no counts, not zeros
                 END LOOP;
@@ -1251,8 +1255,7 @@ enum ReportSchema {
             -- How far behind the rollups are, the people counts' closed days waiting too.
             CREATE OR REPLACE VIEW analytics.report_status AS
                 SELECT s.finished_at AS rolled_up_at, s.rounds, s.events_read, (SELECT count(*) FROM collector.report_dirty) AS days_waiting,
-                       (SELECT count(*) FROM collector.report_people_pending q LEFT JOIN collector.report_settings z ON z.project = q.project
-                        WHERE q.day < (now() AT TIME ZONE coalesce(z.time_zone, 'UTC'))::date) AS counts_waiting
+                       collector.report_people_waiting() AS counts_waiting
                 FROM collector.report_state s;
             COMMENT ON VIEW analytics.report_status IS 'The report rollups: when their last look finished, looks made, events read, days waiting to be built again, closed days whose distinct people wait to be counted.';
 

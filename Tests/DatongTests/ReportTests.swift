@@ -431,7 +431,9 @@ struct ReportTests {
             for (merged, survivor) in [(3, 6), (9, 6)] { try await world.merge(Int64(merged), into: Int64(survivor)) }
             let look = try await deployed.look()
             #expect(look.eventsRead == late.count && look.countsWaiting > 0, "\(look)")
-            let status = try await world.rows("SELECT days_waiting::text, counts_waiting::text FROM analytics.report_status")
+            // As analysts read it.
+            try await world.execute(try String(contentsOf: AnalystRoleTests.script, encoding: .utf8))
+            let status = try await AnalystRoleTests.rows(asAnalyst: world.url, "SELECT days_waiting::text, counts_waiting::text FROM analytics.report_status")
             #expect(status.first == ["0", String(look.countsWaiting)])
             #expect(try await deployed.status().daysWaiting == look.countsWaiting)
             try await Self.expectAllAgree(world, "with changed days waiting to be counted")
